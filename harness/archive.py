@@ -1,0 +1,157 @@
+"""Fetching from a Debian archive: signed Release, Packages index, checksum-verified .debs.
+
+Trust chain, as apt's: InRelease is verified with gpgv against the mirror's keyring; the
+Packages index is checked against the SHA256 in the verified Release; each .deb against the
+SHA256 in the index. Nothing unverified is ever unpacked.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import lzma
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from debian.deb822 import Deb822, Release
+
+from harness import progress
+from harness.errors import MirrorError, KernelError
+from harness.mirror import Mirror
+
+log = logging.getLogger(__name__)
+TIMEOUT_S = 30
+CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class PackageRecord:
+    """One stanza of a Packages index, with the fields the lab uses."""
+    name: str
+    version: str
+    filename: str
+    size: int
+    sha256: str
+    depends: str
+
+
+def _open(url: str, origin: str):  # -> http.client.HTTPResponse or file-like
+    log.debug("GET %s", url)
+    try:
+        return urllib.request.urlopen(url, timeout=TIMEOUT_S)
+    except urllib.error.HTTPError as e:
+        raise MirrorError(f"{url}: HTTP {e.code} {e.reason} (mirror from {origin})") from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise MirrorError(f"mirror unreachable: {url}: {reason} (mirror from {origin})",
+                          hint="check the mirror in lab.yaml or /etc/apt/sources.list*") from None
+
+
+def fetch_bytes(url: str, origin: str) -> bytes:
+    with _open(url, origin) as r:
+        return r.read()
+
+
+def download(url: str, dest: Path, sha256: str, size: int | None, origin: str) -> Path:
+    """Download `url` to `dest` with a progress bar; keep it only if its SHA256 matches."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    with tempfile.NamedTemporaryFile(dir=dest.parent, prefix=f".{dest.name}.", delete=False) as tmp:
+        tmp_path = Path(tmp.name)
+        try:
+            with _open(url, origin) as r, progress.transfer(f"downloading {dest.name}",
+                                                             size) as advance:
+                while chunk := r.read(CHUNK):
+                    tmp.write(chunk)
+                    digest.update(chunk)
+                    advance(len(chunk))
+        except BaseException:
+            tmp_path.unlink(missing_ok=True)
+            raise
+    if digest.hexdigest() != sha256:
+        tmp_path.unlink(missing_ok=True)
+        raise KernelError(f"{url}: SHA256 mismatch: got {digest.hexdigest()}, the index says "
+                          f"{sha256}; the file was discarded")
+    tmp_path.rename(dest)
+    return dest
+
+
+def verify_release(signed: bytes, keyring: Path, url: str) -> bytes:
+    """The content of a clearsigned InRelease, if gpgv accepts its signature with `keyring`."""
+    if not keyring.exists():
+        raise MirrorError(f"keyring {keyring} does not exist; cannot verify {url}",
+                          hint="apt-get install debian-archive-keyring, or set mirror.keyring")
+    proc = subprocess.run(["gpgv", "--quiet", "--keyring", str(keyring), "--output", "-", "-"],
+                          input=signed, capture_output=True)
+    if proc.returncode != 0:
+        why = proc.stderr.decode(errors="replace").strip().splitlines()
+        raise MirrorError(f"{url}: signature not valid with keyring {keyring}: "
+                          f"{why[-1] if why else 'gpgv failed'}")
+    return proc.stdout
+
+
+class Archive:
+    """One suite of a Debian mirror."""
+
+    def __init__(self, mirror: Mirror, suite: str) -> None:
+        self.mirror = mirror
+        self.suite = suite
+        self._release: Release | None = None
+
+    def url(self, path: str) -> str:
+        return f"{self.mirror.url}/{path}"
+
+    def release(self) -> Release:
+        """The suite's verified Release."""
+        if self._release is None:
+            url = self.url(f"dists/{self.suite}/InRelease")
+            try:
+                signed = fetch_bytes(url, self.mirror.origin)
+            except MirrorError as e:
+                if "HTTP 404" in e.message:
+                    raise MirrorError(f"the mirror {self.mirror.url} has no suite {self.suite!r} "
+                                      f"(mirror from {self.mirror.origin})") from None
+                raise
+            self._release = Release(verify_release(signed, self.mirror.keyring, url))
+        return self._release
+
+    def _index_entry(self, path: str) -> tuple[str, int]:
+        for entry in self.release().get("SHA256", []):
+            if entry["name"] == path:
+                return entry["sha256"], int(entry["size"])
+        raise MirrorError(f"{self.url(f'dists/{self.suite}/Release')}: no SHA256 entry for {path}")
+
+    def packages(self, component: str, arch: str, names_prefix: str) -> Iterator[PackageRecord]:
+        """Stanzas of main/binary-ARCH/Packages whose name starts with `names_prefix`.
+
+        The index is ~60 MB unpacked; it is streamed, and only matching stanzas are parsed.
+        """
+        path = f"{component}/binary-{arch}/Packages.xz"
+        sha, size = self._index_entry(path)
+        with tempfile.TemporaryDirectory(prefix="ringlab-index-") as tmp:
+            local = download(self.url(f"dists/{self.suite}/{path}"), Path(tmp) / "Packages.xz",
+                             sha, size, self.mirror.origin)
+            with lzma.open(local, "rt", encoding="utf-8", errors="replace") as f:
+                stanza: list[str] = []
+                keep = False
+                for line in f:
+                    if line == "\n":
+                        if keep:
+                            yield _record(Deb822(stanza))
+                        stanza, keep = [], False
+                        continue
+                    if not stanza:
+                        keep = line.startswith(f"Package: {names_prefix}")
+                    if keep:
+                        stanza.append(line)
+                if keep and stanza:
+                    yield _record(Deb822(stanza))
+
+
+def _record(d: Deb822) -> PackageRecord:
+    return PackageRecord(name=d["Package"], version=d["Version"], filename=d["Filename"],
+                         size=int(d["Size"]), sha256=d["SHA256"], depends=d.get("Depends", ""))

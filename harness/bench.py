@@ -1,0 +1,1 @@
+def boot_bench(*a, **k): raise NotImplementedError

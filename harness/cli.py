@@ -1,0 +1,269 @@
+"""The `./lab` command line: run, boot, ssh, doctor, selftest, bench."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness import accel, cache, config as lab_config, host, kernel, mirror
+from harness.errors import LabError
+from harness.lab import Lab
+
+log = logging.getLogger("ringlab")
+REPO = Path(__file__).resolve().parent.parent
+SUITE = REPO / "tests" / "kernel"
+
+
+def _setup_logging(verbose: bool, logfile: Path | None = None) -> None:
+    root = logging.getLogger()
+    root.setLevel(logging.DEBUG)
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    screen = logging.StreamHandler(sys.stderr)
+    screen.setLevel(logging.DEBUG if verbose else logging.INFO)
+    screen.setFormatter(logging.Formatter("lab: %(message)s" if not verbose else
+                                          "lab: %(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+    root.addHandler(screen)
+    if logfile is not None:
+        logfile.parent.mkdir(parents=True, exist_ok=True)
+        f = logging.FileHandler(logfile)
+        f.setLevel(logging.DEBUG)
+        f.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(f)
+    # paramiko logs a traceback for every refused attempt while the guest's sshd starts;
+    # harness/ssh.py reports what matters.
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+
+
+def _config(args: argparse.Namespace) -> lab_config.LabConfig:
+    path = Path(args.lab_config or os.environ.get("RINGLAB_CONFIG") or REPO / "lab.yaml")
+    return lab_config.load(path)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """The main job: the kernel test suite on one kernel, with reports."""
+    import pytest
+
+    cfg = _config(args)
+    k = cfg.kernel(args.kernel)
+    report_dir = cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-{k.name}")
+    report_dir.mkdir(parents=True, exist_ok=True)
+    _setup_logging(args.verbose, report_dir / "lab.log")
+    latest = cfg.reports_dir / "latest"
+    if latest.is_symlink() or not latest.exists():
+        latest.unlink(missing_ok=True)
+        latest.symlink_to(report_dir.name)
+    argv = [str(SUITE), "-p", "harness.pytest_plugin", "--lab-config", str(cfg.path),
+            "--kernel", k.name, "--lab-report-dir", str(report_dir),
+            "--junitxml", str(report_dir / "junit.xml"), "-o", "junit_logging=system-out",
+            "-o", "junit_suite_name=ringlab", "-p", "no:cacheprovider", "-rfEs"]
+    if args.keep_guest:
+        argv.append("--keep-guest")
+    if args.refresh:
+        argv.append("--lab-refresh")
+    if args.k:
+        argv += ["-k", args.k]
+    argv += args.pytest_args
+    log.debug("pytest %s", " ".join(argv))
+    code = pytest.main(argv)
+    if code == pytest.ExitCode.NO_TESTS_COLLECTED:
+        log.error("no test was selected (check -k / the test path)")
+    log.info("reports in %s", report_dir)
+    return int(code)
+
+
+def _state_path(lab: Lab) -> Path:
+    return lab.cache_root / "guests" / "booted.json"
+
+
+def cmd_boot(args: argparse.Namespace) -> int:
+    """Boot a guest and keep it until Ctrl-C; `./lab ssh` finds it."""
+    cfg = _config(args)
+    lab = Lab(cfg, refresh=args.refresh)
+    k = cfg.kernel(args.kernel)
+    console_log = cfg.reports_dir / f"boot-{k.name}-console.log"
+    with lab.boot(k.name, console_log, cpus=args.cpus, cmdline=args.cmdline or "") as g:
+        state = {"pid": os.getpid(), "port": g.record.ssh_port, "key": str(g.plan.key.private),
+                 "host_key": g.plan.rootfs.host_key, "kernel": k.name,
+                 "release": g.kernel.release}
+        cache.write_atomic(_state_path(lab), json.dumps(state).encode())
+        print(f"guest {k.name} ({g.kernel.release}) up in {g.record.boot_s:.1f} s, accel "
+              f"{g.plan.accel}; console log: {console_log}\n"
+              f"  shell: ./lab ssh     (or: {' '.join(_ssh_argv(lab, state))})\n"
+              f"Ctrl-C stops it.", flush=True)
+        try:
+            while g.health() is None:
+                time.sleep(1)
+            log.error("guest died: %s", g.health())
+            return 1
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            _state_path(lab).unlink(missing_ok=True)
+
+
+def _ssh_argv(lab: Lab, state: dict) -> list[str]:
+    known = lab.cache_root / "ssh" / "known_hosts"
+    cache.write_atomic(known, f"ringlab-guest {state['host_key']}\n".encode())
+    return ["ssh", "-p", str(state["port"]), "-i", state["key"], "-o", "IdentitiesOnly=yes",
+            "-o", "HostKeyAlias=ringlab-guest", "-o", f"UserKnownHostsFile={known}",
+            "-o", "StrictHostKeyChecking=yes", "root@127.0.0.1"]
+
+
+def cmd_ssh(args: argparse.Namespace) -> int:
+    """A shell in the guest of `./lab boot`, or in a throw-away guest booted for it."""
+    lab = Lab(_config(args))
+    host.require(tuple(t for t in host.ALL_TOOLS if t.command == "ssh"))
+    try:
+        state = json.loads(_state_path(lab).read_text())
+        os.kill(state["pid"], 0)
+    except (OSError, ValueError, KeyError):
+        state = None
+    if state is not None:
+        return subprocess.call(_ssh_argv(lab, state) + args.command)
+    log.info("no guest from `./lab boot` is running; booting a throw-away one")
+    k = lab.config.kernel(args.kernel)
+    with lab.boot(k.name, lab.config.reports_dir / f"ssh-{k.name}-console.log") as g:
+        state = {"port": g.record.ssh_port, "key": str(g.plan.key.private),
+                 "host_key": g.plan.rootfs.host_key}
+        return subprocess.call(_ssh_argv(lab, state) + args.command)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Host dependencies, the KVM verdict, the mirror, the cache."""
+    ok = True
+    print("host tools:")
+    for t in host.ALL_TOOLS:
+        found = not host.missing((t,))
+        ok &= found
+        print(f"  {'ok     ' if found else 'MISSING'} {t.command:20s} ({t.package}: {t.why})")
+    try:
+        cfg = _config(args)
+        print(f"config: {cfg.path} (kernels: {', '.join(cfg.kernels)}; default "
+              f"{cfg.default_kernel})")
+    except LabError as e:
+        print(f"config: ERROR {e}")
+        return 2
+    try:
+        m = mirror.resolve(cfg.mirror)
+        print(f"mirror: {m.url} (from {m.origin}; keyring {m.keyring})")
+    except LabError as e:
+        ok = False
+        print(f"mirror: ERROR {e}")
+    root = cache.cache_root(cfg.cache_dir)
+    verdict = root / "hosts" / f"{accel.host_id()}-kvm.json"
+    if verdict.exists():
+        v = json.loads(verdict.read_text())
+        print(f"kvm: {'works' if v['kvm_works'] else 'does not work'} ({v['reason']}; "
+              f"checked {time.ctime(v['checked_at'])}; {verdict})")
+    else:
+        print(f"kvm: not checked yet (/dev/kvm {'present' if os.path.exists('/dev/kvm') else 'absent'});"
+              " the first boot with accel: auto checks it")
+    print(f"machine.accel: {cfg.machine.accel}")
+    print(f"cache: {root} ({kernel.cache_usage(root) / 2**20:.0f} MiB of kernels and debs)")
+    return 0 if ok else 1
+
+
+def cmd_selftest(args: argparse.Namespace) -> int:
+    """The project's own tests, through tox (unit, then the end-to-end tier)."""
+    tox = shutil.which("tox")
+    if tox is None:
+        raise LabError("tox is not installed in the lab's virtualenv",
+                       hint="rm -rf .venv and run ./lab again")
+    argv = [tox, "-c", str(REPO / "tox.ini")] + (["-e", args.env] if args.env else []) \
+        + args.tox_args
+    log.info("selftest: %s", " ".join(argv))
+    return subprocess.call(argv, cwd=REPO)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from harness import bench
+
+    cfg = _config(args)
+    return bench.boot_bench(cfg, args.kernel, runs=args.runs, probe_runs=args.probe_runs,
+                            cold=args.cold)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="./lab", description="ringlab: a QEMU test lab for the "
+                                "kernel's ring-buffer mapping paths")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging on screen")
+    p.add_argument("--lab-config", metavar="PATH", help="lab.yaml to use (default: the "
+                   "checkout's; or $RINGLAB_CONFIG)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run the kernel test suite on a kernel, write reports",
+                       description=cmd_run.__doc__)
+    r.add_argument("--kernel", help="kernel name from lab.yaml")
+    r.add_argument("-k", metavar="EXPR", help="only tests matching EXPR (pytest -k)")
+    r.add_argument("--keep-guest", action="store_true", help="keep the guest up at the end")
+    r.add_argument("--refresh", action="store_true", help="look for a newer kernel package")
+    r.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
+    r.set_defaults(func=cmd_run)
+
+    b = sub.add_parser("boot", help="boot a guest and keep it until Ctrl-C",
+                       description=cmd_boot.__doc__)
+    b.add_argument("--kernel", help="kernel name from lab.yaml")
+    b.add_argument("--cpus", type=int, help="vCPUs (default: machine.cpus)")
+    b.add_argument("--cmdline", help="extra kernel command line")
+    b.add_argument("--refresh", action="store_true", help="look for a newer kernel package")
+    b.set_defaults(func=cmd_boot)
+
+    s = sub.add_parser("ssh", help="a shell in the booted guest", description=cmd_ssh.__doc__)
+    s.add_argument("--kernel", help="kernel for a throw-away guest when none is booted")
+    s.add_argument("command", nargs="*", help="command to run instead of a shell")
+    s.set_defaults(func=cmd_ssh)
+
+    d = sub.add_parser("doctor", help="check the host, KVM, mirror and cache",
+                       description=cmd_doctor.__doc__)
+    d.set_defaults(func=cmd_doctor)
+
+    t = sub.add_parser("selftest", help="run the project's own tests (via tox)",
+                       description=cmd_selftest.__doc__)
+    t.add_argument("-e", "--env", help="tox environments (default: all: unit,e2e)")
+    t.add_argument("tox_args", nargs="*", help="more tox arguments (after --)")
+    t.set_defaults(func=cmd_selftest)
+
+    be = sub.add_parser("bench", help="benchmarks", description="Benchmarks.")
+    bsub = be.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    bb = bsub.add_parser("boot", help="boot time, probe round trip, harness RSS, cold start",
+                         description="QEMU start to SSH-ready (N boots), probe round trip, "
+                         "harness peak RSS; --cold also times download + rootfs build.")
+    bb.add_argument("--kernel", help="kernel name from lab.yaml")
+    bb.add_argument("--runs", type=int, default=5, help="boots to time (default 5)")
+    bb.add_argument("--probe-runs", type=int, default=30, help="probe round trips (default 30)")
+    bb.add_argument("--cold", action="store_true", help="also time a cold start in an empty "
+                    "cache (download + rootfs build)")
+    bb.set_defaults(func=cmd_bench)
+    return p
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command != "run":
+        _setup_logging(args.verbose)
+    # SIGTERM takes the same path as Ctrl-C, so every guest is stopped on the way out.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return args.func(args)
+    except LabError as e:
+        print(f"lab: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("lab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""lab.yaml: load, validate and turn into typed records.
+
+Every mistake is reported as one ConfigError naming the file, the key (dotted path) and what
+was expected; unknown keys are rejected so a typo never silently falls back to a default.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from harness.errors import ConfigError
+
+ACCELS = ("auto", "kvm", "tcg")
+TCG_THREADS = ("auto", "single", "multi")
+ROOTFS_VARIANTS = ("minbase", "essential", "apt", "required", "important", "standard")
+# Debian suite and flavour names: letters, digits, dash, dot, plus.
+_DEBIAN_NAME = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
+
+
+@dataclass(frozen=True)
+class DebianKernel:
+    """A kernel from a Debian package: linux-image-<flavour> of <suite>."""
+    suite: str
+    flavour: str
+    arch: str = "amd64"
+
+
+@dataclass(frozen=True)
+class PathKernel:
+    """A kernel image already on disk, with an optional modules directory."""
+    image: Path
+    modules: Path | None = None
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    source: DebianKernel | PathKernel
+    cmdline: str = ""
+
+
+@dataclass(frozen=True)
+class RootfsSpec:
+    suite: str = "trixie"
+    variant: str = "minbase"
+    packages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MachineSpec:
+    cpus: int = 1
+    memory_mb: int = 1024
+    accel: str = "auto"
+    tcg_threads: str = "auto"
+    boot_timeout_s: float = 120.0
+    cmdline: str = ""
+
+
+@dataclass(frozen=True)
+class MirrorSpec:
+    """An explicit mirror; None in LabConfig means: read it from the host's apt configuration."""
+    url: str
+    keyring: Path | None = None
+
+
+@dataclass(frozen=True)
+class LabConfig:
+    path: Path
+    kernels: dict[str, KernelSpec]
+    default_kernel: str
+    rootfs: RootfsSpec = field(default_factory=RootfsSpec)
+    machine: MachineSpec = field(default_factory=MachineSpec)
+    mirror: MirrorSpec | None = None
+    reports_dir: Path = Path("reports")
+    cache_dir: Path | None = None
+
+    def kernel(self, name: str | None) -> KernelSpec:
+        """The kernel called `name` (the default one for None), or a ConfigError listing them."""
+        name = name or self.default_kernel
+        if name not in self.kernels:
+            raise ConfigError(
+                f"unknown kernel {name!r}; {self.path} defines: {', '.join(sorted(self.kernels))}")
+        return self.kernels[name]
+
+
+class _Reader:
+    """Walks the parsed YAML, checking types and rejecting unknown keys, with dotted key paths."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = path
+
+    def fail(self, key: str, expected: str, value: Any = None, got: bool = True) -> ConfigError:
+        shown = f", got {value!r}" if got else ""
+        return ConfigError(f"{self.file}: {key}: expected {expected}{shown}")
+
+    def mapping(self, value: Any, key: str, allowed: set[str], required: set[str] = frozenset()
+                ) -> dict[str, Any]:
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise self.fail(key or "top level", "a mapping of keys", value)
+        for k in value:
+            if not isinstance(k, str) or k not in allowed:
+                where = f"{key}.{k}" if key else str(k)
+                raise ConfigError(f"{self.file}: {where}: unknown key; expected one of: "
+                                  f"{', '.join(sorted(allowed))}")
+        for k in sorted(required):
+            if k not in value:
+                raise self.fail(f"{key}.{k}" if key else k, "this key to be set", got=False)
+        return value
+
+    def string(self, value: Any, key: str, pattern: re.Pattern[str] | None = None,
+               what: str = "a string") -> str:
+        if not isinstance(value, str) or not value or (pattern and not pattern.match(value)):
+            raise self.fail(key, what, value)
+        return value
+
+    def cmdline(self, value: Any, key: str) -> str:
+        """Kernel command-line words; may be empty."""
+        if value is None:
+            return ""
+        if not isinstance(value, str) or "\n" in value:
+            raise self.fail(key, "kernel command-line words on one line", value)
+        return value.strip()
+
+    def choice(self, value: Any, key: str, choices: tuple[str, ...]) -> str:
+        if value not in choices:
+            raise self.fail(key, "one of " + ", ".join(choices), value)
+        return value
+
+    def integer(self, value: Any, key: str, lo: int, hi: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise self.fail(key, f"an integer from {lo} to {hi}", value)
+        return value
+
+    def number(self, value: Any, key: str, lo: float, hi: float) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+            raise self.fail(key, f"a number from {lo:g} to {hi:g}", value)
+        return float(value)
+
+    def path(self, value: Any, key: str, must_exist: bool = True) -> Path:
+        text = self.string(value, key, what="a path")
+        p = Path(os.path.expanduser(text))
+        if not p.is_absolute():
+            p = (self.file.parent / p).resolve()
+        if must_exist and not p.exists():
+            raise ConfigError(f"{self.file}: {key}: {p} does not exist")
+        return p
+
+    def optional(self, data: dict[str, Any], name: str, key: str,
+                 convert: Callable[[Any, str], Any], default: Any) -> Any:
+        return convert(data[name], f"{key}.{name}") if name in data else default
+
+
+def _kernel(r: _Reader, name: str, value: Any) -> KernelSpec:
+    key = f"kernels.{name}"
+    data = r.mapping(value, key, {"debian", "path", "build", "cmdline"})
+    sources = [s for s in ("debian", "path", "build") if s in data]
+    if len(sources) != 1:
+        raise r.fail(key, "exactly one kernel source: debian, path (or build, in a later version)",
+                     sorted(data))
+    cmdline = r.optional(data, "cmdline", key, r.cmdline, "")
+    kind = sources[0]
+    if kind == "build":
+        raise ConfigError(f"{r.file}: {key}.build: kernel builds are not supported yet; "
+                          "use a debian or path kernel")
+    if kind == "debian":
+        d = r.mapping(data["debian"], f"{key}.debian", {"suite", "flavour", "arch"},
+                      {"suite", "flavour"})
+        source: DebianKernel | PathKernel = DebianKernel(
+            suite=r.string(d["suite"], f"{key}.debian.suite", _DEBIAN_NAME, "a Debian suite name"),
+            flavour=r.string(d["flavour"], f"{key}.debian.flavour", _DEBIAN_NAME,
+                             "a kernel flavour such as cloud-amd64"),
+            arch=r.optional(d, "arch", f"{key}.debian", lambda v, k: r.choice(v, k, ("amd64",)),
+                            "amd64"))
+    else:
+        p = r.mapping(data["path"], f"{key}.path", {"image", "modules"}, {"image"})
+        source = PathKernel(
+            image=r.path(p["image"], f"{key}.path.image"),
+            modules=r.optional(p, "modules", f"{key}.path", r.path, None))
+    return KernelSpec(name=name, source=source, cmdline=cmdline)
+
+
+def parse(data: Any, path: Path) -> LabConfig:
+    """Validate parsed YAML into a LabConfig; raise ConfigError on the first mistake."""
+    r = _Reader(path)
+    top = r.mapping(data, "", {"default_kernel", "kernels", "rootfs", "machine", "mirror",
+                               "reports", "cache_dir"}, {"kernels"})
+    kernels_raw = top["kernels"]
+    if not isinstance(kernels_raw, dict) or not kernels_raw:
+        raise r.fail("kernels", "a mapping of kernel names to kernel sources", kernels_raw)
+    kernels = {}
+    for name, value in kernels_raw.items():
+        r.string(name, f"kernels.{name}", re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"),
+                 "a kernel name of letters, digits, '.', '_' and '-'")
+        kernels[name] = _kernel(r, name, value)
+    default = top.get("default_kernel", next(iter(kernels)))
+    r.string(default, "default_kernel")
+    if default not in kernels:
+        raise r.fail("default_kernel", "one of the kernels: " + ", ".join(kernels), default)
+
+    rf = r.mapping(top.get("rootfs"), "rootfs", {"suite", "variant", "packages"})
+    packages = rf.get("packages", [])
+    if not isinstance(packages, list):
+        raise r.fail("rootfs.packages", "a list of Debian package names", packages)
+    rootfs = RootfsSpec(
+        suite=r.optional(rf, "suite", "rootfs",
+                         lambda v, k: r.string(v, k, _DEBIAN_NAME, "a Debian suite name"), "trixie"),
+        variant=r.optional(rf, "variant", "rootfs",
+                           lambda v, k: r.choice(v, k, ROOTFS_VARIANTS), "minbase"),
+        packages=tuple(r.string(p, f"rootfs.packages[{i}]", _DEBIAN_NAME, "a Debian package name")
+                       for i, p in enumerate(packages)))
+
+    m = r.mapping(top.get("machine"), "machine",
+                  {"cpus", "memory_mb", "accel", "tcg_threads", "boot_timeout_s", "cmdline"})
+    machine = MachineSpec(
+        cpus=r.optional(m, "cpus", "machine", lambda v, k: r.integer(v, k, 1, 64), 1),
+        memory_mb=r.optional(m, "memory_mb", "machine",
+                             lambda v, k: r.integer(v, k, 256, 65536), 1024),
+        accel=r.optional(m, "accel", "machine", lambda v, k: r.choice(v, k, ACCELS), "auto"),
+        tcg_threads=r.optional(m, "tcg_threads", "machine",
+                               lambda v, k: r.choice(v, k, TCG_THREADS), "auto"),
+        boot_timeout_s=r.optional(m, "boot_timeout_s", "machine",
+                                  lambda v, k: r.number(v, k, 5, 3600), 120.0),
+        cmdline=r.optional(m, "cmdline", "machine", r.cmdline, ""))
+
+    mirror = None
+    if top.get("mirror") is not None:
+        mi = r.mapping(top["mirror"], "mirror", {"url", "keyring"}, {"url"})
+        mirror = MirrorSpec(
+            url=r.string(mi["url"], "mirror.url", re.compile(r"^(https?|file)://\S+$"),
+                         "an http://, https:// or file:// URL").rstrip("/"),
+            keyring=r.optional(mi, "keyring", "mirror", r.path, None))
+
+    rep = r.mapping(top.get("reports"), "reports", {"dir"})
+    reports_dir = r.optional(rep, "dir", "reports",
+                             lambda v, k: r.path(v, k, must_exist=False), path.parent / "reports")
+    cache_dir = r.optional(top, "cache_dir", "", lambda v, k: r.path(v, "cache_dir", False), None)
+    return LabConfig(path=path, kernels=kernels, default_kernel=default, rootfs=rootfs,
+                     machine=machine, mirror=mirror, reports_dir=reports_dir, cache_dir=cache_dir)
+
+
+def load(path: Path) -> LabConfig:
+    """Read and validate lab.yaml at `path`."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file", hint="pass --lab-config PATH or run from the "
+                          "ringlab checkout") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(f"{path}:{where}: not valid YAML: {problem}") from None
+    return parse(data, path)

@@ -1,0 +1,90 @@
+"""Reading a guest's serial console: boot stages, the ready marker, panics.
+
+Pure functions over console text, so they are tested on real console logs (tests/unit/data).
+vm.py feeds them line by line while a guest runs.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Markers printed by rootfs/initramfs-init and rootfs/ringlab-init.
+READY = "ringlab: ready"
+CHECK_OK = "ringlab: check ok"
+NO_ROOT = "ringlab: cannot mount the root disk"
+
+# Boot stages in order; the last one seen tells how far a failed boot got.
+STAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("kernel", re.compile(r"Linux version \S+")),
+    ("initramfs", re.compile(r"Run /init as init process|ringlab: initramfs")),
+    ("ready", re.compile(re.escape(READY))),
+)
+
+_PANIC = re.compile(r"Kernel panic - not syncing: ?(?P<why>.*)")
+_OOPS = re.compile(r"(?:Oops|BUG|general protection fault)[:,]? ?(?P<why>.*)")
+_TIMESTAMP = re.compile(r"^\[\s*\d+\.\d+\]\s?")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
+
+
+@dataclass(frozen=True)
+class Panic:
+    """A fatal kernel message seen on the console."""
+    title: str
+    line: str
+    # "Oops: int3" is what a TCG race in kernel text patching looks like with multi-threaded
+    # TCG on this QEMU: it must be rerun in a fresh guest before anyone calls it a kernel bug.
+    tcg_text_patching_suspect: bool = False
+
+
+def clean(line: str) -> str:
+    """A console line without carriage returns, colour codes, or the printk timestamp."""
+    return _TIMESTAMP.sub("", _ANSI.sub("", line)).rstrip("\n")
+
+
+def stage_of(line: str) -> str | None:
+    """The boot stage a console line announces, if any."""
+    for name, pattern in STAGES:
+        if pattern.search(line):
+            return name
+    return None
+
+
+def panic_in(line: str, context: str = "") -> Panic | None:
+    """A Panic if `line` is a kernel panic; `context` (earlier lines) refines the title."""
+    text = clean(line)
+    m = _PANIC.search(text)
+    if not m:
+        return None
+    suspect = "Oops: int3" in context or "int3" in m.group("why")
+    oops = None
+    for earlier in reversed(context.splitlines()):
+        if (o := _OOPS.match(clean(earlier))):
+            oops = clean(earlier)
+            break
+    title = m.group("why").strip() or "kernel panic"
+    if oops and oops not in title:
+        title = f"{title} (after: {oops})"
+    return Panic(title=title, line=text, tcg_text_patching_suspect=suspect)
+
+
+def find_panic(text: str) -> Panic | None:
+    """The first panic in a whole console log."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if (p := panic_in(line, "\n".join(lines[max(0, i - 80):i]))):
+            return p
+    return None
+
+
+def last_stage(text: str) -> str:
+    """How far a boot got: the last stage seen in the log ('firmware' if none)."""
+    reached = "firmware"
+    for line in text.splitlines():
+        reached = stage_of(line) or reached
+    return reached
+
+
+def tail(text: str, lines: int = 25) -> str:
+    """The last `lines` non-empty lines, cleaned of control characters (keeping timestamps)."""
+    kept = [_ANSI.sub("", line) for line in text.splitlines() if line.strip()]
+    return "\n".join(kept[-lines:])

@@ -1,0 +1,92 @@
+"""The lab's error types.
+
+Every failure a user can cause or meet (bad config, missing tool, a guest that does not boot)
+is a LabError with a one-line message and, where there is one, a hint. The CLI prints those
+without a traceback; anything else is a bug of ours and keeps its traceback.
+"""
+from __future__ import annotations
+
+
+class LabError(Exception):
+    """A failure explained to the user in one line, with an optional hint."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class ConfigError(LabError):
+    """lab.yaml (or a value given on the command line) is wrong."""
+
+
+class HostError(LabError):
+    """The host lacks a tool or a permission the lab needs."""
+
+
+class MirrorError(LabError):
+    """The Debian mirror cannot be found, reached, or trusted."""
+
+
+class KernelError(LabError):
+    """A kernel cannot be resolved, fetched, or prepared for booting."""
+
+
+class RootfsError(LabError):
+    """The guest root filesystem cannot be built."""
+
+
+class BootError(LabError):
+    """A guest did not come up; the message carries the last console lines."""
+
+    def __init__(self, message: str, console_tail: str = "", hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.console_tail = console_tail
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.console_tail:
+            text += "\n  last console lines:\n" + "\n".join(
+                "    | " + line for line in self.console_tail.splitlines())
+        return text
+
+
+class BootPanic(BootError):
+    """The kernel panicked (or QEMU exited) before the guest was ready."""
+
+
+class BootTimeout(BootError):
+    """The guest was not ready within the boot timeout."""
+
+
+class SSHError(LabError):
+    """The guest's SSH server did not answer, refused us, or showed the wrong host key."""
+
+
+class GuestHang(LabError):
+    """The guest stopped answering while a command ran."""
+
+
+class ProbeError(LabError):
+    """A probe did not produce a result: it crashed, hung, or printed something that is not JSON."""
+
+    def __init__(self, probe: str, message: str, stdout: str = "", stderr: str = "") -> None:
+        super().__init__(f"probe {probe}: {message}")
+        self.probe = probe
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+class ProbeCrashed(ProbeError):
+    """The probe raised an exception or died from a signal; stderr holds the traceback."""
+
+
+class ProbeTimeout(ProbeError):
+    """The probe ran past its timeout and was killed."""
+
+
+class ProbeOutputError(ProbeError):
+    """The probe exited but its stdout is not one JSON document."""

@@ -1,0 +1,207 @@
+"""A booted guest: QEMU with a throw-away overlay, its console, SSH, and the probe runner.
+
+`boot()` either returns a Guest that answers SSH and runs probes, or raises a BootError that
+says how far the boot got, with the last console lines; either way no QEMU is left behind.
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import console, qemu
+from harness.errors import BootError, BootPanic, BootTimeout
+from harness.kernel import BootableKernel
+from harness.probes import ProbeResult, ProbeRunner
+from harness.rootfs import RootfsImage
+from harness.ssh import ClientKey, CommandResult, GuestSSH
+from harness.vm import VM
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BootPlan:
+    """What to boot and how: everything boot() needs, decided by the caller (lab.py)."""
+    kernel: BootableKernel
+    rootfs: RootfsImage
+    key: ClientKey
+    cpus: int
+    memory_mb: int
+    accel: str
+    tcg_threads: str
+    boot_timeout_s: float
+    console_log: Path
+    cmdline: str = ""
+    extra_probe_dirs: tuple[Path, ...] = ()
+
+
+@dataclass
+class BootRecord:
+    """How a boot went, for reports and the boot benchmark."""
+    ssh_port: int
+    boot_s: float  # QEMU start to SSH (and probe runner) ready
+    ssh_ready_s: float  # QEMU start to SSH connected
+    stages: dict[str, float] = field(default_factory=dict)
+    attempts: int = 1
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Guest:
+    """A running guest. Use as a context manager, or call stop()."""
+
+    def __init__(self, plan: BootPlan, vm: VM, ssh: GuestSSH, runner: ProbeRunner,
+                 workdir: Path, record: BootRecord) -> None:
+        self.plan = plan
+        self.vm = vm
+        self.ssh = ssh
+        self.runner = runner
+        self.workdir = workdir
+        self.record = record
+
+    @property
+    def kernel(self) -> BootableKernel:
+        return self.plan.kernel
+
+    def __enter__(self) -> Guest:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def run(self, command: str, timeout: float = 60.0, user: str = "root") -> CommandResult:
+        """A shell command in the guest (as `user`, through runuser when not root)."""
+        if user != "root":
+            command = f"runuser -u {user} -- sh -c {_quote(command)}"
+        return self.ssh.run(command, timeout=timeout)
+
+    def probe(self, name: str, args: list[str] | tuple[str, ...] = (), user: str = "root",
+              timeout: float = 60.0) -> ProbeResult:
+        """Run probes/<name>.py in the guest and return its parsed JSON."""
+        return self.runner.run(name, args, user=user, timeout=timeout)
+
+    def kmsg(self) -> list[str]:
+        return self.runner.kmsg()
+
+    def health(self) -> str | None:
+        """None if the guest looks alive; otherwise what happened to it."""
+        if self.vm.panicked.is_set() and self.vm.panic:
+            return f"kernel panic: {self.vm.panic.title}"
+        if self.vm.exited.is_set() or not self.vm.alive():
+            return f"QEMU exited (status {self.vm.exit_status})"
+        return None
+
+    def stop(self) -> None:
+        try:
+            self.runner.close()
+            self.ssh.close()
+        finally:
+            self.vm.stop()
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def _overlay(image: Path, workdir: Path) -> Path:
+    """A qcow2 overlay over the cached image: the guest writes there, never to the cache."""
+    overlay = workdir / "root.qcow2"
+    overlay.unlink(missing_ok=True)
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(image),
+                    str(overlay)], check=True, capture_output=True)
+    return overlay
+
+
+def _boot_failure(vm: VM, plan: BootPlan, timed_out: bool) -> BootError:
+    text = vm.console_text()
+    stage = console.last_stage(text)
+    tail = console.tail(text)
+    if vm.panic:
+        return BootPanic(f"kernel {plan.kernel.name} ({plan.kernel.release}) panicked during boot "
+                         f"(reached: {stage}): {vm.panic.title}", tail)
+    if "Could not set up host forwarding rule" in text:
+        return BootError("QEMU could not forward the SSH port (port taken)", tail)
+    if console.NO_ROOT in text:
+        return BootPanic(f"the initramfs could not mount the root disk (reached: {stage})", tail,
+                         hint="the kernel may lack virtio_blk or ext4 (built in or as modules)")
+    if vm.exited.is_set() or not vm.alive():
+        return BootPanic(f"QEMU exited with status {vm.exit_status} before the guest was ready "
+                         f"(reached: {stage})", tail)
+    if timed_out:
+        return BootTimeout(f"guest not ready within {plan.boot_timeout_s:g} s (reached: {stage}; "
+                           f"accel {plan.accel})", tail,
+                           hint="raise machine.boot_timeout_s, or see the console log "
+                                f"{plan.console_log}")
+    return BootError(f"guest boot failed (reached: {stage})", tail)
+
+
+def _start(plan: BootPlan, workdir: Path, attempt: int) -> Guest:
+    port = free_port()
+    spec = qemu.QemuSpec(
+        kernel=plan.kernel.vmlinuz, initramfs=plan.kernel.initramfs,
+        cmdline=" ".join(filter(None, (plan.kernel.cmdline, plan.cmdline))),
+        cpus=plan.cpus, memory_mb=plan.memory_mb, accel=plan.accel, tcg_threads=plan.tcg_threads,
+        root_disk=_overlay(plan.rootfs.image, workdir), modules_disk=plan.kernel.modules_image,
+        ssh_port=port, pidfile=workdir / "qemu.pid")
+    plan.console_log.parent.mkdir(parents=True, exist_ok=True)
+    with plan.console_log.open("a") as f:
+        f.write(f"\n==== ringlab: boot {plan.kernel.name} ({plan.kernel.release}), accel "
+                f"{plan.accel}, {plan.cpus} cpu(s), attempt {attempt}, "
+                f"{time.strftime('%Y-%m-%d %H:%M:%S')} ====\n")
+    vm = VM(qemu.command(spec), plan.console_log)
+    start = time.monotonic()
+    deadline = start + plan.boot_timeout_s
+    vm.start()
+    try:
+        if not vm.wait_for(vm.ready, deadline):
+            raise _boot_failure(vm, plan, timed_out=time.monotonic() >= deadline)
+        ssh = GuestSSH(port, plan.key, plan.rootfs.host_key)
+
+        def alive() -> None:
+            if vm.panicked.is_set() or vm.exited.is_set():
+                raise _boot_failure(vm, plan, timed_out=False)
+
+        ssh.connect(deadline, alive)
+        ssh_ready = time.monotonic() - start
+        runner = ProbeRunner(ssh, plan.extra_probe_dirs)
+        runner.start()
+        record = BootRecord(ssh_port=port, boot_s=time.monotonic() - start,
+                            ssh_ready_s=ssh_ready, stages=dict(vm.stages), attempts=attempt)
+        log.info("guest %s up in %.1f s (ssh at %.1f s, accel %s, port %d)", plan.kernel.name,
+                 record.boot_s, ssh_ready, plan.accel, port)
+        return Guest(plan, vm, ssh, runner, workdir, record)
+    except BaseException:
+        vm.stop()
+        raise
+
+
+def boot(plan: BootPlan) -> Guest:
+    """Boot a guest per `plan`. A boot that dies of the MTTCG text-patching artefact
+    ('Oops: int3') or a taken port is retried once in a fresh guest."""
+    workdir = Path(tempfile.mkdtemp(prefix="ringlab-guest-"))
+    try:
+        for attempt in (1, 2):
+            try:
+                return _start(plan, workdir, attempt)
+            except BootError as e:
+                vm_artefact = isinstance(e, BootPanic) and "int3" in str(e) \
+                    and plan.accel == "tcg" and plan.tcg_threads == "multi"
+                if attempt == 2 or not (vm_artefact or "port taken" in e.message):
+                    raise
+                log.warning("boot failed (%s); retrying once in a fresh guest", e.message)
+        raise AssertionError("unreachable")
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+

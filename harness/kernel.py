@@ -1,0 +1,223 @@
+"""Kernels: from a lab.yaml kernel source to files QEMU can boot.
+
+A prepared kernel is a cache directory holding vmlinuz, the lab's initramfs, an ext4 image of
+its modules (mounted read-only at /lib/modules in the guest) and kernel.json describing it.
+A Debian kernel is resolved once; later runs read kernel.json and touch no network until
+`--refresh`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import struct
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from harness import archive, cache, initramfs, mirror, progress
+from harness.config import DebianKernel, KernelSpec, MirrorSpec, PathKernel
+from harness.errors import KernelError
+
+log = logging.getLogger(__name__)
+LAYOUT = 1  # bump when the prepared layout changes, so stale entries are rebuilt
+
+
+@dataclass(frozen=True)
+class BootableKernel:
+    """Everything needed to boot a kernel in the lab, and what to say about it in reports."""
+    name: str
+    release: str
+    vmlinuz: Path
+    initramfs: Path
+    modules_image: Path | None
+    config: Path | None
+    description: str
+    cmdline: str = ""
+
+    def config_option(self, option: str) -> str | None:
+        """The value of CONFIG_<option> in the kernel's .config ('y', 'm', ...), None if unset."""
+        if self.config is None or not self.config.exists():
+            return None
+        m = re.search(rf"^CONFIG_{option}=(.*)$", self.config.read_text(), re.M)
+        return m.group(1) if m else None
+
+
+def bzimage_release(image: Path) -> str:
+    """The kernel release string from a bzImage's setup header (boot protocol >= 2.00)."""
+    with image.open("rb") as f:
+        head = f.read(0x400)
+        if len(head) < 0x210 or head[0x202:0x206] != b"HdrS":
+            raise KernelError(f"{image}: not a bzImage (no 'HdrS' boot header)")
+        ptr, = struct.unpack_from("<H", head, 0x20E)
+        f.seek(ptr + 0x200)
+        text = f.read(256).split(b"\0", 1)[0].decode("ascii", "replace")
+    if not text:
+        raise KernelError(f"{image}: the boot header has no kernel version string")
+    return text.split()[0]
+
+
+def _run(cmd: list[str], what: str) -> None:
+    log.debug("run: %s", " ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise KernelError(f"{what} failed ({' '.join(cmd[:2])}...): "
+                          f"{(proc.stderr or proc.stdout).strip()[-400:]}")
+
+
+def _modules_image(modules_root: Path, out: Path) -> None:
+    """An ext4 image whose top level is modules_root's content (<release>/...)."""
+    total = sum(p.stat().st_size for p in modules_root.rglob("*") if p.is_file())
+    size_mb = int(total * 1.3 / 2**20) + 16
+    _run(["mkfs.ext4", "-q", "-F", "-L", "ringlab-mods", "-d", str(modules_root), str(out),
+          f"{size_mb}M"], "making the modules image")
+
+
+def _finish(scratch: Path, name: str, release: str, vmlinuz: Path, modules_base: Path | None,
+            config: Path | None, description: str, cmdline: str) -> dict:
+    """Build initramfs and modules image in `scratch` and return kernel.json's content.
+
+    `modules_base` is a directory holding lib/modules/<release> (depmod's -b base).
+    """
+    shutil.copy2(vmlinuz, scratch / "vmlinuz")
+    if config:
+        shutil.copy2(config, scratch / "config")
+    mods = modules_base / "lib" / "modules" / release if modules_base else None
+    if mods is not None and mods.is_dir():
+        _run(["depmod", "-b", str(modules_base), release], "depmod")
+        initramfs.build(mods, scratch / "initramfs.gz")
+        _modules_image(mods.parent, scratch / "modules.ext4")
+    else:
+        initramfs.build(None, scratch / "initramfs.gz")
+    return {"layout": LAYOUT, "name": name, "release": release, "description": description,
+            "has_modules": mods is not None and mods.is_dir(), "has_config": config is not None,
+            "cmdline": cmdline}
+
+
+def _load(entry: Path) -> BootableKernel | None:
+    try:
+        meta = json.loads((entry / "kernel.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if meta.get("layout") != LAYOUT:
+        return None
+    return BootableKernel(
+        name=meta["name"], release=meta["release"], vmlinuz=entry / "vmlinuz",
+        initramfs=entry / "initramfs.gz",
+        modules_image=entry / "modules.ext4" if meta["has_modules"] else None,
+        config=entry / "config" if meta["has_config"] else None,
+        description=meta["description"], cmdline=meta.get("cmdline", ""))
+
+
+def _prepare_debian(spec: KernelSpec, src: DebianKernel, root: Path,
+                    mirror_spec: MirrorSpec | None, refresh: bool) -> BootableKernel:
+    entry = root / "kernels" / f"debian-{src.suite}-{src.flavour}-{src.arch}"
+    if not refresh and (k := _load(entry)):
+        log.debug("kernel %s: cached in %s", spec.name, entry)
+        return _with_name(k, spec)
+    m = mirror.resolve(mirror_spec)
+    arc = archive.Archive(m, src.suite)
+    meta_name = f"linux-image-{src.flavour}"
+    with progress.step(f"resolving {meta_name} in {src.suite}"):
+        records = {r.name: r for r in arc.packages("main", src.arch, "linux-image-")}
+    if meta_name not in records:
+        raise KernelError(f"kernels.{spec.name}: no package {meta_name} in {src.suite} "
+                          f"(flavours there: {_flavours(records, src.arch)})")
+    # The metapackage depends on the versioned image package: linux-image-<release>-<flavour>.
+    image_name = records[meta_name].depends.split(",")[0].split("|")[0].split("(")[0].strip()
+    if image_name not in records:
+        raise KernelError(f"{meta_name} depends on {image_name}, which is not in {src.suite}")
+    rec = records[image_name]
+    deb = root / "debs" / Path(rec.filename).name
+    if not (deb.exists() and hashlib.sha256(deb.read_bytes()).hexdigest() == rec.sha256):
+        archive.download(arc.url(rec.filename), deb, rec.sha256, rec.size, m.origin)
+    with progress.step(f"preparing {rec.name} {rec.version}"), cache.building(entry) as scratch:
+        unpacked = scratch / "unpacked"
+        _run(["dpkg-deb", "-x", str(deb), str(unpacked)], f"unpacking {deb.name}")
+        vmlinuz = next(iter(sorted((unpacked / "boot").glob("vmlinuz-*"))), None)
+        if vmlinuz is None:
+            raise KernelError(f"{deb.name} has no boot/vmlinuz-*")
+        release = vmlinuz.name.removeprefix("vmlinuz-")
+        base = unpacked / "usr" if (unpacked / "usr/lib/modules").is_dir() else unpacked
+        config = unpacked / "boot" / f"config-{release}"
+        meta = _finish(scratch, spec.name, release, vmlinuz, base,
+                       config if config.exists() else None,
+                       f"Debian {src.suite} {rec.name} {rec.version}", spec.cmdline)
+        meta["package"] = asdict(rec)
+        shutil.rmtree(unpacked)
+        (scratch / "kernel.json").write_text(json.dumps(meta, indent=2))
+    k = _load(entry)
+    assert k is not None
+    return _with_name(k, spec)
+
+
+def _flavours(records: dict[str, archive.PackageRecord], arch: str) -> str:
+    names = sorted(n.removeprefix("linux-image-") for n in records
+                   if not re.search(r"\d", n) and not n.endswith("-dbg"))
+    return ", ".join(names[:20]) or "none"
+
+
+def _prepare_path(spec: KernelSpec, src: PathKernel, root: Path) -> BootableKernel:
+    release = bzimage_release(src.image)
+    mods = None
+    if src.modules is not None:
+        # Accept lib/modules/<release> itself or the directory holding <release>.
+        mods = src.modules if src.modules.name == release else src.modules / release
+        if not mods.is_dir():
+            raise KernelError(f"kernels.{spec.name}.path.modules: no directory for release "
+                              f"{release} at {src.modules}")
+    stamp = [str(src.image), src.image.stat().st_mtime_ns, src.image.stat().st_size]
+    if mods is not None:
+        stamp += [str(mods), (mods / "modules.order").stat().st_mtime_ns
+                  if (mods / "modules.order").exists() else mods.stat().st_mtime_ns]
+    key = hashlib.sha256(json.dumps(stamp).encode()).hexdigest()[:16]
+    entry = root / "kernels" / f"path-{key}"
+    if (k := _load(entry)):
+        return _with_name(k, spec)
+    with progress.step(f"preparing {src.image}"), cache.building(entry) as scratch:
+        base = None
+        if mods is not None:
+            base = scratch / "staging"
+            shutil.copytree(mods, base / "lib" / "modules" / release, symlinks=False,
+                            ignore=shutil.ignore_patterns("build", "source"))
+        meta = _finish(scratch, spec.name, release, src.image, base, _build_config(src.image),
+                       f"{src.image} ({release})", spec.cmdline)
+        if base is not None:
+            shutil.rmtree(base)
+        (scratch / "kernel.json").write_text(json.dumps(meta, indent=2))
+    k = _load(entry)
+    assert k is not None
+    return _with_name(k, spec)
+
+
+def _build_config(image: Path) -> Path | None:
+    """The .config beside a kernel image, or at the top of its build tree (O/arch/x86/boot/)."""
+    candidates = [image.parent / ".config"]
+    if len(image.parents) > 3:
+        candidates.append(image.parents[3] / ".config")
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def _with_name(k: BootableKernel, spec: KernelSpec) -> BootableKernel:
+    # One cache entry can serve several lab.yaml names; the name and cmdline are the caller's.
+    return BootableKernel(**{**asdict(k), "name": spec.name, "cmdline": spec.cmdline})
+
+
+def prepare(spec: KernelSpec, cache_root: Path, mirror_spec: MirrorSpec | None,
+            refresh: bool = False) -> BootableKernel:
+    """Fetch (if needed) and prepare the kernel `spec` for booting."""
+    if isinstance(spec.source, DebianKernel):
+        return _prepare_debian(spec, spec.source, cache_root, mirror_spec, refresh)
+    return _prepare_path(spec, spec.source, cache_root)
+
+
+def cache_usage(cache_root: Path) -> int:
+    """Bytes used by the kernel and .deb caches (for `lab doctor`)."""
+    total = 0
+    for sub in ("kernels", "debs"):
+        for dirpath, _, files in os.walk(cache_root / sub):
+            total += sum((Path(dirpath) / f).stat().st_size for f in files)
+    return total

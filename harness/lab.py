@@ -1,0 +1,74 @@
+"""A lab session: one lab.yaml, the cache, and what is prepared once and shared by all boots
+(kernels, the rootfs image, the client key, the KVM verdict)."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from harness import accel, cache, host, kernel, mirror, qemu, rootfs, ssh
+from harness.config import LabConfig
+from harness.guest import BootPlan, Guest, boot
+
+log = logging.getLogger(__name__)
+
+
+class Lab:
+    def __init__(self, config: LabConfig, refresh: bool = False) -> None:
+        self.config = config
+        self.refresh = refresh
+        self.cache_root = cache.cache_root(config.cache_dir)
+        self._kernels: dict[str, kernel.BootableKernel] = {}
+        self._rootfs: rootfs.RootfsImage | None = None
+        self._key: ssh.ClientKey | None = None
+        self._accel: tuple[str, str] | None = None
+
+    def kernel(self, name: str | None = None) -> kernel.BootableKernel:
+        spec = self.config.kernel(name)
+        if spec.name not in self._kernels:
+            host.require(host.KERNEL_TOOLS)
+            self._kernels[spec.name] = kernel.prepare(spec, self.cache_root, self.config.mirror,
+                                                      self.refresh)
+        return self._kernels[spec.name]
+
+    def prepared(self, name: str) -> kernel.BootableKernel | None:
+        """The kernel `name` if this session prepared it already (no fetching)."""
+        return self._kernels.get(name)
+
+    def client_key(self) -> ssh.ClientKey:
+        if self._key is None:
+            self._key = ssh.client_key(self.cache_root)
+        return self._key
+
+    def rootfs(self) -> rootfs.RootfsImage:
+        if self._rootfs is None:
+            host.require(host.ROOTFS_TOOLS)
+            self._rootfs = rootfs.ensure(self.config.rootfs,
+                                         lambda: mirror.resolve(self.config.mirror),
+                                         self.cache_root, self.client_key().public_line)
+        return self._rootfs
+
+    def accel(self, k: kernel.BootableKernel) -> tuple[str, str]:
+        """('kvm'|'tcg', why), decided once per session (and remembered per host)."""
+        if self._accel is None:
+            self._accel = accel.choose(self.config.machine.accel, k, self.cache_root)
+        return self._accel
+
+    def plan(self, kernel_name: str | None, console_log: Path, cpus: int | None = None,
+             cmdline: str = "", extra_probe_dirs: tuple[Path, ...] = ()) -> BootPlan:
+        """Prepare everything a boot needs (fetching and building on first use)."""
+        host.require(host.BOOT_TOOLS)
+        k = self.kernel(kernel_name)
+        image = self.rootfs()
+        m = self.config.machine
+        chosen, _ = self.accel(k)
+        n = cpus or m.cpus
+        return BootPlan(kernel=k, rootfs=image, key=self.client_key(), cpus=n,
+                        memory_mb=m.memory_mb, accel=chosen,
+                        tcg_threads=qemu.tcg_threads(m.tcg_threads, n),
+                        boot_timeout_s=m.boot_timeout_s, console_log=console_log,
+                        cmdline=" ".join(filter(None, (m.cmdline, cmdline))),
+                        extra_probe_dirs=extra_probe_dirs)
+
+    def boot(self, kernel_name: str | None, console_log: Path, cpus: int | None = None,
+             cmdline: str = "", extra_probe_dirs: tuple[Path, ...] = ()) -> Guest:
+        return boot(self.plan(kernel_name, console_log, cpus, cmdline, extra_probe_dirs))

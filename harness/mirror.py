@@ -1,0 +1,148 @@
+"""Which Debian mirror to use: lab.yaml's `mirror`, else the one the host's apt configuration names.
+
+The lab never carries a mirror host name of its own: users behind a local mirror get theirs,
+and so does CI. Both apt formats are read: deb822 `*.sources` files and one-line `*.list` files.
+"""
+from __future__ import annotations
+
+import logging
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from debian.deb822 import Deb822
+
+from harness.config import MirrorSpec
+from harness.errors import MirrorError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+APT_ROOT = Path("/etc/apt")
+
+
+@dataclass(frozen=True)
+class AptSource:
+    """One `deb` entry of the host's apt configuration."""
+    uri: str
+    suites: tuple[str, ...]
+    components: tuple[str, ...]
+    signed_by: Path | None
+    origin: str  # "file:line" or "file (stanza N)", for error messages
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """A Debian archive to fetch from, and the keyring its Release files are checked against."""
+    url: str
+    keyring: Path
+    origin: str
+
+
+def _signed_by(value: str | None) -> Path | None:
+    # Signed-By may also hold an inline armored key; only a path is usable with gpgv --keyring.
+    if value and value.strip().startswith("/") and "\n" not in value.strip():
+        return Path(value.strip())
+    return None
+
+
+def parse_deb822(text: str, origin: str) -> list[AptSource]:
+    """The `deb` entries of a deb822 .sources file (Enabled: no entries are left out)."""
+    out = []
+    for n, para in enumerate(Deb822.iter_paragraphs(text.splitlines(keepends=True)), 1):
+        if "deb" not in para.get("Types", "").split():
+            continue
+        if para.get("Enabled", "yes").strip().lower() == "no":
+            continue
+        for uri in para.get("URIs", "").split():
+            out.append(AptSource(uri=uri.rstrip("/"), suites=tuple(para.get("Suites", "").split()),
+                                 components=tuple(para.get("Components", "").split()),
+                                 signed_by=_signed_by(para.get("Signed-By")),
+                                 origin=f"{origin} (stanza {n})"))
+    return out
+
+
+def parse_one_line(text: str, origin: str) -> list[AptSource]:
+    """The `deb` lines of a one-line sources.list file."""
+    out = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            continue
+        if not words or words[0] != "deb":
+            continue
+        words = words[1:]
+        options: dict[str, str] = {}
+        if words and words[0].startswith("["):
+            opts = []
+            while words:
+                w = words.pop(0)
+                opts.append(w.strip("[]"))
+                if w.endswith("]"):
+                    break
+            for o in " ".join(opts).split():
+                if "=" in o:
+                    k, v = o.split("=", 1)
+                    options[k] = v
+        if len(words) < 2:
+            continue
+        out.append(AptSource(uri=words[0].rstrip("/"), suites=(words[1],),
+                             components=tuple(words[2:]),
+                             signed_by=_signed_by(options.get("signed-by")),
+                             origin=f"{origin}:{lineno}"))
+    return out
+
+
+def host_sources(apt_root: Path = APT_ROOT) -> tuple[list[AptSource], list[Path]]:
+    """All `deb` entries of the host's apt configuration, and the files that were read."""
+    files: list[Path] = []
+    main = apt_root / "sources.list"
+    if main.is_file():
+        files.append(main)
+    d = apt_root / "sources.list.d"
+    if d.is_dir():
+        files += sorted(p for p in d.iterdir() if p.suffix in (".list", ".sources") and p.is_file())
+    sources: list[AptSource] = []
+    for f in files:
+        try:
+            text = f.read_text()
+        except OSError as e:
+            log.debug("cannot read %s: %s", f, e)
+            continue
+        sources += parse_deb822(text, str(f)) if f.suffix == ".sources" else parse_one_line(
+            text, str(f))
+    return sources, files
+
+
+def _is_debian_archive(s: AptSource) -> bool:
+    # The main archive: a plain suite name (not bookworm-security, not a third-party "nodistro"
+    # layout with a slash), with the main component, over a scheme we can fetch.
+    return (s.uri.split(":", 1)[0] in ("http", "https", "file") and "main" in s.components
+            and any("-" not in suite and "/" not in suite for suite in s.suites)
+            and not s.uri.endswith("-security"))
+
+
+def choose(sources: list[AptSource], files: list[Path]) -> AptSource:
+    """The host's Debian main archive among its apt sources."""
+    for s in sources:
+        if _is_debian_archive(s):
+            return s
+    read = ", ".join(map(str, files)) or f"nothing under {APT_ROOT}"
+    raise MirrorError(f"no Debian archive found in the host's apt configuration (read: {read})",
+                      hint="set mirror.url in lab.yaml to your Debian mirror")
+
+
+def resolve(spec: MirrorSpec | None, apt_root: Path = APT_ROOT) -> Mirror:
+    """The mirror to use: the configured one, else the host's Debian archive."""
+    if spec is not None:
+        return Mirror(url=spec.url, keyring=spec.keyring or DEFAULT_KEYRING,
+                      origin="lab.yaml mirror.url")
+    sources, files = host_sources(apt_root)
+    s = choose(sources, files)
+    keyring = s.signed_by if s.signed_by and s.signed_by.exists() else DEFAULT_KEYRING
+    log.debug("mirror %s from %s, keyring %s", s.uri, s.origin, keyring)
+    return Mirror(url=s.uri, keyring=keyring, origin=s.origin)

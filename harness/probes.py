@@ -1,0 +1,142 @@
+"""Running probes in a guest and getting their JSON back.
+
+The probes folder is pushed once per guest; probes/runner.py then serves requests over one
+long-lived SSH channel (a fork per probe). A probe's outcome is a ProbeResult with its parsed
+JSON, or a ProbeError saying exactly what went wrong: a crash (with the traceback), a signal,
+a timeout, or output that is not one JSON document.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import select
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import paramiko
+
+from harness.errors import GuestHang, ProbeCrashed, ProbeError, ProbeOutputError, ProbeTimeout
+from harness.ssh import GuestSSH
+
+log = logging.getLogger(__name__)
+
+PROBES_DIR = Path(__file__).resolve().parent.parent / "probes"
+GUEST_DIR = "/tmp/ringlab/probes"
+# How long past a probe's own timeout the harness waits before calling the guest hung.
+GRACE_S = 15.0
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    probe: str
+    data: dict[str, Any]
+    stderr: str
+    duration_s: float
+    user: str = "root"
+    args: tuple[str, ...] = field(default_factory=tuple)
+
+
+def interpret(resp: dict[str, Any], user: str = "root", args: tuple[str, ...] = ()
+              ) -> ProbeResult:
+    """Turn a runner response into a ProbeResult, or raise the ProbeError that explains it."""
+    probe = resp.get("probe", "?")
+    out, err = resp.get("stdout", ""), resp.get("stderr", "")
+    status = resp.get("status")
+    if status == "timeout":
+        raise ProbeTimeout(probe, f"no result within its timeout; killed after "
+                           f"{resp.get('duration_s', 0):.1f} s", out, err)
+    if status == "signaled":
+        raise ProbeCrashed(probe, f"killed by signal {resp.get('code')}"
+                           + (f"; stderr:\n{err.rstrip()}" if err.strip() else ""), out, err)
+    if status == "error":
+        raise ProbeError(probe, f"the guest runner failed:\n{resp.get('error', '')}")
+    if resp.get("code") != 0:
+        raise ProbeCrashed(probe, f"exited with status {resp.get('code')}"
+                           + (f":\n{err.rstrip()}" if err.strip() else " (no stderr)"), out, err)
+    try:
+        data = json.loads(out)
+    except ValueError as e:
+        shown = out.strip()[:200] or "(nothing)"
+        raise ProbeOutputError(probe, f"stdout is not one JSON document ({e.msg} at char "
+                               f"{e.pos}); it began: {shown!r}", out, err) from None
+    if not isinstance(data, dict):
+        raise ProbeOutputError(probe, f"stdout is JSON but not an object: {out.strip()[:200]!r}",
+                               out, err)
+    return ProbeResult(probe=probe, data=data, stderr=err,
+                       duration_s=float(resp.get("duration_s", 0.0)), user=user, args=args)
+
+
+class ProbeRunner:
+    """The guest-side fork server, reached over one SSH channel."""
+
+    def __init__(self, ssh: GuestSSH, extra_dirs: tuple[Path, ...] = ()) -> None:
+        self.ssh = ssh
+        self.extra_dirs = extra_dirs
+        self._chan: paramiko.Channel | None = None
+        self._buf = b""
+        self._next_id = 1
+        self.available: list[str] = []
+
+    def start(self) -> None:
+        """Push the probes and start the server; returns once it says it is ready."""
+        t = time.monotonic()
+        self.ssh.run(f"mkdir -p {GUEST_DIR}", timeout=30)
+        self.ssh.push(PROBES_DIR, GUEST_DIR)
+        for extra in self.extra_dirs:
+            self.ssh.push(extra, GUEST_DIR)
+        self._chan = self.ssh.open_session(f"exec python3 -u {GUEST_DIR}/runner.py --serve",
+                                           timeout=None)
+        hello = self._read_line(time.monotonic() + 60)
+        self.available = hello.get("probes", [])
+        log.debug("probe runner ready in %.2f s: %s", time.monotonic() - t, self.available)
+
+    def _read_line(self, deadline: float) -> dict[str, Any]:
+        chan = self._chan
+        assert chan is not None
+        while b"\n" not in self._buf:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise GuestHang("the guest's probe runner did not answer in time "
+                                "(guest hung, or the probe runner is stuck)")
+            if not select.select([chan], [], [], remaining)[0]:
+                continue
+            data = chan.recv(65536)
+            if not data:
+                err = chan.recv_stderr(65536).decode(errors="replace") if \
+                    chan.recv_stderr_ready() else ""
+                raise GuestHang("the guest's probe runner went away" +
+                                (f": {err.strip()}" if err.strip() else ""))
+            self._buf += data
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def request(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
+        if self._chan is None:
+            self.start()
+        assert self._chan is not None
+        req = {**req, "id": self._next_id}
+        self._next_id += 1
+        self._chan.sendall((json.dumps(req) + "\n").encode())
+        resp = self._read_line(time.monotonic() + timeout)
+        if resp.get("id") != req["id"]:
+            raise ProbeError(req.get("probe", "runner"), f"answer out of order: {resp}")
+        return resp
+
+    def run(self, probe: str, args: list[str] | tuple[str, ...] = (), user: str = "root",
+            timeout: float = 60.0) -> ProbeResult:
+        """Run `probe` (a module name under probes/) as `user`; its JSON comes back parsed."""
+        resp = self.request({"op": "run", "probe": probe, "args": list(args), "user": user,
+                             "timeout": timeout}, timeout + GRACE_S)
+        log.debug("probe %s: %s in %.3f s", probe, resp.get("status"), resp.get("duration_s", 0))
+        return interpret(resp, user, tuple(args))
+
+    def kmsg(self) -> list[str]:
+        """Kernel log lines since the previous call."""
+        return self.request({"op": "kmsg"}, 30).get("lines", [])
+
+    def close(self) -> None:
+        if self._chan is not None:
+            self._chan.close()
+            self._chan = None

@@ -1,0 +1,218 @@
+"""pytest plugin: guests as fixtures, guest dmesg in each test's report, a run summary.
+
+Load with `-p harness.pytest_plugin` (./lab run does). Options: --kernel, --lab-config,
+--keep-guest, --lab-report-dir, --lab-refresh. Tests take the `guest` fixture; a test that
+needs another machine profile says so with @pytest.mark.guest(cpus=2).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness import config as lab_config
+from harness import console
+from harness.errors import LabError
+from harness.guest import Guest
+from harness.lab import Lab
+
+log = logging.getLogger(__name__)
+REPO = Path(__file__).resolve().parent.parent
+GUEST_KEY = pytest.StashKey[Guest]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("ringlab")
+    g.addoption("--kernel", default=None, help="kernel name from lab.yaml (default: its "
+                "default_kernel)")
+    g.addoption("--lab-config", default=None, help="path to lab.yaml (default: the checkout's)")
+    g.addoption("--keep-guest", action="store_true",
+                help="leave the guest running at the end, until Ctrl-C, to look around")
+    g.addoption("--lab-report-dir", default=None, help="where reports and the console log go")
+    g.addoption("--lab-refresh", action="store_true",
+                help="look for a newer Debian kernel package instead of using the cached one")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "guest(cpus): boot this test's guest with cpus=N")
+    if config.pluginmanager.has_plugin("ringlab-session"):
+        return
+    config.pluginmanager.register(LabSession(config), "ringlab-session")
+
+
+class GuestPool:
+    """Guests booted on demand, one per (kernel, cpus), reused by every test of the session.
+    A guest that died is replaced by a fresh one for the next test."""
+
+    def __init__(self, lab: Lab, kernel: str, report_dir: Path) -> None:
+        self.lab = lab
+        self.kernel = kernel
+        self.report_dir = report_dir
+        self.guests: dict[int, Guest] = {}
+        self.boots: list[dict] = []
+
+    def get(self, cpus: int | None) -> Guest:
+        n = cpus or self.lab.config.machine.cpus
+        g = self.guests.get(n)
+        if g is not None and g.health() is not None:
+            log.warning("guest (%d cpu) is dead (%s); booting a fresh one", n, g.health())
+            self.discard(n)
+            g = None
+        if g is None:
+            g = self.lab.boot(self.kernel, self.report_dir / f"console-{self.kernel}.log", cpus=n)
+            self.guests[n] = g
+            self.boots.append({"cpus": n, "boot_s": round(g.record.boot_s, 2),
+                               "accel": g.plan.accel, "attempts": g.record.attempts})
+        return g
+
+    def discard(self, cpus: int) -> None:
+        g = self.guests.pop(cpus, None)
+        if g is not None:
+            g.stop()
+
+    def stop_all(self) -> None:
+        for n in list(self.guests):
+            self.discard(n)
+
+
+class LabSession:
+    """Per-session state of the plugin (registered as a plugin object, so no globals)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.pool: GuestPool | None = None
+        self.error: LabError | None = None
+        self.results: list[dict] = []
+        self.started = time.time()
+        cfg_path = config.getoption("--lab-config") or os.environ.get("RINGLAB_CONFIG") or \
+            str(REPO / "lab.yaml")
+        self.lab_config = lab_config.load(Path(cfg_path))
+        self.kernel_name = self.lab_config.kernel(config.getoption("--kernel")).name
+        rd = config.getoption("--lab-report-dir")
+        self.report_dir = Path(rd) if rd else self.lab_config.reports_dir / time.strftime(
+            f"%Y%m%d-%H%M%S-{self.kernel_name}")
+        self.report_dir.mkdir(parents=True, exist_ok=True)
+
+    def _pool(self) -> GuestPool:
+        if self.error is not None:  # the lab could not boot a guest: fail fast, same reason
+            raise self.error
+        if self.pool is None:
+            lab = Lab(self.lab_config, refresh=self.config.getoption("--lab-refresh"))
+            self.pool = GuestPool(lab, self.kernel_name, self.report_dir)
+        return self.pool
+
+    @pytest.fixture(scope="session")
+    def lab(self) -> Lab:
+        return self._pool().lab
+
+    @pytest.fixture
+    def guest(self, request: pytest.FixtureRequest) -> Iterator[Guest]:
+        """The booted guest for this test (booted once per session, kernel and cpus)."""
+        marker = request.node.get_closest_marker("guest")
+        cpus = marker.kwargs.get("cpus") if marker else None
+        try:
+            g = self._pool().get(cpus)
+        except LabError as e:
+            if getattr(e, "console_tail", None) is None:  # not a boot failure: same for all
+                self.error = e
+            pytest.fail(f"no guest: {e}", pytrace=False)
+        g.kmsg()  # drop what the kernel logged before this test
+        request.node.stash[GUEST_KEY] = g
+        yield g
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo
+                                  ) -> Iterator[None]:
+        outcome = yield
+        report: pytest.TestReport = outcome.get_result()
+        g = item.stash.get(GUEST_KEY, None)
+        if g is None or call.when != "call":
+            return
+        dead = g.health()
+        if dead is None:
+            try:
+                lines = g.kmsg()
+            except LabError as e:
+                lines, dead = [], f"guest stopped answering: {e}"
+            if lines:
+                report.sections.append(("Captured stdout guest dmesg", "\n".join(lines) + "\n"))
+        if dead is not None:
+            # The test that was running when the guest died is the one that failed.
+            tail = console.tail(g.vm.console_text(), 40)
+            report.outcome = "failed"
+            report.longrepr = f"the guest died during this test: {dead}\n" \
+                              f"last console lines:\n{tail}"
+            for n, pooled in list((self.pool.guests if self.pool else {}).items()):
+                if pooled is g:
+                    self.pool.discard(n)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+            reason = ""
+            if report.skipped and isinstance(report.longrepr, tuple):
+                reason = report.longrepr[2]
+            elif report.failed:
+                reason = str(report.longrepr).strip().splitlines()[-1][:300] \
+                    if report.longrepr else ""
+            self.results.append({"test": report.nodeid, "outcome": report.outcome,
+                                 "duration_s": round(report.duration, 3), "reason": reason})
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        try:
+            if self.config.getoption("--keep-guest") and self.pool and self.pool.guests:
+                self._keep_guest()
+        finally:
+            if self.pool is not None:
+                self.pool.stop_all()
+        self._write_summary(exitstatus)
+
+    def _keep_guest(self) -> None:
+        assert self.pool is not None
+        for g in self.pool.guests.values():
+            print(f"\nguest kept: ssh -p {g.record.ssh_port} -i {g.plan.key.private} "
+                  f"-o HostKeyAlias=ringlab-guest root@127.0.0.1   (Ctrl-C to stop it)",
+                  file=sys.stderr)
+        if not sys.stdin.isatty():
+            print("--keep-guest: no terminal to wait on; stopping the guest", file=sys.stderr)
+            return
+        try:
+            while all(g.health() is None for g in self.pool.guests.values()):
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+
+    def _write_summary(self, exitstatus: int) -> None:
+        counts: dict[str, int] = {}
+        for r in self.results:
+            counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+        k = self.pool.lab.prepared(self.kernel_name) if self.pool else None
+        doc = {"kernel": self.kernel_name, "release": k.release if k else None,
+               "kernel_description": k.description if k else None,
+               "boots": self.pool.boots if self.pool else [], "counts": counts,
+               "exit_status": int(exitstatus), "duration_s": round(time.time() - self.started, 1),
+               "results": self.results}
+        (self.report_dir / "summary.json").write_text(json.dumps(doc, indent=2))
+        lines = [f"ringlab run on kernel {self.kernel_name} "
+                 f"({doc['kernel_description'] or 'not prepared'})",
+                 "boots: " + (", ".join(f"{b['cpus']} cpu {b['boot_s']} s ({b['accel']})"
+                                        for b in doc["boots"]) or "none"),
+                 "results: " + (", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+                                or "no tests ran")]
+        for r in self.results:
+            if r["outcome"] != "passed":
+                lines.append(f"  {r['outcome'].upper():7s} {r['test']}: {r['reason']}")
+        (self.report_dir / "summary.txt").write_text("\n".join(lines) + "\n")
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        terminalreporter.write_sep("-", "ringlab")
+        terminalreporter.write_line(f"reports: {self.report_dir}")
+        summary = self.report_dir / "summary.txt"
+        if summary.exists():
+            for line in summary.read_text().splitlines()[:3]:
+                terminalreporter.write_line(line)

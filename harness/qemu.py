@@ -1,0 +1,60 @@
+"""The QEMU command line: one pure function from a machine description to argv."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+QEMU = "qemu-system-x86_64"
+# Kernel arguments every lab guest gets. panic=-1 plus -no-reboot makes a panic end QEMU at once;
+# printk.devkmsg=on lets the harness write test markers into the kernel log.
+BASE_CMDLINE = "console=ttyS0,115200 root=/dev/vda rw panic=-1 printk.devkmsg=on"
+# Under TCG the CPU model stays QEMU's conservative default: with `-cpu max`, QEMU 7.2's TCG
+# gave spurious #DB warnings in the kernel and crashed sshd-session in ld.so (seen here).
+TCG_CPU = "qemu64"
+
+
+@dataclass(frozen=True)
+class QemuSpec:
+    kernel: Path
+    initramfs: Path
+    cmdline: str
+    cpus: int
+    memory_mb: int
+    accel: str  # "kvm" or "tcg"
+    tcg_threads: str = "multi"  # "single" or "multi"
+    root_disk: Path | None = None  # a qcow2 overlay; never the cached image itself
+    modules_disk: Path | None = None
+    ssh_port: int | None = None
+    pidfile: Path | None = None
+
+
+def tcg_threads(setting: str, cpus: int) -> str:
+    """Resolve machine.tcg_threads: 'auto' is single-threaded TCG when there are several vCPUs,
+    because multi-threaded TCG on QEMU 7.2 oopses on kernel text patching (Oops: int3)."""
+    if setting != "auto":
+        return setting
+    return "single" if cpus > 1 else "multi"
+
+
+def command(spec: QemuSpec, binary: str = QEMU) -> list[str]:
+    """argv for QEMU: no display, serial console on stdio, user networking bound to loopback."""
+    if spec.accel == "kvm":
+        accel = ["-accel", "kvm", "-cpu", "host"]
+    else:
+        accel = ["-accel", f"tcg,thread={spec.tcg_threads}", "-cpu", TCG_CPU]
+    argv = [binary, "-machine", "pc", *accel, "-smp", str(spec.cpus), "-m", str(spec.memory_mb),
+            "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
+            "-monitor", "none", "-no-reboot",
+            "-kernel", str(spec.kernel), "-initrd", str(spec.initramfs),
+            "-append", f"{BASE_CMDLINE} {spec.cmdline}".strip()]
+    if spec.root_disk is not None:
+        argv += ["-drive", f"file={spec.root_disk},if=virtio,format=qcow2,cache=unsafe"]
+    if spec.modules_disk is not None:
+        argv += ["-drive", f"file={spec.modules_disk},if=virtio,format=raw,readonly=on"]
+    if spec.ssh_port is not None:
+        # restrict=on: the guest reaches nothing but the forwarded port; hostfwd binds loopback.
+        argv += ["-netdev", f"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{spec.ssh_port}-:22",
+                 "-device", "virtio-net-pci,netdev=net0"]
+    if spec.pidfile is not None:
+        argv += ["-pidfile", str(spec.pidfile)]
+    return argv

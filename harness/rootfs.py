@@ -1,0 +1,145 @@
+"""The guest root filesystem: a Debian image built with mmdebstrap, cached by its recipe's hash.
+
+The image is never written by a guest: every boot gets a throw-away qcow2 overlay (vm.py).
+The SSH host key is made when the image is built and stored beside it, so the harness pins
+it instead of trusting whatever answers on the forwarded port.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from collections.abc import Callable
+from pathlib import Path
+
+from harness import cache, progress
+from harness.config import RootfsSpec
+from harness.errors import HostError, RootfsError
+from harness.mirror import Mirror
+
+log = logging.getLogger(__name__)
+
+FILES = Path(__file__).resolve().parent.parent / "rootfs"
+# Always in the image: what ringlab-init, sshd and the probes need.
+REQUIRED_PACKAGES = ("python3", "openssh-server", "kmod", "iproute2", "tini", "procps",
+                     "util-linux")
+# Left out of the image: documentation only slows the image build down.
+EXCLUDED_PATHS = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*",
+                  "/usr/share/locale/*", "/usr/share/lintian/*")
+UNPRIVILEGED_USER = "lab"
+UNPRIVILEGED_UID = 1000
+RECIPE_VERSION = 1
+HEADROOM_MB = 512  # free space in the image for what tests write
+
+
+@dataclass(frozen=True)
+class RootfsImage:
+    image: Path
+    host_key: str  # "ssh-ed25519 AAAA...": the guest's pinned host key
+    recipe_hash: str
+    suite: str
+
+
+def recipe(spec: RootfsSpec, client_public_key: str) -> dict:
+    """Everything that determines the image's content; its hash names the cache entry."""
+    files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+             for p in sorted(FILES.iterdir()) if p.is_file() and p.name != "initramfs-init"}
+    return {"version": RECIPE_VERSION, "suite": spec.suite, "variant": spec.variant,
+            "packages": sorted(set(REQUIRED_PACKAGES) | set(spec.packages)),
+            "files": files, "authorized_key": client_public_key,
+            "user": [UNPRIVILEGED_USER, UNPRIVILEGED_UID]}
+
+
+def recipe_hash(r: dict) -> str:
+    return hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _load(entry: Path, digest: str, suite: str) -> RootfsImage | None:
+    image, key = entry / "rootfs.ext4", entry / "ssh_host_ed25519_key.pub"
+    if image.exists() and key.exists():
+        return RootfsImage(image=image, host_key=" ".join(key.read_text().split()[:2]),
+                           recipe_hash=digest, suite=suite)
+    return None
+
+
+def _mmdebstrap(r: dict, target: Path, mirror: Mirror, log_path: Path) -> None:
+    if shutil.which("mmdebstrap") is None:
+        raise HostError("mmdebstrap is missing", hint="apt-get install mmdebstrap")
+    if os.geteuid() != 0:
+        raise RootfsError("building the rootfs needs root (mmdebstrap into a directory, then "
+                          "mkfs.ext4 -d keeps file ownership only as root)",
+                          hint="run ./lab once as root; later runs reuse the cached image")
+    user, uid = r["user"]
+    cmd = ["mmdebstrap", f"--variant={r['variant']}", f"--include={','.join(r['packages'])}",
+           f"--keyring={mirror.keyring}",
+           *[f"--dpkgopt=path-exclude={p}" for p in EXCLUDED_PATHS],
+           f"--customize-hook=chroot \"$1\" useradd -m -u {uid} -U -s /bin/sh {user}",
+           r["suite"], str(target), mirror.url]
+    log.debug("run: %s", " ".join(cmd))
+    with log_path.open("w") as out:
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        tail = log_path.read_text().strip().splitlines()[-5:]
+        raise RootfsError(f"mmdebstrap failed (exit {proc.returncode}); last lines:\n    "
+                          + "\n    ".join(tail), hint=f"full log: {log_path}")
+
+
+def _install_files(root: Path, client_public_key: str) -> None:
+    shutil.copy2(FILES / "ringlab-init", root / "sbin" / "ringlab-init")
+    (root / "sbin" / "ringlab-init").chmod(0o755)
+    shutil.copy2(FILES / "sshd_config", root / "etc/ssh/sshd_config.d/ringlab.conf")
+    (root / "etc/hostname").write_text("ringlab\n")
+    (root / "etc/hosts").write_text("127.0.0.1 localhost\n127.0.1.1 ringlab\n")
+    (root / "usr/lib/modules").mkdir(parents=True, exist_ok=True)
+    for home, uid in (("root", 0), (f"home/{UNPRIVILEGED_USER}", UNPRIVILEGED_UID)):
+        ssh_dir = root / home / ".ssh"
+        ssh_dir.mkdir(mode=0o700, exist_ok=True)
+        (ssh_dir / "authorized_keys").write_text(client_public_key + "\n")
+        for p in (ssh_dir, ssh_dir / "authorized_keys"):
+            os.chown(p, uid, uid)
+        (ssh_dir / "authorized_keys").chmod(0o600)
+
+
+def _make_image(root: Path, image: Path) -> None:
+    used = int(subprocess.run(["du", "-sm", str(root)], capture_output=True, text=True,
+                              check=True).stdout.split()[0])
+    proc = subprocess.run(["mkfs.ext4", "-q", "-F", "-L", "ringlab-root", "-d", str(root),
+                           str(image), f"{used + HEADROOM_MB}M"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RootfsError(f"mkfs.ext4 failed: {proc.stderr.strip()}")
+
+
+def ensure(spec: RootfsSpec, mirror_for: Callable[[], Mirror], cache_root: Path,
+           client_public_key: str) -> RootfsImage:
+    """The cached image for `spec`, building it first if needed.
+
+    `mirror_for` is called only when a build is needed, so a warm cache never touches the
+    network or the host's apt configuration.
+    """
+    r = recipe(spec, client_public_key)
+    digest = recipe_hash(r)
+    entry = cache_root / "rootfs" / digest
+    if (img := _load(entry, digest, spec.suite)):
+        return img
+    mirror = mirror_for()
+    with progress.step(f"building the {spec.suite} rootfs ({digest})") as status, \
+            cache.building(entry) as scratch:
+        tree = scratch / "tree"
+        status("mmdebstrap")
+        # The log lives outside the scratch directory so it survives a failed build.
+        _mmdebstrap(r, tree, mirror, entry.parent / f"{digest}.mmdebstrap.log")
+        status("configuring")
+        _install_files(tree, client_public_key)
+        shutil.copy2(tree / "etc/ssh/ssh_host_ed25519_key.pub",
+                     scratch / "ssh_host_ed25519_key.pub")
+        status("making the ext4 image")
+        _make_image(tree, scratch / "rootfs.ext4")
+        shutil.rmtree(tree)
+        (scratch / "recipe.json").write_text(json.dumps(r, indent=2))
+    img = _load(entry, digest, spec.suite)
+    assert img is not None
+    return img

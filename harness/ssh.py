@@ -1,0 +1,193 @@
+"""SSH to a guest with paramiko: the lab's own key, a pinned host key, one reused connection."""
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import select
+import socket
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import paramiko
+
+from harness.errors import GuestHang, SSHError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClientKey:
+    private: Path
+    public_line: str  # "ecdsa-sha2-nistp256 AAAA... ringlab"
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    command: str
+    exit_status: int
+    stdout: str
+    stderr: str
+    duration_s: float
+
+
+def client_key(cache_root: Path) -> ClientKey:
+    """The lab's client key, made on first use; private key 0600 in the user's cache."""
+    path = cache_root / "ssh" / "id_ecdsa"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        key = paramiko.ECDSAKey.generate(bits=256)
+        tmp = path.with_suffix(".tmp")
+        key.write_private_key_file(str(tmp))
+        os.chmod(tmp, 0o600)
+        tmp.rename(path)
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise SSHError(f"{path} is readable by others (mode {mode:o}); ssh refuses such keys",
+                       hint=f"chmod 600 {path}")
+    key = paramiko.ECDSAKey.from_private_key_file(str(path))
+    return ClientKey(private=path, public_line=f"{key.get_name()} {key.get_base64()} ringlab")
+
+
+def _host_key(line: str) -> paramiko.PKey:
+    kind, blob = line.split()[:2]
+    return paramiko.PKey.from_type_string(kind, base64.b64decode(blob))
+
+
+class GuestSSH:
+    """One SSH connection to a guest's forwarded port, reused for every command."""
+
+    def __init__(self, port: int, key: ClientKey, host_key_line: str, user: str = "root") -> None:
+        self.port = port
+        self.key = key
+        self.host_key_line = host_key_line
+        self.user = user
+        self._client: paramiko.SSHClient | None = None
+
+    def _connect_once(self, timeout: float) -> paramiko.SSHClient:
+        client = paramiko.SSHClient()
+        # Pin the host key made at rootfs build time; refuse anything else.
+        client.get_host_keys().add(f"[127.0.0.1]:{self.port}", self.host_key_line.split()[0],
+                                   _host_key(self.host_key_line))
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        client.connect("127.0.0.1", self.port, username=self.user,
+                       pkey=paramiko.ECDSAKey.from_private_key_file(str(self.key.private)),
+                       look_for_keys=False, allow_agent=False, timeout=timeout,
+                       banner_timeout=timeout, auth_timeout=timeout)
+        transport = client.get_transport()
+        assert transport is not None
+        transport.set_keepalive(5)
+        return client
+
+    def connect(self, deadline: float, alive: Callable[[], None] = lambda: None) -> None:
+        """Connect, retrying until `deadline` (time.monotonic()); `alive()` raises if the guest
+        died meanwhile, so a crashed guest is reported as such rather than as an SSH timeout."""
+        last: Exception | None = None
+        attempts = 0
+        while time.monotonic() < deadline:
+            alive()
+            attempts += 1
+            try:
+                self._client = self._connect_once(timeout=min(5.0, max(
+                    0.5, deadline - time.monotonic())))
+                log.debug("ssh: connected to port %d after %d attempt(s)", self.port, attempts)
+                return
+            except paramiko.BadHostKeyException as e:
+                raise SSHError(
+                    f"guest on 127.0.0.1:{self.port} showed host key "
+                    f"{e.key.get_name()} {e.key.fingerprint}, not the pinned "
+                    f"{e.expected_key.get_name()} {e.expected_key.fingerprint}; refusing it",
+                    hint="another process may own the port, or the rootfs cache was changed")
+            except paramiko.AuthenticationException as e:
+                raise SSHError(f"guest on 127.0.0.1:{self.port} refused the lab's key: {e}")
+            except paramiko.SSHException as e:
+                if "not found in known_hosts" in str(e):
+                    raise SSHError(f"guest on 127.0.0.1:{self.port} offered no host key of the "
+                                   f"pinned type ({self.host_key_line.split()[0]})") from None
+                last = e
+            except (OSError, EOFError) as e:
+                last = e
+            time.sleep(0.2)
+        raise SSHError(f"no SSH answer from the guest on 127.0.0.1:{self.port} "
+                       f"after {attempts} attempt(s): {last}")
+
+    @property
+    def client(self) -> paramiko.SSHClient:
+        if self._client is None:
+            raise SSHError("not connected to the guest")
+        return self._client
+
+    def open_session(self, command: str, timeout: float | None) -> paramiko.Channel:
+        transport = self.client.get_transport()
+        if transport is None or not transport.is_active():
+            raise GuestHang("the SSH connection to the guest is gone")
+        chan = transport.open_session(timeout=10)
+        chan.settimeout(timeout)
+        log.debug("ssh: %s", command)
+        chan.exec_command(command)
+        return chan
+
+    def run(self, command: str, timeout: float = 60.0, input: bytes | None = None
+            ) -> CommandResult:
+        """Run `command` in the guest; raise GuestHang if it does not finish within `timeout`."""
+        start = time.monotonic()
+        chan = self.open_session(command, timeout=timeout)
+        out, err = bytearray(), bytearray()
+        try:
+            if input:
+                chan.sendall(input)
+            chan.shutdown_write()
+            deadline = start + timeout
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not select.select([chan], [], [], remaining)[0]:
+                    raise GuestHang(f"command did not finish in {timeout:g} s: {command}")
+                got = False
+                while chan.recv_ready():
+                    out += chan.recv(65536)
+                    got = True
+                while chan.recv_stderr_ready():
+                    err += chan.recv_stderr(65536)
+                    got = True
+                if chan.exit_status_ready() and not chan.recv_ready() and chan.eof_received:
+                    break
+                if not got:
+                    time.sleep(0.001)  # readable for EOF alone; wait for the exit status
+            status = chan.recv_exit_status()
+        except socket.timeout:
+            raise GuestHang(f"command did not finish in {timeout:g} s: {command}") from None
+        finally:
+            chan.close()
+        return CommandResult(command, status, out.decode(errors="replace"),
+                             err.decode(errors="replace"), time.monotonic() - start)
+
+    def push(self, local: Path, remote: str) -> None:
+        """Copy a file or a directory tree (of regular files) into the guest with SFTP."""
+        sftp = self.client.open_sftp()
+        try:
+            if local.is_file():
+                sftp.put(str(local), remote)
+                sftp.chmod(remote, local.stat().st_mode & 0o777)
+                return
+            for path in sorted([local, *local.rglob("*")]):
+                if "__pycache__" in path.parts:
+                    continue
+                target = remote + "/" + str(path.relative_to(local)) if path != local else remote
+                if path.is_dir():
+                    try:
+                        sftp.mkdir(target)
+                    except OSError:
+                        pass  # exists already
+                else:
+                    sftp.put(str(path), target)
+                    sftp.chmod(target, path.stat().st_mode & 0o777)
+        finally:
+            sftp.close()
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
