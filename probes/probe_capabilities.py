@@ -110,15 +110,19 @@ def trace_mmap() -> dict:
     if not os.path.exists(path):
         return {"available": False, "abi": None, "how": how,
                 "error": f"{path} does not exist (tracefs not mounted or no tracing)"}
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        return {"available": False, "abi": None, "how": how,
+                "error": f"open {path}: {probelib.errname(e)}"}
     try:
         try:
-            meta = mmap.mmap(fd, PAGE_SIZE, mmap.MAP_SHARED, mmap.PROT_READ)
+            meta = probelib.Mapping(fd, PAGE_SIZE)
         except OSError as e:
             return {"available": False, "abi": None, "how": how,
                     "error": f"kernel has no trace_pipe_raw mmap: {probelib.errname(e)}"}
         # struct trace_buffer_meta: u32 meta_page_size, meta_struct_len, subbuf_size, nr_subbufs
-        fields = [int.from_bytes(meta[i:i + 4], "little") for i in range(0, 16, 4)]
+        fields = [meta.u32(i) for i in range(0, 16, 4)]
         abi, ioctl_errors = None, {}
         for name, cmd in (("mainline _IO('R',0x20)", TRACE_MMAP_IOCTL_GET_READER),
                           ("pre-6.10 _IO('T',0x1)", TRACE_MMAP_IOCTL_GET_READER_OLD)):

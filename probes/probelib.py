@@ -6,8 +6,11 @@ makes that the same for all of them, whether run by hand in a guest or by runner
 from __future__ import annotations
 
 import argparse
+import ctypes
 import errno
 import json
+import mmap
+import os
 import sys
 from collections.abc import Callable
 
@@ -36,3 +39,44 @@ def parser(name: str, description: str) -> argparse.ArgumentParser:
 def run(main: Callable[[list[str]], int]) -> None:
     """Entry for `python3 probe_x.py ...` by hand."""
     sys.exit(main(sys.argv[1:]))
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+class Mapping:
+    """mmap(2) through libc. Python's mmap module refuses regular files whose st_size is 0,
+    which is what every tracefs file reports; the kernel decides, so ask the kernel."""
+
+    def __init__(self, fd: int, length: int, prot: int = mmap.PROT_READ,
+                 flags: int = mmap.MAP_SHARED, offset: int = 0) -> None:
+        addr = _libc.mmap(None, length, prot, flags, fd, offset)
+        if addr in (None, MAP_FAILED):
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+        self.addr, self.length = addr, length
+
+    def read(self, offset: int, size: int) -> bytes:
+        return ctypes.string_at(self.addr + offset, size)
+
+    def u32(self, offset: int) -> int:
+        return int.from_bytes(self.read(offset, 4), "little")
+
+    def u64(self, offset: int) -> int:
+        return int.from_bytes(self.read(offset, 8), "little")
+
+    def close(self) -> None:
+        if self.addr is not None:
+            _libc.munmap(self.addr, self.length)
+            self.addr = None
+
+    def __enter__(self) -> "Mapping":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
