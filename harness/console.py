@@ -16,7 +16,7 @@ NO_ROOT = "ringlab: cannot mount the root disk"
 # Boot stages in order; the last one seen tells how far a failed boot got.
 STAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("kernel", re.compile(r"Linux version \S+")),
-    ("initramfs", re.compile(r"Run /init as init process|ringlab: initramfs")),
+    ("initramfs", re.compile(r"Run \S+ as init process|ringlab: initramfs")),
     ("ready", re.compile(re.escape(READY))),
 )
 

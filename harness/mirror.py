@@ -118,19 +118,30 @@ def host_sources(apt_root: Path = APT_ROOT) -> tuple[list[AptSource], list[Path]
     return sources, files
 
 
-def _is_debian_archive(s: AptSource) -> bool:
-    # The main archive: a plain suite name (not bookworm-security, not a third-party "nodistro"
-    # layout with a slash), with the main component, over a scheme we can fetch.
-    return (s.uri.split(":", 1)[0] in ("http", "https", "file") and "main" in s.components
-            and any("-" not in suite and "/" not in suite for suite in s.suites)
-            and not s.uri.endswith("-security"))
+# Debian's suite names; a plain suite not listed here still counts, after these.
+DEBIAN_SUITES = {"stable", "testing", "unstable", "sid", "experimental", "oldstable", "buster",
+                 "bullseye", "bookworm", "trixie", "forky", "duke"}
+
+
+def _score(s: AptSource) -> int:
+    """How surely `s` is Debian's main archive: 2 a Debian suite name, 1 another plain suite
+    (a local mirror's own name), 0 not an archive we can use (security, third-party layouts
+    such as nodistro, suites with a slash, schemes we cannot fetch)."""
+    if s.uri.split(":", 1)[0] not in ("http", "https", "file") or "main" not in s.components:
+        return 0
+    if s.uri.endswith("-security"):
+        return 0
+    plain = [x for x in s.suites if "-" not in x and "/" not in x and x != "nodistro"]
+    if any(x in DEBIAN_SUITES for x in plain):
+        return 2
+    return 1 if plain else 0
 
 
 def choose(sources: list[AptSource], files: list[Path]) -> AptSource:
     """The host's Debian main archive among its apt sources."""
-    for s in sources:
-        if _is_debian_archive(s):
-            return s
+    best = max(sources, key=_score, default=None)
+    if best is not None and _score(best) > 0:
+        return best
     read = ", ".join(map(str, files)) or f"nothing under {APT_ROOT}"
     raise MirrorError(f"no Debian archive found in the host's apt configuration (read: {read})",
                       hint="set mirror.url in lab.yaml to your Debian mirror")

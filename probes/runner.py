@@ -49,9 +49,13 @@ def _child(probe: str, args: list[str], user: str, out_fd: int, err_fd: int) -> 
         os.setpgid(0, 0)
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
-        _drop_privileges(user)
+        sys.stdout = open(1, "w", closefd=False)
+        sys.stderr = open(2, "w", closefd=False)
+        # Import first: the probe files are root's, the probe may run as another user.
         module = importlib.import_module(probe)
+        _drop_privileges(user)
         code = module.main(list(args))
+        code = 0 if code is None else code  # as sys.exit(None)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:

@@ -1,0 +1,40 @@
+"""User mistakes at the command line: one clear line, exit 2, no traceback."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def lab(*args: str, config: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    if config:
+        env["RINGLAB_CONFIG"] = str(config)
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_unknown_kernel() -> None:
+    p = lab("run", "--kernel", "nope")
+    assert p.returncode == 2
+    assert "unknown kernel 'nope'" in p.stderr and "trixie-cloud" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_bad_config(tmp_path: Path) -> None:
+    cfg = tmp_path / "lab.yaml"
+    cfg.write_text("kernels: {k: {debian: {suite: trixie, flavour: amd64}}}\nmachine: {cpus: 0}\n")
+    p = lab("boot", config=cfg)
+    assert p.returncode == 2
+    assert f"{cfg}: machine.cpus: expected an integer from 1 to 64, got 0" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_help_everywhere() -> None:
+    for cmd in ([], ["run"], ["boot"], ["ssh"], ["doctor"], ["selftest"], ["bench"],
+                ["bench", "boot"]):
+        p = lab(*cmd, "--help")
+        assert p.returncode == 0 and "usage:" in p.stdout, cmd

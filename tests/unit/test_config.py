@@ -1,0 +1,130 @@
+"""lab.yaml validation: every mistake names the file, the key and what was expected."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import config
+from harness.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def load_text(tmp_path: Path, text: str) -> config.LabConfig:
+    p = tmp_path / "lab.yaml"
+    p.write_text(text)
+    return config.load(p)
+
+
+def error_of(tmp_path: Path, text: str) -> str:
+    with pytest.raises(ConfigError) as e:
+        load_text(tmp_path, text)
+    return str(e.value)
+
+
+def test_shipped_lab_yaml_is_valid() -> None:
+    cfg = config.load(REPO / "lab.yaml")
+    assert cfg.default_kernel in cfg.kernels
+    k = cfg.kernel(None)
+    assert isinstance(k.source, config.DebianKernel)
+    assert k.source.suite == "trixie" and k.source.flavour == "cloud-amd64"
+    assert cfg.machine.accel == "auto"
+
+
+def test_minimal_config_gets_defaults(tmp_path: Path) -> None:
+    cfg = load_text(tmp_path, "kernels: {k: {debian: {suite: trixie, flavour: amd64}}}\n")
+    assert cfg.default_kernel == "k"
+    assert cfg.machine == config.MachineSpec()
+    assert cfg.rootfs.suite == "trixie"
+    assert cfg.reports_dir == tmp_path / "reports"
+    assert cfg.mirror is None
+
+
+def test_unknown_top_level_key(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, "kernels: {k: {debian: {suite: trixie, flavour: amd64}}}\nmachin: {}\n")
+    assert "lab.yaml: machin: unknown key" in msg and "machine" in msg
+
+
+def test_unknown_nested_key(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, "kernels: {k: {debian: {suite: trixie, flavour: amd64, flavor: x}}}\n")
+    assert "kernels.k.debian.flavor: unknown key" in msg
+
+
+def test_wrong_type_names_key_and_expectation(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, "kernels: {k: {debian: {suite: trixie, flavour: amd64}}}\n"
+                             "machine: {cpus: two}\n")
+    assert f"{tmp_path / 'lab.yaml'}: machine.cpus: expected an integer from 1 to 64, got 'two'" == msg
+
+
+@pytest.mark.parametrize("machine,key", [
+    ("{accel: xen}", "machine.accel"),
+    ("{memory_mb: 12}", "machine.memory_mb"),
+    ("{boot_timeout_s: -1}", "machine.boot_timeout_s"),
+    ("{tcg_threads: many}", "machine.tcg_threads"),
+    ("{cpus: true}", "machine.cpus"),
+])
+def test_bad_machine_values(tmp_path: Path, machine: str, key: str) -> None:
+    msg = error_of(tmp_path, "kernels: {k: {debian: {suite: trixie, flavour: amd64}}}\n"
+                             f"machine: {machine}\n")
+    assert f"{key}: expected" in msg
+
+
+def test_missing_kernels(tmp_path: Path) -> None:
+    assert "kernels: expected this key to be set" in error_of(tmp_path, "machine: {}\n")
+
+
+def test_two_kernel_sources(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, f"kernels: {{k: {{debian: {{suite: a, flavour: b}}, "
+                             f"path: {{image: {tmp_path}}}}}}}\n")
+    assert "kernels.k: expected exactly one kernel source" in msg
+
+
+def test_build_source_is_reserved(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, "kernels: {k: {build: {tree: /src}}}\n")
+    assert "kernels.k.build: kernel builds are not supported yet" in msg
+
+
+def test_path_kernel_must_exist(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, "kernels: {k: {path: {image: nope/bzImage}}}\n")
+    assert "kernels.k.path.image:" in msg and "does not exist" in msg
+
+
+def test_path_kernel_relative_to_config(tmp_path: Path) -> None:
+    (tmp_path / "bzImage").write_bytes(b"x")
+    cfg = load_text(tmp_path, "kernels: {k: {path: {image: bzImage}}}\n")
+    assert cfg.kernel("k").source.image == tmp_path / "bzImage"
+
+
+def test_default_kernel_must_exist(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, "default_kernel: x\nkernels: {k: {debian: {suite: a, flavour: b}}}\n")
+    assert "default_kernel: expected one of the kernels: k, got 'x'" in msg
+
+
+def test_unknown_kernel_name_lists_the_known_ones(tmp_path: Path) -> None:
+    cfg = load_text(tmp_path, "kernels: {a: {debian: {suite: t, flavour: f}}, "
+                              "b: {debian: {suite: t, flavour: g}}}\n")
+    with pytest.raises(ConfigError, match=r"unknown kernel 'nope'; .* defines: a, b"):
+        cfg.kernel("nope")
+
+
+def test_invalid_yaml_gives_line(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, "kernels:\n  k: [unclosed\n")
+    assert "not valid YAML" in msg and "line" in msg
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        config.load(tmp_path / "absent.yaml")
+
+
+def test_mirror_url_must_be_a_url(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, "kernels: {k: {debian: {suite: a, flavour: b}}}\n"
+                             "mirror: {url: not-a-url}\n")
+    assert "mirror.url: expected an http://, https:// or file:// URL" in msg
+
+
+def test_rootfs_packages_must_be_names(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, "kernels: {k: {debian: {suite: a, flavour: b}}}\n"
+                             "rootfs: {packages: [strace, 'rm -rf']}\n")
+    assert "rootfs.packages[1]: expected a Debian package name" in msg

@@ -1,0 +1,60 @@
+"""Kernel-side helpers: the bzImage version string, module load order, static busybox."""
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from harness import initramfs, kernel
+from harness.errors import KernelError
+
+
+def fake_bzimage(path: Path, version: str) -> Path:
+    head = bytearray(0x1000)
+    head[0x202:0x206] = b"HdrS"
+    struct.pack_into("<H", head, 0x20E, 0x300)  # version string at 0x300 + 0x200
+    text = f"{version} (builder@host) #1 SMP PREEMPT_DYNAMIC".encode() + b"\0"
+    head[0x500:0x500 + len(text)] = text
+    path.write_bytes(bytes(head))
+    return path
+
+
+def test_bzimage_release(tmp_path: Path) -> None:
+    img = fake_bzimage(tmp_path / "bzImage", "6.12.107+deb13-cloud-amd64")
+    assert kernel.bzimage_release(img) == "6.12.107+deb13-cloud-amd64"
+
+
+def test_not_a_bzimage(tmp_path: Path) -> None:
+    (tmp_path / "x").write_bytes(b"\0" * 4096)
+    with pytest.raises(KernelError, match="not a bzImage"):
+        kernel.bzimage_release(tmp_path / "x")
+
+
+# Lines as depmod writes them for Debian's 6.12 cloud kernel.
+MODULES_DEP = """\
+kernel/drivers/block/virtio_blk.ko.xz:
+kernel/net/core/failover.ko.xz:
+kernel/drivers/net/net_failover.ko.xz: kernel/net/core/failover.ko.xz
+kernel/drivers/net/virtio_net.ko.xz: kernel/drivers/net/net_failover.ko.xz kernel/net/core/failover.ko.xz
+kernel/fs/ext4/ext4.ko.xz: kernel/fs/jbd2/jbd2.ko.xz kernel/fs/mbcache.ko.xz
+"""
+
+
+def test_module_order_puts_dependencies_first() -> None:
+    order = initramfs.module_order(MODULES_DEP, ("virtio_blk", "virtio_net"))
+    names = [Path(m).name for m in order]
+    assert names == ["virtio_blk.ko.xz", "failover.ko.xz", "net_failover.ko.xz",
+                     "virtio_net.ko.xz"]
+
+
+def test_built_in_modules_are_skipped() -> None:
+    assert initramfs.module_order(MODULES_DEP, ("virtio_pci",)) == []
+
+
+def test_static_busybox_detection() -> None:
+    if not Path("/bin/busybox").exists():
+        pytest.skip("busybox-static is not installed on this host (./lab installs it)")
+    assert initramfs.is_static_elf(Path("/bin/busybox"))
+    assert not initramfs.is_static_elf(Path(shutil.which("ls")))

@@ -1,0 +1,131 @@
+"""From a runner response to a ProbeResult or a ProbeError; and the guest runner itself,
+which is stdlib-only and runs on the host as well."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import probes
+from harness.errors import ProbeCrashed, ProbeError, ProbeOutputError, ProbeTimeout
+
+RUNNER = Path(__file__).resolve().parents[2] / "probes" / "runner.py"
+
+
+def resp(**kw) -> dict:
+    base = {"probe": "p", "status": "exited", "code": 0, "stdout": '{"a": 1}\n', "stderr": "",
+            "duration_s": 0.01}
+    base.update(kw)
+    return base
+
+
+def test_ok() -> None:
+    r = probes.interpret(resp())
+    assert r.data == {"a": 1} and r.probe == "p"
+
+
+def test_timeout() -> None:
+    with pytest.raises(ProbeTimeout, match="no result within its timeout"):
+        probes.interpret(resp(status="timeout", code=None, stdout=""))
+
+
+def test_crash_carries_traceback() -> None:
+    tb = 'Traceback (most recent call last):\n  File "p.py"\nZeroDivisionError: division by zero\n'
+    with pytest.raises(ProbeCrashed) as e:
+        probes.interpret(resp(code=1, stdout="", stderr=tb))
+    assert "ZeroDivisionError" in str(e.value) and e.value.stderr == tb
+
+
+def test_signal() -> None:
+    with pytest.raises(ProbeCrashed, match="killed by signal 7"):
+        probes.interpret(resp(status="signaled", code=7))
+
+
+def test_not_json() -> None:
+    with pytest.raises(ProbeOutputError, match="not one JSON document.*hello"):
+        probes.interpret(resp(stdout="hello world\n"))
+
+
+def test_json_but_not_an_object() -> None:
+    with pytest.raises(ProbeOutputError, match="not an object"):
+        probes.interpret(resp(stdout="[1, 2]"))
+
+
+def test_runner_error() -> None:
+    with pytest.raises(ProbeError, match="guest runner failed"):
+        probes.interpret(resp(status="error", error="boom"))
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The guest runner module, loaded from a copy beside test probes of our own."""
+    (tmp_path / "runner.py").write_text(RUNNER.read_text())
+    (tmp_path / "probe_ok.py").write_text(
+        "import json\ndef main(argv):\n    print(json.dumps({'argv': argv}))\n    return 0\n")
+    (tmp_path / "probe_hang.py").write_text("import time\ndef main(argv):\n    time.sleep(60)\n")
+    (tmp_path / "probe_boom.py").write_text("def main(argv):\n    return 1 // 0\n")
+    (tmp_path / "probe_segv.py").write_text(
+        "import os, signal\ndef main(argv):\n    os.kill(os.getpid(), signal.SIGSEGV)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = importlib.util.spec_from_file_location("ringlab_runner", tmp_path / "runner.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_runner_runs_a_probe(runner) -> None:
+    r = probes.interpret(runner.run_probe("probe_ok", ["x", "y"]))
+    assert r.data == {"argv": ["x", "y"]}
+
+
+def test_runner_kills_a_hanging_probe(runner) -> None:
+    out = runner.run_probe("probe_hang", [], timeout=0.5)
+    assert out["status"] == "timeout" and out["duration_s"] < 5
+    with pytest.raises(ProbeTimeout):
+        probes.interpret(out)
+
+
+def test_runner_reports_a_crash_with_traceback(runner) -> None:
+    with pytest.raises(ProbeCrashed, match="ZeroDivisionError"):
+        probes.interpret(runner.run_probe("probe_boom", []))
+
+
+def test_runner_reports_a_signal(runner) -> None:
+    out = runner.run_probe("probe_segv", [])
+    assert out["status"] == "signaled" and out["code"] == 11
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
+def test_runner_drops_privileges(runner, tmp_path: Path) -> None:
+    (tmp_path / "probe_whoami.py").write_text(
+        "import json, os\ndef main(argv):\n    print(json.dumps({'euid': os.geteuid()}))\n")
+    os.chmod(tmp_path, 0o755)
+    out = runner.run_probe("probe_whoami", [], user="nobody")
+    assert probes.interpret(out).data["euid"] != 0
+
+
+def test_runner_serves_json_lines(tmp_path: Path, runner) -> None:
+    import subprocess
+    reqs = "\n".join(json.dumps(r) for r in (
+        {"op": "ping", "id": 1}, {"op": "run", "id": 2, "probe": "probe_ok", "args": ["a"]},
+        {"op": "nope", "id": 3})) + "\n"
+    proc = subprocess.run([sys.executable, str(tmp_path / "runner.py"), "--serve"], input=reqs,
+                          capture_output=True, text=True, timeout=60)
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert lines[0]["status"] == "ready" and "probe_ok" in lines[0]["probes"]
+    assert lines[1] == {"id": 1, "status": "ok"}
+    assert json.loads(lines[2]["stdout"]) == {"argv": ["a"]}
+    assert lines[3]["status"] == "error" and "unknown op" in lines[3]["error"]
+
+
+def test_every_probe_has_help() -> None:
+    import subprocess
+    folder = RUNNER.parent
+    for p in sorted(folder.glob("probe_*.py")):
+        proc = subprocess.run([sys.executable, str(p), "--help"], capture_output=True, text=True,
+                              timeout=60, cwd=folder)
+        assert proc.returncode == 0 and "usage:" in proc.stdout, p.name
