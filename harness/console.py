@@ -84,6 +84,16 @@ def last_stage(text: str) -> str:
     return reached
 
 
+def excerpt(text: str, needle: str, before: int = 8, after: int = 30) -> str:
+    """Lines around the last line containing `needle` (e.g. a panic), or the tail if absent."""
+    kept = [_ANSI.sub("", line) for line in text.splitlines() if line.strip()]
+    hits = [i for i, line in enumerate(kept) if needle in line]
+    if not hits:
+        return tail(text)
+    i = hits[-1]
+    return "\n".join(kept[max(0, i - before):i + after])
+
+
 def tail(text: str, lines: int = 25) -> str:
     """The last `lines` non-empty lines, cleaned of control characters (keeping timestamps)."""
     kept = [_ANSI.sub("", line) for line in text.splitlines() if line.strip()]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import console, qemu
-from harness.errors import BootError, BootPanic, BootTimeout
+from harness.errors import BootError, BootPanic, BootTimeout, GuestHang
 from harness.kernel import BootableKernel
 from harness.probes import ProbeResult, ProbeRunner
 from harness.rootfs import RootfsImage
@@ -68,6 +68,11 @@ class Guest:
         self.runner = runner
         self.workdir = workdir
         self.record = record
+        ssh.watchdog = self._raise_if_dead
+
+    def _raise_if_dead(self) -> None:
+        if (dead := self.health()) is not None:
+            raise GuestHang(f"the guest died: {dead}")
 
     @property
     def kernel(self) -> BootableKernel:
@@ -128,6 +133,7 @@ def _boot_failure(vm: VM, plan: BootPlan, timed_out: bool) -> BootError:
     stage = console.last_stage(text)
     tail = console.tail(text)
     if vm.panic:
+        tail = console.excerpt(text, vm.panic.line)
         return BootPanic(f"kernel {plan.kernel.name} ({plan.kernel.release}) panicked during boot "
                          f"(reached: {stage}): {vm.panic.title}", tail)
     if "Could not set up host forwarding rule" in text:

@@ -100,7 +100,8 @@ class ProbeRunner:
             if remaining <= 0:
                 raise GuestHang("the guest's probe runner did not answer in time "
                                 "(guest hung, or the probe runner is stuck)")
-            if not select.select([chan], [], [], remaining)[0]:
+            if not select.select([chan], [], [], min(remaining, 1.0))[0]:
+                self.ssh.watchdog()
                 continue
             data = chan.recv(65536)
             if not data:

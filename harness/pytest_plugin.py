@@ -40,6 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # paramiko logs a traceback for every refused attempt while a guest's sshd starts.
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
     config.addinivalue_line("markers", "guest(cpus): boot this test's guest with cpus=N")
     if config.pluginmanager.has_plugin("ringlab-session"):
         return
@@ -141,7 +143,11 @@ class LabSession:
             except LabError as e:
                 lines, dead = [], f"guest stopped answering: {e}"
             if lines:
-                report.sections.append(("Captured stdout guest dmesg", "\n".join(lines) + "\n"))
+                text = "\n".join(lines) + "\n"
+                # On the call report for the terminal; on the item for the teardown report,
+                # which is the one the JUnit writer takes captured output from.
+                report.sections.append(("Captured stdout guest dmesg call", text))
+                item.add_report_section("call", "stdout guest dmesg", text)
         if dead is not None:
             # The test that was running when the guest died is the one that failed.
             tail = console.tail(g.vm.console_text(), 40)

@@ -66,6 +66,9 @@ class GuestSSH:
         self.host_key_line = host_key_line
         self.user = user
         self._client: paramiko.SSHClient | None = None
+        # Called at least once a second while waiting on the guest; raises if the guest died
+        # (set by guest.py), so a crash is reported at once rather than at the timeout.
+        self.watchdog: Callable[[], None] = lambda: None
 
     def _connect_once(self, timeout: float) -> paramiko.SSHClient:
         client = paramiko.SSHClient()
@@ -143,8 +146,11 @@ class GuestSSH:
             deadline = start + timeout
             while True:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or not select.select([chan], [], [], remaining)[0]:
+                if remaining <= 0:
                     raise GuestHang(f"command did not finish in {timeout:g} s: {command}")
+                if not select.select([chan], [], [], min(remaining, 1.0))[0]:
+                    self.watchdog()
+                    continue
                 got = False
                 while chan.recv_ready():
                     out += chan.recv(65536)
@@ -154,6 +160,10 @@ class GuestSSH:
                     got = True
                 if chan.exit_status_ready() and not chan.recv_ready() and chan.eof_received:
                     break
+                if not got and (chan.closed or not chan.get_transport().is_active()):
+                    self.watchdog()  # a dead guest says so; else the connection itself broke
+                    raise GuestHang(f"the SSH connection closed before the command finished: "
+                                    f"{command}")
                 if not got:
                     time.sleep(0.001)  # readable for EOF alone; wait for the exit status
             status = chan.recv_exit_status()

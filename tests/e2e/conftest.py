@@ -1,0 +1,68 @@
+"""End-to-end fixtures: the shipped lab.yaml, real kernels, real QEMU guests (TCG here)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness import config
+from harness.guest import Guest
+from harness.lab import Lab
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).parent / "data"
+
+
+def qemu_pids() -> set[int]:
+    """This user's QEMU processes (a test compares the set before and after)."""
+    # -f: the kernel cuts a process name to 15 characters ("qemu-system-x86").
+    out = subprocess.run(["pgrep", "-u", str(os.getuid()), "-f", "(^|/)qemu-system-x86_64 "],
+                         capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
+
+
+def lab_yaml(tmp_path: Path, **overrides: dict) -> Path:
+    """The shipped lab.yaml with sections overridden (e.g. machine={...}), reports in tmp."""
+    data = yaml.safe_load((REPO / "lab.yaml").read_text())
+    data["reports"] = {"dir": str(tmp_path / "reports")}
+    for section, values in overrides.items():
+        data.setdefault(section, {}).update(values)
+    path = tmp_path / "lab.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture
+def make_lab_yaml(tmp_path: Path):
+    """lab_yaml(**overrides) bound to this test's tmp_path."""
+    return lambda **overrides: lab_yaml(tmp_path, **overrides)
+
+
+@pytest.fixture
+def running_qemus():
+    return qemu_pids
+
+
+@pytest.fixture(scope="session")
+def lab() -> Lab:
+    return Lab(config.load(REPO / "lab.yaml"))
+
+
+@pytest.fixture(scope="session")
+def guest(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guest]:
+    """One guest for the session, with the lab's own misbehaving test probes pushed too."""
+    log = tmp_path_factory.mktemp("console") / "console.log"
+    with lab.boot(None, log, extra_probe_dirs=(DATA / "probes",)) as g:
+        yield g
+
+
+@pytest.fixture
+def no_stray_qemu() -> Iterator[None]:
+    before = qemu_pids()
+    yield
+    left = qemu_pids() - before
+    assert not left, f"QEMU processes left behind: {sorted(left)}"
