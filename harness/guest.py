@@ -51,6 +51,12 @@ class BootRecord:
     attempts: int = 1
 
 
+# A booting guest that prints nothing for this long is stalled: every stage of a boot prints
+# within a few seconds, even under TCG. One stall was seen here right after the root mount
+# (no oops, no output), so a stall is retried once in a fresh guest, as the int3 artefact is.
+STALL_S = 30.0
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -144,6 +150,9 @@ def _boot_failure(vm: VM, plan: BootPlan, timed_out: bool) -> BootError:
     if vm.exited.is_set() or not vm.alive():
         return BootPanic(f"QEMU exited with status {vm.exit_status} before the guest was ready "
                          f"(reached: {stage})", tail)
+    if vm.silent_for() > STALL_S:
+        return BootTimeout(f"guest stalled: its console was silent for {vm.silent_for():.0f} s "
+                           f"before it was ready (reached: {stage}; accel {plan.accel})", tail)
     if timed_out:
         return BootTimeout(f"guest not ready within {plan.boot_timeout_s:g} s (reached: {stage}; "
                            f"accel {plan.accel})", tail,
@@ -170,7 +179,7 @@ def _start(plan: BootPlan, workdir: Path, attempt: int) -> Guest:
     deadline = start + plan.boot_timeout_s
     vm.start()
     try:
-        if not vm.wait_for(vm.ready, deadline):
+        if not vm.wait_for(vm.ready, deadline, stall_s=STALL_S):
             raise _boot_failure(vm, plan, timed_out=time.monotonic() >= deadline)
         ssh = GuestSSH(port, plan.key, plan.rootfs.host_key)
 
@@ -194,16 +203,17 @@ def _start(plan: BootPlan, workdir: Path, attempt: int) -> Guest:
 
 def boot(plan: BootPlan) -> Guest:
     """Boot a guest per `plan`. A boot that dies of the MTTCG text-patching artefact
-    ('Oops: int3') or a taken port is retried once in a fresh guest."""
+    ('Oops: int3'), stalls, or finds its port taken is retried once in a fresh guest."""
     workdir = Path(tempfile.mkdtemp(prefix="ringlab-guest-"))
     try:
         for attempt in (1, 2):
             try:
                 return _start(plan, workdir, attempt)
             except BootError as e:
-                vm_artefact = isinstance(e, BootPanic) and "int3" in str(e) \
+                int3 = isinstance(e, BootPanic) and "int3" in str(e) \
                     and plan.accel == "tcg" and plan.tcg_threads == "multi"
-                if attempt == 2 or not (vm_artefact or "port taken" in e.message):
+                stalled = e.message.startswith("guest stalled")
+                if attempt == 2 or not (int3 or stalled or "port taken" in e.message):
                     raise
                 log.warning("boot failed (%s); retrying once in a fresh guest", e.message)
         raise AssertionError("unreachable")

@@ -42,6 +42,7 @@ class VM:
         self.stages: dict[str, float] = {}
         self.exit_status: int | None = None
         self.started_at = 0.0
+        self.last_output_at = 0.0  # time.monotonic() of the last console line
         self._child: pexpect.spawn | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -52,7 +53,7 @@ class VM:
         log.debug("qemu: %s", " ".join(self.argv))
         self.console_log.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = self.console_log.open("ab")
-        self.started_at = time.monotonic()
+        self.started_at = self.last_output_at = time.monotonic()
         self._child = pexpect.spawn(self.argv[0], self.argv[1:], logfile=None, echo=False,
                                     timeout=None, preexec_fn=_die_with_parent,
                                     dimensions=(24, 200))
@@ -81,6 +82,7 @@ class VM:
         self._reap()
 
     def _line(self, raw: str) -> None:
+        self.last_output_at = time.monotonic()
         line = console.clean(raw)
         stage = console.stage_of(line)
         if stage and stage not in self.stages:
@@ -133,11 +135,19 @@ class VM:
             self._log_file.close()
             self._log_file = None
 
-    def wait_for(self, event: threading.Event, deadline: float) -> bool:
-        """Wait until `event`, a panic, QEMU's exit, or the deadline; True only for `event`."""
+    def silent_for(self) -> float:
+        """Seconds since the console last printed a line."""
+        return time.monotonic() - self.last_output_at
+
+    def wait_for(self, event: threading.Event, deadline: float, stall_s: float | None = None
+                 ) -> bool:
+        """Wait until `event`, a panic, QEMU's exit, the deadline, or (with `stall_s`) a console
+        silent that long; True only for `event`."""
         while time.monotonic() < deadline:
             if event.is_set():
                 return True
+            if stall_s is not None and self.silent_for() > stall_s:
+                return False
             if self.panicked.is_set() or self.exited.is_set():
                 # Give the watcher a moment to read the panic's last lines into the log.
                 time.sleep(0.3)

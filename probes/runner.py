@@ -15,6 +15,7 @@ Stdlib only.
 """
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import json
 import os
@@ -47,6 +48,7 @@ def _child(probe: str, args: list[str], user: str, out_fd: int, err_fd: int) -> 
     code = 1
     try:
         os.setpgid(0, 0)
+        faulthandler.disable()  # a probe's own crash is reported by its exit signal
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
         sys.stdout = open(1, "w", closefd=False)

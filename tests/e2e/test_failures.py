@@ -93,3 +93,16 @@ def test_kvm_check_is_bounded_and_remembered(tmp_path: Path) -> None:
     assert accel.choose("auto", k, tmp_path) == first
     assert verdict.stat().st_mtime_ns == stamp
     assert first[0] == ("kvm" if works else "tcg")
+
+
+def test_stalled_boot_is_detected_early_and_retried_once(tmp_path: Path, make_lab_yaml,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    lab = Lab(config.load(make_lab_yaml(machine={"boot_timeout_s": 300})))
+    start = time.monotonic()
+    with pytest.raises(BootTimeout, match="guest stalled: its console was silent"):
+        lab.boot(None, tmp_path / "console.log", cmdline="rdinit=/bin/busybox -- sleep 3600")
+    took = time.monotonic() - start
+    # Two attempts of ~5 s boot + 30 s silence each: far below the 300 s boot timeout.
+    assert 60 < took < 120
+    assert "retrying once in a fresh guest" in caplog.text
+    assert (tmp_path / "console.log").read_text().count("==== ringlab: boot") == 2
