@@ -58,7 +58,7 @@ def panic_in(line: str, context: str = "") -> Panic | None:
     suspect = "Oops: int3" in context or "int3" in m.group("why")
     oops = None
     for earlier in reversed(context.splitlines()):
-        if (o := _OOPS.match(clean(earlier))):
+        if _OOPS.match(clean(earlier)):
             oops = clean(earlier)
             break
     title = m.group("why").strip() or "kernel panic"

@@ -103,9 +103,11 @@ class GuestSSH:
                     f"guest on 127.0.0.1:{self.port} showed host key "
                     f"{e.key.get_name()} {e.key.fingerprint}, not the pinned "
                     f"{e.expected_key.get_name()} {e.expected_key.fingerprint}; refusing it",
-                    hint="another process may own the port, or the rootfs cache was changed")
+                    hint="another process may own the port, or the rootfs cache was changed"
+                ) from None
             except paramiko.AuthenticationException as e:
-                raise SSHError(f"guest on 127.0.0.1:{self.port} refused the lab's key: {e}")
+                raise SSHError(f"guest on 127.0.0.1:{self.port} refused the lab's key: {e}"
+                               ) from None
             except paramiko.SSHException as e:
                 if "not found in known_hosts" in str(e):
                     raise SSHError(f"guest on 127.0.0.1:{self.port} offered no host key of the "
@@ -167,7 +169,7 @@ class GuestSSH:
                 if not got:
                     time.sleep(0.001)  # readable for EOF alone; wait for the exit status
             status = chan.recv_exit_status()
-        except socket.timeout:
+        except TimeoutError:
             raise GuestHang(f"command did not finish in {timeout:g} s: {command}") from None
         finally:
             chan.close()

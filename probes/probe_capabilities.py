@@ -135,7 +135,7 @@ def trace_mmap() -> dict:
         meta.close()
         return {"available": True, "abi": abi, "how": how, "get_reader_errors": ioctl_errors,
                 "meta": dict(zip(("meta_page_size", "meta_struct_len", "subbuf_size",
-                                  "nr_subbufs"), fields))}
+                                  "nr_subbufs"), fields, strict=True))}
     finally:
         os.close(fd)
 

@@ -75,7 +75,7 @@ class Mapping:
             _libc.munmap(self.addr, self.length)
             self.addr = None
 
-    def __enter__(self) -> "Mapping":
+    def __enter__(self) -> Mapping:
         return self
 
     def __exit__(self, *exc: object) -> None:

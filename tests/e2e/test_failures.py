@@ -47,31 +47,47 @@ def test_ssh_that_never_comes_up(tmp_path: Path, make_lab_yaml) -> None:
     assert time.monotonic() - start < 40
 
 
-def _boot_cli(lab_config: Path) -> subprocess.Popen:
-    env = dict(os.environ, RINGLAB_CONFIG=str(lab_config))
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "boot"], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 180
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if "Ctrl-C stops it" in line:
-            return proc
-        assert time.monotonic() < deadline, "guest did not come up"
-    raise AssertionError(f"./lab boot exited early with {proc.wait()}")
+@pytest.fixture
+def boot_cli(make_lab_yaml):
+    """Start `./lab boot` and return once its guest is up; always reaped, even on failure."""
+    procs: list[subprocess.Popen] = []
+
+    def start() -> subprocess.Popen:
+        env = dict(os.environ, RINGLAB_CONFIG=str(make_lab_yaml()))
+        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "boot"], cwd=REPO, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        procs.append(proc)
+        deadline = time.monotonic() + 180
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "Ctrl-C stops it" in line:
+                return proc
+            assert time.monotonic() < deadline, "guest did not come up"
+        raise AssertionError(f"./lab boot exited early with {proc.wait()}")
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
-def test_ctrl_c_stops_the_guest(make_lab_yaml, running_qemus) -> None:
+def test_ctrl_c_stops_the_guest(boot_cli, running_qemus) -> None:
     before = running_qemus()
-    proc = _boot_cli(make_lab_yaml())
+    proc = boot_cli()
     assert running_qemus() - before, "no QEMU while the guest is up"
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=30) == 0
     assert not running_qemus() - before
 
 
-def test_killed_harness_takes_qemu_with_it(make_lab_yaml, running_qemus) -> None:
+def test_killed_harness_takes_qemu_with_it(boot_cli, running_qemus) -> None:
     before = running_qemus()
-    proc = _boot_cli(make_lab_yaml())
+    proc = boot_cli()
     proc.kill()  # SIGKILL: no cleanup code runs; PR_SET_PDEATHSIG must do it
     proc.wait(timeout=10)
     deadline = time.monotonic() + 10
