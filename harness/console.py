@@ -17,6 +17,7 @@ NO_ROOT = "ringlab: cannot mount the root disk"
 STAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("kernel", re.compile(r"Linux version \S+")),
     ("initramfs", re.compile(r"Run \S+ as init process|ringlab: initramfs")),
+    ("init", re.compile(r"ringlab: init$")),
     ("ready", re.compile(re.escape(READY))),
 )
 

@@ -119,6 +119,6 @@ def test_stalled_boot_is_detected_early_and_retried_once(tmp_path: Path, make_la
         lab.boot(None, tmp_path / "console.log", cmdline="rdinit=/bin/busybox -- sleep 3600")
     took = time.monotonic() - start
     # Two attempts of ~5 s boot + 30 s silence each: far below the 300 s boot timeout.
-    assert 60 < took < 120
+    assert 60 < took < 150
     assert "retrying once in a fresh guest" in caplog.text
     assert (tmp_path / "console.log").read_text().count("==== ringlab: boot") == 2
