@@ -54,7 +54,7 @@ def _cold_start(cfg: LabConfig, kernel_name: str | None) -> float:
 
 
 def boot_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 5, probe_runs: int = 30,
-               cold: bool = False) -> int:
+               cold: bool = False, cpus: int | None = None) -> int:
     results: dict[str, dict[str, float]] = {}
     if cold:
         results["cold_start_s"] = _stats([_cold_start(cfg, kernel_name)])
@@ -62,7 +62,7 @@ def boot_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 5, probe_run
     out_dir = cfg.reports_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     console_log = out_dir / "bench-boot-console.log"
-    plan = lab.plan(kernel_name, console_log)  # warm the caches before timing anything
+    plan = lab.plan(kernel_name, console_log, cpus=cpus)  # warm the caches before timing
     ssh_ready, probes_ready, round_trips, pings = [], [], [], []
     from harness.guest import boot
     for i in range(runs):
@@ -88,7 +88,8 @@ def boot_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 5, probe_run
     results["peak_rss_mb"] = _stats([rss_mb])
 
     print(f"\nringlab bench boot: kernel {plan.kernel.name} ({plan.kernel.release}), accel "
-          f"{plan.accel}, {plan.cpus} cpu, {os.cpu_count()} host cores")
+          f"{plan.accel}{f' (thread={plan.tcg_threads})' if plan.accel == 'tcg' else ''}, "
+          f"{plan.cpus} cpu, {os.cpu_count()} host cores")
     labels = {"cold_start_s": ("cold start (fetch+rootfs+check)", "s"),
               "ssh_ready_s": ("QEMU start -> SSH ready", "s"),
               "probes_ready_s": ("QEMU start -> probes ready", "s"),
@@ -100,7 +101,7 @@ def boot_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 5, probe_run
             print(_line(label, results[key], unit, TARGETS.get(key)))
     report = out_dir / time.strftime("bench-boot-%Y%m%d-%H%M%S.json")
     report.write_text(json.dumps({"kernel": plan.kernel.release, "accel": plan.accel,
-                                  "cpus": plan.cpus, "results": results, "targets": TARGETS},
+                                  "tcg_threads": plan.tcg_threads, "cpus": plan.cpus, "results": results, "targets": TARGETS},
                                  indent=2))
     print(f"\nfigures saved to {report}")
     return 0

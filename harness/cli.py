@@ -188,7 +188,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     return bench.boot_bench(cfg, args.kernel, runs=args.runs, probe_runs=args.probe_runs,
-                            cold=args.cold)
+                            cold=args.cold, cpus=args.cpus)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -239,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     bb.add_argument("--kernel", help="kernel name from lab.yaml")
     bb.add_argument("--runs", type=int, default=5, help="boots to time (default 5)")
     bb.add_argument("--probe-runs", type=int, default=30, help="probe round trips (default 30)")
+    bb.add_argument("--cpus", type=int, help="vCPUs (default: machine.cpus)")
     bb.add_argument("--cold", action="store_true", help="also time a cold start in an empty "
                     "cache (download + rootfs build)")
     bb.set_defaults(func=cmd_bench)

@@ -57,6 +57,11 @@ class BootError(LabError):
 class BootPanic(BootError):
     """The kernel panicked (or QEMU exited) before the guest was ready."""
 
+    def __init__(self, message: str, console_tail: str = "", hint: str | None = None,
+                 tcg_artefact: str | None = None) -> None:
+        super().__init__(message, console_tail, hint)
+        self.tcg_artefact = tcg_artefact  # a known TCG artefact line seen before the panic
+
 
 class BootTimeout(BootError):
     """The guest was not ready within the boot timeout."""

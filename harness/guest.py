@@ -141,7 +141,8 @@ def _boot_failure(vm: VM, plan: BootPlan, timed_out: bool) -> BootError:
     if vm.panic:
         tail = console.excerpt(text, vm.panic.line)
         return BootPanic(f"kernel {plan.kernel.name} ({plan.kernel.release}) panicked during boot "
-                         f"(reached: {stage}): {vm.panic.title}", tail)
+                         f"(reached: {stage}): {vm.panic.title}", tail,
+                         tcg_artefact=vm.tcg_artefact if plan.accel == "tcg" else None)
     if "Could not set up host forwarding rule" in text:
         return BootError("QEMU could not forward the SSH port (port taken)", tail)
     if console.NO_ROOT in text:
@@ -202,20 +203,20 @@ def _start(plan: BootPlan, workdir: Path, attempt: int) -> Guest:
 
 
 def boot(plan: BootPlan) -> Guest:
-    """Boot a guest per `plan`. A boot that dies of the MTTCG text-patching artefact
-    ('Oops: int3'), stalls, or finds its port taken is retried once in a fresh guest."""
+    """Boot a guest per `plan`. A boot that panics after a known TCG artefact (console.py),
+    stalls, or finds its port taken is retried once in a fresh guest."""
     workdir = Path(tempfile.mkdtemp(prefix="ringlab-guest-"))
     try:
         for attempt in (1, 2):
             try:
                 return _start(plan, workdir, attempt)
             except BootError as e:
-                int3 = isinstance(e, BootPanic) and "int3" in str(e) \
-                    and plan.accel == "tcg" and plan.tcg_threads == "multi"
+                artefact = isinstance(e, BootPanic) and e.tcg_artefact is not None
                 stalled = e.message.startswith("guest stalled")
-                if attempt == 2 or not (int3 or stalled or "port taken" in e.message):
+                if attempt == 2 or not (artefact or stalled or "port taken" in e.message):
                     raise
-                log.warning("boot failed (%s); retrying once in a fresh guest", e.message)
+                why = f" after a known TCG artefact: {e.tcg_artefact}" if artefact else ""
+                log.warning("boot failed (%s)%s; retrying once in a fresh guest", e.message, why)
         raise AssertionError("unreachable")
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -39,6 +39,7 @@ class VM:
         self.exited = threading.Event()
         self.panicked = threading.Event()
         self.panic: console.Panic | None = None
+        self.tcg_artefact: str | None = None  # the first known TCG artefact line seen
         self.stages: dict[str, float] = {}
         self.exit_status: int | None = None
         self.started_at = 0.0
@@ -88,6 +89,9 @@ class VM:
         if stage and stage not in self.stages:
             self.stages[stage] = time.monotonic() - self.started_at
             log.debug("boot: %s at %.2f s", stage, self.stages[stage])
+        if self.tcg_artefact is None and (artefact := console.tcg_artefact_in(line)):
+            self.tcg_artefact = artefact
+            log.debug("console: TCG artefact: %s", artefact)
         if console.READY in line:
             self.ready.set()
         if console.CHECK_OK in line:
