@@ -20,7 +20,7 @@ from pathlib import Path
 from debian.deb822 import Deb822, Release
 
 from harness import progress
-from harness.errors import MirrorError, KernelError
+from harness.errors import MirrorError
 from harness.mirror import Mirror
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ def download(url: str, dest: Path, sha256: str, size: int | None, origin: str) -
             raise
     if digest.hexdigest() != sha256:
         tmp_path.unlink(missing_ok=True)
-        raise KernelError(f"{url}: SHA256 mismatch: got {digest.hexdigest()}, the index says "
+        raise MirrorError(f"{url}: SHA256 mismatch: got {digest.hexdigest()}, the index says "
                           f"{sha256}; the file was discarded")
     tmp_path.rename(dest)
     return dest

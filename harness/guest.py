@@ -6,6 +6,7 @@ says how far the boot got, with the last console lines; either way no QEMU is le
 from __future__ import annotations
 
 import logging
+import shlex
 import shutil
 import socket
 import subprocess
@@ -93,7 +94,7 @@ class Guest:
     def run(self, command: str, timeout: float = 60.0, user: str = "root") -> CommandResult:
         """A shell command in the guest (as `user`, through runuser when not root)."""
         if user != "root":
-            command = f"runuser -u {user} -- sh -c {_quote(command)}"
+            command = f"runuser -u {shlex.quote(user)} -- sh -c {shlex.quote(command)}"
         return self.ssh.run(command, timeout=timeout)
 
     def probe(self, name: str, args: list[str] | tuple[str, ...] = (), user: str = "root",
@@ -119,10 +120,6 @@ class Guest:
         finally:
             self.vm.stop()
             shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def _quote(s: str) -> str:
-    return "'" + s.replace("'", "'\\''") + "'"
 
 
 def _overlay(image: Path, workdir: Path) -> Path:

@@ -8,7 +8,7 @@ import pytest
 
 from harness import archive, host, kernel
 from harness.config import DebianKernel, KernelSpec, MirrorSpec
-from harness.errors import HostError, KernelError, MirrorError
+from harness.errors import HostError, MirrorError
 
 
 def test_missing_qemu_says_how_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -33,7 +33,7 @@ def test_download_verifies_sha256(tmp_path: Path) -> None:
     good = hashlib.sha256(src.read_bytes()).hexdigest()
     dest = archive.download(src.as_uri(), tmp_path / "out" / "pkg.deb", good, None, "test")
     assert dest.read_bytes() == src.read_bytes()
-    with pytest.raises(KernelError, match="SHA256 mismatch"):
+    with pytest.raises(MirrorError, match="SHA256 mismatch"):
         archive.download(src.as_uri(), tmp_path / "out2" / "pkg.deb", "0" * 64, None, "test")
     # Nothing half-written is left behind.
     assert list((tmp_path / "out2").iterdir()) == []
