@@ -5,7 +5,6 @@ import base64
 import logging
 import os
 import select
-import socket
 import stat
 import time
 from collections.abc import Callable
