@@ -32,8 +32,8 @@ def _line(name: str, s: dict[str, float], unit: str, target: float | None) -> st
     verdict = ""
     if target is not None:
         verdict = f"  target <= {target:g} {unit}: {'met' if s['median'] <= target else 'MISSED'}"
-    return (f"{name:34s} min {s['min']:8.3f}  median {s['median']:8.3f}  max {s['max']:8.3f} "
-            f"{unit} (n={s['n']}){verdict}")
+    return (f"{name:38s} min {s['min']:10.3f}  median {s['median']:10.3f}  max "
+            f"{s['max']:10.3f} {unit} (n={s['n']}){verdict}")
 
 
 def _cold_start(cfg: LabConfig, kernel_name: str | None) -> float:
@@ -105,3 +105,47 @@ def boot_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 5, probe_run
                                  indent=2))
     print(f"\nfigures saved to {report}")
     return 0
+
+
+def perf_ring_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 3) -> int:
+    """`./lab bench perf-ring`: records/s read through the mmap'd buffer vs counter reads/s
+    through read() of a group (probe_perf_ring.py throughput), and the wall time of
+    tests/kernel/test_perf_ring.py under this machine's accelerator."""
+    import subprocess
+    import sys
+
+    lab = Lab(cfg)
+    out_dir = cfg.reports_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plan = lab.plan(kernel_name, out_dir / "bench-perf-ring-console.log")
+    from harness.guest import boot
+    mmap_rates, read_rates = [], []
+    with boot(plan) as g:
+        for _ in range(runs):
+            d = g.probe("probe_perf_ring", ["throughput", "20000"], timeout=300).data
+            mmap_rates.append(d["mmap_records_per_s"])
+            read_rates.append(d["read_calls_per_s"])
+    repo = Path(__file__).resolve().parent.parent
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "harness.pytest_plugin",
+                           "-p", "no:cacheprovider", "--lab-config", str(cfg.path),
+                           "--kernel", plan.kernel.name, "--lab-report-dir",
+                           str(out_dir / "bench-perf-ring-run"),
+                           str(repo / "tests" / "kernel" / "test_perf_ring.py")],
+                          cwd=repo, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "(no output)"
+    results = {"mmap_records_per_s": _stats(mmap_rates), "read_calls_per_s": _stats(read_rates),
+               "test_file_wall_s": _stats([wall])}
+    print(f"\nringlab bench perf-ring: kernel {plan.kernel.name} ({plan.kernel.release}), accel "
+          f"{plan.accel}, {plan.cpus} cpu")
+    print(_line("records/s through the mmap'd buffer", results["mmap_records_per_s"], "/s",
+                None))
+    print(_line("read() of a counter group, calls/s", results["read_calls_per_s"], "/s", None))
+    print(_line("tests/kernel/test_perf_ring.py wall", results["test_file_wall_s"], "s", None)
+          + f"  ({last})")
+    report = out_dir / time.strftime("bench-perf-ring-%Y%m%d-%H%M%S.json")
+    report.write_text(json.dumps({"kernel": plan.kernel.release, "accel": plan.accel,
+                                  "results": results, "pytest": last}, indent=2))
+    print(f"\nfigures saved to {report}")
+    return 0 if proc.returncode == 0 else 1

@@ -187,6 +187,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from harness import bench
 
     cfg = _config(args)
+    if args.bench == "perf-ring":
+        return bench.perf_ring_bench(cfg, args.kernel, runs=args.runs)
     return bench.boot_bench(cfg, args.kernel, runs=args.runs, probe_runs=args.probe_runs,
                             cold=args.cold, cpus=args.cpus)
 
@@ -243,6 +245,13 @@ def build_parser() -> argparse.ArgumentParser:
     bb.add_argument("--cold", action="store_true", help="also time a cold start in an empty "
                     "cache (download + rootfs build)")
     bb.set_defaults(func=cmd_bench)
+    bp = bsub.add_parser("perf-ring", help="perf ring buffer: mmap vs read() rates, test wall",
+                         description="Records/s read through the mmap'd perf buffer vs counter "
+                         "reads/s through read() of a group, and the wall time of "
+                         "tests/kernel/test_perf_ring.py.")
+    bp.add_argument("--kernel", help="kernel name from lab.yaml")
+    bp.add_argument("--runs", type=int, default=3, help="throughput runs (default 3)")
+    bp.set_defaults(func=cmd_bench)
     return p
 
 

@@ -23,15 +23,63 @@ PERF_FLAG_PID_CGROUP = 1 << 2
 PERF_FLAG_FD_CLOEXEC = 1 << 3
 # Not mainline: the SHMEM/detached-events RFC (seed 002) proposed PERF_FLAG_DETACHED = 1 << 4.
 PERF_FLAG_DETACHED_RFC = 1 << 4
-# ioctls: _IO('$', n) = 0x2400 + n
+# ioctls: _IO('$', n) = 0x2400 + n; _IOR/_IOW add direction and size.
 PERF_EVENT_IOC_ENABLE = 0x2400
 PERF_EVENT_IOC_DISABLE = 0x2401
+PERF_EVENT_IOC_RESET = 0x2403
+PERF_EVENT_IOC_SET_OUTPUT = 0x2405
+PERF_EVENT_IOC_ID = 0x80082407  # _IOR('$', 7, __u64 *)
+PERF_EVENT_IOC_PAUSE_OUTPUT = 0x40042409  # _IOW('$', 9, __u32)
 
 # Bits of perf_event_attr's flag word (the u64 bitfield after read_format).
 ATTR_DISABLED = 1 << 0
+ATTR_INHERIT = 1 << 1
 ATTR_EXCLUDE_KERNEL = 1 << 5
 ATTR_EXCLUDE_HV = 1 << 6
+ATTR_MMAP = 1 << 8
+ATTR_COMM = 1 << 9
+ATTR_TASK = 1 << 13
 ATTR_WATERMARK = 1 << 14
+ATTR_SAMPLE_ID_ALL = 1 << 18
+ATTR_WRITE_BACKWARD = 1 << 27
+
+# enum perf_event_sample_format
+PERF_SAMPLE_IP = 1 << 0
+PERF_SAMPLE_TID = 1 << 1
+PERF_SAMPLE_TIME = 1 << 2
+PERF_SAMPLE_ADDR = 1 << 3
+PERF_SAMPLE_READ = 1 << 4
+PERF_SAMPLE_ID = 1 << 6
+PERF_SAMPLE_CPU = 1 << 7
+PERF_SAMPLE_PERIOD = 1 << 8
+PERF_SAMPLE_STREAM_ID = 1 << 9
+PERF_SAMPLE_RAW = 1 << 10
+PERF_SAMPLE_IDENTIFIER = 1 << 16
+
+# enum perf_event_read_format
+PERF_FORMAT_TOTAL_TIME_ENABLED = 1 << 0
+PERF_FORMAT_TOTAL_TIME_RUNNING = 1 << 1
+PERF_FORMAT_ID = 1 << 2
+PERF_FORMAT_GROUP = 1 << 3
+PERF_FORMAT_LOST = 1 << 4
+
+# enum perf_event_type (record types in the ring buffer)
+PERF_RECORD_MMAP = 1
+PERF_RECORD_LOST = 2
+PERF_RECORD_COMM = 3
+PERF_RECORD_EXIT = 4
+PERF_RECORD_THROTTLE = 5
+PERF_RECORD_UNTHROTTLE = 6
+PERF_RECORD_FORK = 7
+PERF_RECORD_READ = 8
+PERF_RECORD_SAMPLE = 9
+PERF_RECORD_MMAP2 = 10
+PERF_RECORD_AUX = 11
+PERF_RECORD_LOST_SAMPLES = 13
+PERF_RECORD_MAX = 22  # a type at or above this is not one the kernel writes (v6.12)
+
+# struct perf_event_header: u32 type, u16 misc, u16 size
+HEADER_SIZE = 8
 
 SYS_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}.get(platform.machine(), 298)
 PERF_ATTR_SIZE_VER8 = 136

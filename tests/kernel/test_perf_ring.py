@@ -1,0 +1,299 @@
+"""The perf ring buffer (perf_event_open + mmap of 1 + 2^n pages) against its ABI.
+
+Observations come from probes/probe_perf_ring.py; each test checks one rule and says, when it
+fails, the rule, what was expected and what the kernel did. Sources: include/uapi/linux/
+perf_event.h (struct perf_event_mmap_page, records), kernel/events/core.c and ring_buffer.c,
+seed 004 (the original ABI), ../shared/reference/ring-buffer-abi.md section 1.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from harness.guest import Guest
+
+# "perf/core: Prevent VMA split of buffer mappings": mainline v6.17; backported in the
+# stable cycle of 2025-08-12 (checked: 6.12.42, 6.1.148; 6.6.102, 6.15.10, 6.16.1 are the
+# same cycle's releases).
+VMA_SPLIT_FIX = {(6, 16): 1, (6, 15): 10, (6, 12): 42, (6, 6): 102, (6, 1): 148}
+
+
+def ring(guest: Guest, check: str, *args: str, user: str = "root", timeout: float = 120
+         ) -> dict:
+    data = guest.probe("probe_perf_ring", [check, *args], user=user, timeout=timeout).data
+    if "skip" in data:
+        pytest.skip(data["skip"])
+    return data
+
+
+def version(release: str) -> tuple[int, int, int]:
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", release)
+    assert m, release
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def has_vma_split_fix(release: str) -> bool:
+    major, minor, patch = version(release)
+    if (major, minor) >= (6, 17):
+        return True
+    return (major, minor) in VMA_SPLIT_FIX and patch >= VMA_SPLIT_FIX[(major, minor)]
+
+
+# --- 1. mapping rules --------------------------------------------------------------------
+
+@pytest.fixture
+def lengths(guest: Guest) -> dict:
+    return ring(guest, "lengths")
+
+
+def test_mmap_length_must_be_one_plus_power_of_two_pages(lengths: dict) -> None:
+    # Seed 004 / perf_mmap(): nr_pages = pages - 1 must be 0 or a power of two, else EINVAL.
+    wrong = {}
+    for n, result in lengths["results"].items():
+        data = int(n) - 1
+        legal = data == 0 or data & (data - 1) == 0
+        expected = "ok" if legal else "EINVAL"
+        if result != expected:
+            wrong[n] = f"expected {expected}, got {result}"
+    assert not wrong, f"mmap of N pages (1 + 2^n rule): {wrong}"
+
+
+def test_map_private_is_refused(lengths: dict) -> None:
+    # perf_mmap(): if (!(vma->vm_flags & VM_SHARED)) return -EINVAL.
+    assert lengths["map_private"] == "EINVAL", \
+        f"MAP_PRIVATE mapping of a perf buffer: expected EINVAL, got {lengths['map_private']}"
+
+
+def test_control_page_describes_the_mapping(lengths: dict, guest: Guest) -> None:
+    page = lengths["page_size"]
+    guest_page = int(guest.run("getconf PAGESIZE").stdout)
+    assert page == guest_page, "the probe must use the guest's page size"
+    for n, c in lengths["control"].items():
+        data_pages = int(n) - 1
+        # perf_event_init_userpage(): data_offset = PAGE_SIZE, data_size = data pages * PAGE.
+        assert c["data_offset"] == page, f"{n} pages: data_offset {c['data_offset']} != {page}"
+        assert c["data_size"] == data_pages * page, \
+            f"{n} pages: data_size {c['data_size']} != {data_pages} * {page}"
+        # uapi: version 0; size is the header size up to __reserved (96 since v4.x).
+        assert c["version"] == 0, f"{n} pages: version {c['version']}"
+        assert 72 <= c["size"] <= 1024, f"{n} pages: size {c['size']} outside the header"
+
+
+def test_second_mapping_same_size_shares_other_size_refused(guest: Guest) -> None:
+    s = ring(guest, "sharing")
+    assert s["tail_written_in_one_seen_in_other"] and s["same_data_head"], \
+        f"two mappings of one event with the same size must share the buffer: {s}"
+    # Seed 004: "Further mmap()s of the same fd must have the same size."
+    assert s["second_map_other_size"] == "EINVAL", \
+        f"second mmap with another size: expected EINVAL, got {s['second_map_other_size']}"
+    # Seed 004: "Once all maps are gone, you can again mmap() with a new size."
+    assert s["new_size_after_all_unmapped"] == "ok", s
+
+
+# --- 2. data path ------------------------------------------------------------------------
+
+def test_every_record_parsed_none_torn_head_monotonic(guest: Guest) -> None:
+    d = ring(guest, "datapath")
+    assert d["torn"] is None, f"a record could not be parsed: {d['torn']}"
+    assert d["samples"] == d["fired"], \
+        f"{d['fired']} getppid() calls with sample_period 1 gave {d['samples']} samples"
+    assert d["ours"] == d["fired"] and d["id_matches"], \
+        f"samples must carry our pid/tid and the event's id (PERF_SAMPLE_IDENTIFIER): {d}"
+    assert d["head_monotonic"], "data_head went backwards in forward mode"
+    assert d["time_monotonic"], "sample times out of order in one buffer"
+    assert not d["other_record_types"], f"unexpected records: {d['other_record_types']}"
+
+
+def test_records_wrapping_the_end_parse(guest: Guest) -> None:
+    d = ring(guest, "datapath")
+    assert d["data_size"] % d["record_size"], "the check needs records that do not divide " \
+                                              "the data area"
+    assert d["wrapped_records"] > 0 and d["torn"] is None, \
+        f"records must wrap the end of the data area and parse: {d}"
+
+
+# --- 3. back-pressure --------------------------------------------------------------------
+
+def test_full_writable_buffer_drops_and_reports_lost(guest: Guest) -> None:
+    b = ring(guest, "backpressure")
+    # ring_buffer.c: with data_tail honoured, a full buffer drops new records (counted in
+    # rb->lost) and perf_output_begin() writes PERF_RECORD_LOST once there is room.
+    assert b["lost_records"] >= 1, f"no PERF_RECORD_LOST after the reader resumed: {b}"
+    seen = b["samples_before_resume"] + b["samples_after_resume"]
+    assert seen + b["lost_count"] == b["fired"], \
+        f"samples read ({seen}) + lost ({b['lost_count']}) != fired ({b['fired']})"
+    assert b["lost_before_new_sample"], "PERF_RECORD_LOST must come before the next sample"
+
+
+def test_unread_records_are_not_overwritten(guest: Guest) -> None:
+    b = ring(guest, "backpressure")
+    # What a stalled reader finds is the oldest data, whole: the buffer minus one slot.
+    assert b["capacity_records"] - 1 <= b["samples_before_resume"] <= b["capacity_records"], b
+    assert b["kept_in_order"], "records kept in a full buffer are out of order (overwritten?)"
+
+
+# --- 4. overwrite and backward -----------------------------------------------------------
+
+def test_read_only_mapping_overwrites(guest: Guest) -> None:
+    o = ring(guest, "overwrite")["forward"]
+    # A read-only mapping ignores data_tail: every record is written, data_head counts all.
+    assert o["data_head"] == o["bytes_expected"], \
+        f"read-only (overwrite) mapping: data_head {o['data_head']} != {o['bytes_expected']}"
+    t = o["newest_times"]
+    assert t == sorted(t), f"the last records before data_head are not in time order: {t}"
+
+
+def test_write_backward_puts_newest_record_at_head(guest: Guest) -> None:
+    o = ring(guest, "overwrite")["backward"]
+    # attr.write_backward: data_head moves down; the record at data_head is the newest.
+    assert o["data_head_signed"] == -o["bytes_expected"], \
+        f"backward mode: data_head {o['data_head_signed']} != -{o['bytes_expected']}"
+    t = o["newest_times"]
+    assert t == sorted(t, reverse=True), f"records from data_head must be newest first: {t}"
+
+
+def test_pause_output_stops_and_resumes_writing(guest: Guest) -> None:
+    p = ring(guest, "pause")
+    assert p["pause_without_buffer"] == "EINVAL", \
+        f"PAUSE_OUTPUT without a buffer: expected EINVAL, got {p['pause_without_buffer']}"
+    assert p["head_after_paused_events"] == p["head_before_pause"], \
+        f"data_head moved while output was paused: {p}"
+    assert p["head_after_resume"] > p["head_after_paused_events"], "no output after resume"
+    assert p["samples"] == 20 and p["lost_count"] == 10, \
+        f"10 samples while paused must be reported lost, 20 written: {p}"
+
+
+# --- 5. protection and lifetime ----------------------------------------------------------
+
+def test_store_into_data_page_faults(guest: Guest) -> None:
+    p = ring(guest, "protection")
+    # Only the control page is writable (perf_mmap_fault / map_range: data pages read-only).
+    assert p["data_page_store"].get("signal") == "SIGBUS", \
+        f"a store into a data page must raise SIGBUS, got {p['data_page_store']}"
+    assert p["control_page_store"] == {"exit": 0, "output": "store succeeded"}, \
+        f"the control page must take stores (data_tail): {p['control_page_store']}"
+
+
+def test_forked_child_does_not_inherit_mapping(guest: Guest) -> None:
+    p = ring(guest, "protection")
+    # perf_mmap(): VM_DONTCOPY.
+    assert p["mapping_in_parent"] and not p["mapping_in_forked_child"], p
+
+
+@pytest.mark.parametrize("operation", ["partial_munmap", "shrinking_mremap",
+                                       "map_fixed_over_part"])
+def test_buffer_vma_cannot_be_split(guest: Guest, operation: str) -> None:
+    v = ring(guest, "vma")
+    if not has_vma_split_fix(v["release"]):
+        pytest.skip(f"kernel {v['release']} predates 'perf/core: Prevent VMA split of buffer "
+                    f"mappings' (v6.17, 6.12.42, 6.1.148): splitting is not refused there")
+    assert v[operation] == "EINVAL", \
+        f"{operation} of a perf buffer on {v['release']} (has the VMA-split fix): expected " \
+        f"EINVAL, got {v[operation]}"
+
+
+def test_whole_mapping_can_move(guest: Guest) -> None:
+    v = ring(guest, "vma")
+    assert v["whole_mremap"] == "ok", f"mremap of the whole buffer: {v['whole_mremap']}"
+    page = int(guest.run("getconf PAGESIZE").stdout)
+    assert v["control_page_after_move"] == {"data_offset": page, "data_size": 2 * page}
+
+
+@pytest.mark.parametrize("user", ["root", "lab"])
+def test_map_unmap_close_in_any_order_leaks_nothing(guest: Guest, user: str, paranoid) -> None:
+    paranoid(2)  # the unprivileged user may use its own user-space events
+    leak = ring(guest, "leak", "300", user=user)
+    assert leak["failure"] is None, \
+        f"open/mmap/close/munmap round {leak['failure']} failed: a leaked charge?"
+    assert leak["vm_pin_kb_end"] == leak["vm_pin_kb_start"], \
+        f"VmPin {leak['vm_pin_kb_start']} kB before, {leak['vm_pin_kb_end']} kB after"
+
+
+# --- 6. wakeups --------------------------------------------------------------------------
+
+def test_wakeup_events_delivers_pollin_when_due(guest: Guest) -> None:
+    w = ring(guest, "wakeups")
+    assert not w["events_before"], "POLLIN before wakeup_events samples were written"
+    assert w["events_at"], "no POLLIN after wakeup_events samples"
+
+
+def test_watermark_delivers_pollin_past_watermark(guest: Guest) -> None:
+    w = ring(guest, "wakeups")
+    assert w["watermark_bytes_before"] < 1024 <= w["watermark_bytes_after"], w
+    assert not w["watermark_before"], \
+        f"POLLIN at {w['watermark_bytes_before']} bytes, below the 1024-byte watermark"
+    assert w["watermark_after"], f"no POLLIN at {w['watermark_bytes_after']} bytes"
+
+
+def test_pollhup_after_monitored_task_exits(guest: Guest) -> None:
+    w = ring(guest, "wakeups")
+    assert not w["hup_while_alive"], "POLLHUP while the monitored task still runs"
+    assert w["hup_after_exit"], "no POLLHUP after the monitored task exited"
+
+
+# --- 7. sharing --------------------------------------------------------------------------
+
+def test_set_output_routes_two_events_into_one_buffer(guest: Guest) -> None:
+    s = ring(guest, "set-output")
+    assert s["set_output"] == "ok", f"PERF_EVENT_IOC_SET_OUTPUT: {s['set_output']}"
+    assert (s["from_first"], s["from_second"], s["from_neither"]) == (10, 10, 0), \
+        f"10 samples from each event expected in the shared buffer: {s}"
+
+
+# --- 8. unprivileged ---------------------------------------------------------------------
+
+@pytest.fixture
+def paranoid(guest: Guest):
+    """Set kernel.perf_event_paranoid for a test; the guest's value comes back afterwards."""
+    path = "/proc/sys/kernel/perf_event_paranoid"
+    before = guest.run(f"cat {path}").stdout.strip()
+
+    def set_level(level: int) -> None:
+        r = guest.run(f"echo {level} > {path}")
+        assert r.exit_status == 0, f"cannot set perf_event_paranoid to {level}: {r.stderr}"
+
+    yield set_level
+    set_level(int(before))
+
+
+def test_unprivileged_user_at_paranoid_2(guest: Guest, paranoid) -> None:
+    paranoid(2)
+    u = ring(guest, "unprivileged", user="lab")
+    assert u["euid"] != 0 and u["perf_event_paranoid"] == 2
+    # perf-security.rst, paranoid 2: user-space measurement of own tasks only.
+    assert u["self_user_only"] == "ok", f"own task, user space only: {u['self_user_only']}"
+    assert u["self_with_kernel"] == "EACCES", \
+        f"own task including kernel: expected EACCES, got {u['self_with_kernel']}"
+    assert u["cpu_wide_user_only"] == "EACCES", \
+        f"CPU-wide event: expected EACCES, got {u['cpu_wide_user_only']}"
+    # Another user's task fails the ptrace-mode check: EACCES.
+    assert u["pid_1_user_only"] == "EACCES", \
+        f"event on PID 1: expected EACCES, got {u['pid_1_user_only']}"
+
+
+def test_unprivileged_user_at_debian_paranoid_3(guest: Guest, paranoid) -> None:
+    if guest.kernel.config_option("SECURITY_PERF_EVENTS_RESTRICT") != "y":
+        pytest.skip("kernel has no perf_event_paranoid level 3 "
+                    "(CONFIG_SECURITY_PERF_EVENTS_RESTRICT, a Debian/Android patch)")
+    paranoid(3)
+    u = ring(guest, "unprivileged", user="lab")
+    # Debian's "security,perf: Allow further restriction of perf_event_open": level 3
+    # refuses perf_event_open to unprivileged users altogether.
+    refused = {k: u[k] for k in ("self_user_only", "self_with_kernel", "cpu_wide_user_only",
+                                 "pid_1_user_only")}
+    assert set(refused.values()) == {"EACCES"}, f"paranoid 3 must refuse all: {refused}"
+
+
+# --- 9. concurrency ----------------------------------------------------------------------
+
+@pytest.mark.guest(cpus=2)
+def test_concurrent_producers_every_sample_read_once_or_lost(guest: Guest) -> None:
+    c = ring(guest, "concurrency", "3", timeout=180)
+    assert c["torn"] is None, f"torn record under concurrency: {c['torn']}"
+    assert c["duplicates"] == 0, f"{c['duplicates']} samples read twice"
+    assert c["event_count"] == c["produced"] + c["read_other_processes"], \
+        f"the events counted {c['event_count']} getppid() calls; threads made {c['produced']}"
+    assert c["read"] + c["read_other_processes"] + c["lost_counted"] == c["event_count"], \
+        f"read {c['read']} + lost {c['lost_counted']} != produced {c['event_count']}"
+    assert c["lost_records_sum"] <= c["lost_counted"], c
