@@ -18,6 +18,7 @@ import signal
 import struct
 import threading
 import time
+from itertools import pairwise
 
 import perf_abi as perf
 import probelib
@@ -194,8 +195,8 @@ def check_datapath(args: list[str]) -> dict:
               "ours": sum(1 for s in seen if s[1] == me and s[2] == threading.get_native_id()),
               "id_matches": all(s[0] == my_id for s in seen), "other_record_types": others,
               "wrapped_records": wrapped, "torn": torn,
-              "head_monotonic": all(x <= y for x, y in zip(heads, heads[1:])),
-              "time_monotonic": all(x <= y for x, y in zip(times, times[1:]))}
+              "head_monotonic": all(x <= y for x, y in pairwise(heads)),
+              "time_monotonic": all(x <= y for x, y in pairwise(times))}
     rb.close()
     os.close(fd)
     return result
@@ -219,7 +220,7 @@ def check_backpressure(args: list[str]) -> dict:
               "samples_before_resume": len(s1), "lost_records": sum(
                   r.type == perf.PERF_RECORD_LOST for r in first + second),
               "lost_count": lost(first + second), "samples_after_resume": len(s2),
-              "kept_in_order": all(x <= y for x, y in zip(t1, t1[1:])),
+              "kept_in_order": all(x <= y for x, y in pairwise(t1)),
               "lost_before_new_sample": [r.type for r in second][:1] == [perf.PERF_RECORD_LOST]}
     rb.close()
     os.close(fd)
