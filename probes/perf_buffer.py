@@ -36,6 +36,33 @@ class Record:
         return struct.unpack_from("<Q", self.payload, index * 8)[0]
 
 
+# struct sample_id (perf_event.h): appended to every non-SAMPLE record when attr.sample_id_all
+# is set, with the fields sample_type selects, in this order.
+SAMPLE_ID_FIELDS = ((perf.PERF_SAMPLE_TID, ("pid", "tid"), "<II"),
+                    (perf.PERF_SAMPLE_TIME, ("time",), "<Q"),
+                    (perf.PERF_SAMPLE_ID, ("id",), "<Q"),
+                    (perf.PERF_SAMPLE_STREAM_ID, ("stream_id",), "<Q"),
+                    (perf.PERF_SAMPLE_CPU, ("cpu", "res"), "<II"),
+                    (perf.PERF_SAMPLE_IDENTIFIER, ("identifier",), "<Q"))
+
+
+def sample_id(record: Record, sample_type: int) -> dict[str, int]:
+    """The sample_id trailer of a non-SAMPLE record (attr.sample_id_all)."""
+    present = [f for f in SAMPLE_ID_FIELDS if sample_type & f[0]]
+    size = 8 * len(present)
+    if size == 0:
+        return {}
+    if size > len(record.payload):
+        raise TornRecord(f"record type {record.type} of {record.size} bytes has no room for a "
+                         f"{size}-byte sample_id")
+    out: dict[str, int] = {}
+    off = len(record.payload) - size
+    for _, names, fmt in present:
+        out.update(zip(names, struct.unpack_from(fmt, record.payload, off), strict=True))
+        off += 8
+    return out
+
+
 class TornRecord(Exception):
     """A header that cannot be a record: size 0, unaligned, or past data_head."""
 

@@ -22,7 +22,7 @@ from itertools import pairwise
 
 import perf_abi as perf
 import probelib
-from perf_buffer import RingBuffer, TornRecord, parse_records
+from perf_buffer import RingBuffer, TornRecord, parse_records, sample_id
 
 PAGE = mmap.PAGESIZE
 TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
@@ -206,7 +206,9 @@ def check_backpressure(args: list[str]) -> dict:
     """A writable mapping whose reader stops: the kernel must not overwrite unread records;
     it drops new ones and reports them in PERF_RECORD_LOST once there is room again."""
     fired = 1000
-    fd = open_counter()
+    # sample_id_all: the LOST record carries the sample_id trailer too (pid/tid, time, id).
+    fd = open_counter(flags=perf.ATTR_DISABLED | perf.ATTR_SAMPLE_ID_ALL)
+    my_id = event_id(fd)
     rb = RingBuffer(fd, 1)
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
     fire(fired)
@@ -222,6 +224,14 @@ def check_backpressure(args: list[str]) -> dict:
               "lost_count": lost(first + second), "samples_after_resume": len(s2),
               "kept_in_order": all(x <= y for x, y in pairwise(t1)),
               "lost_before_new_sample": [r.type for r in second][:1] == [perf.PERF_RECORD_LOST]}
+    lost_recs = [r for r in first + second if r.type == perf.PERF_RECORD_LOST]
+    if lost_recs:
+        sid = sample_id(lost_recs[0], SAMPLE_TYPE)
+        result["lost_sample_id"] = {"pid_is_ours": sid["pid"] == os.getpid(),
+                                    "tid_is_ours": sid["tid"] == threading.get_native_id(),
+                                    "identifier_is_the_event": sid["identifier"] == my_id,
+                                    "id_field_is_the_event": lost_recs[0].u64(0) == my_id,
+                                    "record_size": lost_recs[0].size}
     rb.close()
     os.close(fd)
     return result

@@ -126,6 +126,17 @@ def test_full_writable_buffer_drops_and_reports_lost(guest: Guest) -> None:
     assert b["lost_before_new_sample"], "PERF_RECORD_LOST must come before the next sample"
 
 
+def test_lost_record_carries_sample_id(guest: Guest) -> None:
+    b = ring(guest, "backpressure")
+    sid = b.get("lost_sample_id")
+    assert sid is not None, "no PERF_RECORD_LOST to check"
+    # perf_event.h: with sample_id_all, non-SAMPLE records end in struct sample_id:
+    # LOST = header + u64 id + u64 lost + (pid, tid) + time + identifier = 48 bytes here.
+    assert sid["record_size"] == 48, f"PERF_RECORD_LOST size {sid['record_size']}, expected 48"
+    assert sid["id_field_is_the_event"] and sid["identifier_is_the_event"], sid
+    assert sid["pid_is_ours"] and sid["tid_is_ours"], sid
+
+
 def test_unread_records_are_not_overwritten(guest: Guest) -> None:
     b = ring(guest, "backpressure")
     # What a stalled reader finds is the oldest data, whole: the buffer minus one slot.
@@ -202,6 +213,9 @@ def test_whole_mapping_can_move(guest: Guest) -> None:
 
 @pytest.mark.parametrize("user", ["root", "lab"])
 def test_map_unmap_close_in_any_order_leaks_nothing(guest: Guest, user: str, paranoid) -> None:
+    """VmPin comes back to its start; and locked memory: as `lab`, 300 rounds of 9 pages
+    would exhaust perf_event_mlock_kb plus RLIMIT_MEMLOCK (EPERM) if a round leaked its
+    charge (ring-buffer ABI section 3)."""
     paranoid(2)  # the unprivileged user may use its own user-space events
     leak = ring(guest, "leak", "300", user=user)
     assert leak["failure"] is None, \

@@ -73,3 +73,22 @@ def test_lost_record_fields() -> None:
     data, end = ring_with([rec], 64, 0)
     (lost,) = perf_buffer.parse_records(bytes(data), 64, 0, end)
     assert (lost.type, lost.u64(0), lost.u64(1)) == (2, 5, 873)
+
+
+def test_sample_id_trailer() -> None:
+    # LOST with sample_id_all and sample_type TID | TIME | IDENTIFIER.
+    sample_type = (1 << 1) | (1 << 2) | (1 << 16)
+    rec = record(2, struct.pack("<QQIIQQ", 5, 873, 100, 101, 123456, 5))
+    data, end = ring_with([rec], 128, 0)
+    (lost,) = perf_buffer.parse_records(bytes(data), 128, 0, end)
+    sid = perf_buffer.sample_id(lost, sample_type)
+    assert sid == {"pid": 100, "tid": 101, "time": 123456, "identifier": 5}
+    assert lost.size == 48
+
+
+def test_sample_id_that_does_not_fit_is_torn() -> None:
+    rec = record(2, struct.pack("<Q", 1))
+    data, end = ring_with([rec], 64, 0)
+    (r,) = perf_buffer.parse_records(bytes(data), 64, 0, end)
+    with pytest.raises(perf_buffer.TornRecord, match="no room"):
+        perf_buffer.sample_id(r, (1 << 1) | (1 << 2) | (1 << 16))
