@@ -95,6 +95,16 @@ def lost(records: list) -> int:
     return sum(r.u64(1) for r in records if r.type == perf.PERF_RECORD_LOST)
 
 
+def map_result(fd: int, data_pages: int) -> str:
+    """'ok' if the event's buffer maps with that many data pages (then unmapped), else the
+    errno's name."""
+    try:
+        RingBuffer(fd, data_pages).close()
+        return "ok"
+    except OSError as e:
+        return probelib.errname(e)
+
+
 def vm_pin_kb() -> int:
     for line in open("/proc/self/status"):
         if line.startswith("VmPin:"):
@@ -144,18 +154,10 @@ def check_sharing(args: list[str]) -> dict:
     fire(5)
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
     same_head = a.data_head == b.data_head != 0
-    try:
-        RingBuffer(fd, 4).close()
-        other_size = "ok"
-    except OSError as e:
-        other_size = probelib.errname(e)
+    other_size = map_result(fd, 4)
     a.close()
     b.close()
-    try:
-        RingBuffer(fd, 4).close()
-        new_size_after_unmap = "ok"
-    except OSError as e:
-        new_size_after_unmap = probelib.errname(e)
+    new_size_after_unmap = map_result(fd, 4)
     os.close(fd)
     return {"tail_written_in_one_seen_in_other": shared_tail, "same_data_head": same_head,
             "second_map_other_size": other_size, "new_size_after_all_unmapped":
@@ -502,11 +504,7 @@ def check_set_output(args: list[str]) -> dict:
     # Only now (it changes the redirection on some kernels): may the redirected event be
     # mapped itself? v6.12 maps the shared buffer and detaches the event again on munmap;
     # v6.18 answers EBUSY. Reported, not judged: no ABI text says which is right.
-    try:
-        RingBuffer(fd2, 8).close()
-        map_redirected = "ok"
-    except OSError as e:
-        map_redirected = probelib.errname(e)
+    map_redirected = map_result(fd2, 8)
     rb.close()
     os.close(fd2)
     os.close(fd1)
@@ -528,11 +526,8 @@ def check_unprivileged(args: list[str]) -> dict:
         except OSError as e:
             out[name] = probelib.errname(e)
             continue
-        try:
-            RingBuffer(fd, 1).close()
-            out[name] = "ok"
-        except OSError as e:
-            out[name] = f"mmap: {probelib.errname(e)}"
+        mapped = map_result(fd, 1)
+        out[name] = mapped if mapped == "ok" else f"mmap: {mapped}"
         os.close(fd)
     return out
 
