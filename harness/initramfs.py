@@ -7,6 +7,7 @@ and switches to /sbin/ringlab-init. It is tiny (~1.3 MB), so it costs nothing at
 from __future__ import annotations
 
 import gzip
+import hashlib
 import lzma
 import shutil
 import struct
@@ -20,6 +21,14 @@ from harness.errors import HostError, KernelError
 BOOT_MODULES = ("virtio_blk", "virtio_net")
 INIT_SCRIPT = Path(__file__).resolve().parent.parent / "rootfs" / "initramfs-init"
 PT_INTERP = 3
+
+
+def recipe_hash() -> str:
+    """What an initramfs is built from (the init script, the boot modules): a prepared kernel
+    whose initramfs came from another recipe is stale."""
+    h = hashlib.sha256(INIT_SCRIPT.read_bytes())
+    h.update(" ".join(BOOT_MODULES).encode())
+    return h.hexdigest()[:16]
 
 
 def is_static_elf(path: Path) -> bool:

@@ -92,7 +92,7 @@ def _finish(scratch: Path, name: str, release: str, vmlinuz: Path, modules_base:
         _modules_image(mods.parent, scratch / "modules.ext4")
     else:
         initramfs.build(None, scratch / "initramfs.gz")
-    return {"layout": LAYOUT, "name": name, "release": release, "description": description,
+    return {"layout": LAYOUT, "initramfs_recipe": initramfs.recipe_hash(), "name": name, "release": release, "description": description,
             "has_modules": mods is not None and mods.is_dir(), "has_config": config is not None,
             "cmdline": cmdline}
 
@@ -102,8 +102,8 @@ def _load(entry: Path) -> BootableKernel | None:
         meta = json.loads((entry / "kernel.json").read_text())
     except (OSError, ValueError):
         return None
-    if meta.get("layout") != LAYOUT:
-        return None
+    if meta.get("layout") != LAYOUT or meta.get("initramfs_recipe") != initramfs.recipe_hash():
+        return None  # made by another version of the lab: prepare again
     return BootableKernel(
         name=meta["name"], release=meta["release"], vmlinuz=entry / "vmlinuz",
         initramfs=entry / "initramfs.gz",

@@ -58,3 +58,15 @@ def test_static_busybox_detection() -> None:
         pytest.skip("busybox-static is not installed on this host (./lab installs it)")
     assert initramfs.is_static_elf(Path("/bin/busybox"))
     assert not initramfs.is_static_elf(Path(shutil.which("ls")))
+
+
+def test_prepared_kernel_from_another_initramfs_recipe_is_stale(tmp_path: Path) -> None:
+    import json
+    entry = tmp_path / "k"
+    entry.mkdir()
+    meta = {"layout": kernel.LAYOUT, "initramfs_recipe": initramfs.recipe_hash(), "name": "k",
+            "release": "6.12", "description": "d", "has_modules": False, "has_config": False}
+    (entry / "kernel.json").write_text(json.dumps(meta))
+    assert kernel._load(entry) is not None
+    (entry / "kernel.json").write_text(json.dumps({**meta, "initramfs_recipe": "old"}))
+    assert kernel._load(entry) is None
