@@ -122,7 +122,10 @@ def test_stalled_boot_is_detected_early_and_retried_once(tmp_path: Path, make_la
     with pytest.raises(BootTimeout, match="guest stalled: its console was silent"):
         lab.boot(None, tmp_path / "console.log", cmdline="rdinit=/bin/busybox -- sleep 3600")
     took = time.monotonic() - start
-    # Two attempts of ~5 s boot + 30 s silence each: far below the 300 s boot timeout.
-    assert 60 < took < 150
+    # Each attempt that stalls costs ~5 s of boot + 30 s of silence; the first attempt may
+    # instead die of a TCG artefact (a double fault was seen in CI), which is retried too.
+    # Either way the verdict comes far below the 300 s boot timeout.
+    stalls = 1 + ("retrying once" in caplog.text and "stalled" in caplog.text.split("retrying once")[0])
+    assert 30 * stalls < took < 150
     assert "retrying once in a fresh guest" in caplog.text
     assert (tmp_path / "console.log").read_text().count("==== ringlab: boot") == 2
