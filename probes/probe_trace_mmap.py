@@ -1,0 +1,832 @@
+"""Probe the tracefs ring buffer mapped into user space (per_cpu/cpuN/trace_pipe_raw mmap):
+ABI version, meta page, data, overflow, refusals, lifetime, readers side by side, throughput.
+Prints observations as one JSON document; tests/kernel/test_trace_mmap.py judges them against
+the ABI (include/uapi/linux/trace_mmap.h, ../shared/reference/ring-buffer-abi.md section 4).
+
+Each check works in its own tracing instance (instances/ringlab-PID), so it starts from an
+empty buffer and leaves the top-level buffer alone. Known events come from trace_marker writes
+made by this process pinned to the CPU whose buffer it reads.
+
+Run by hand in a guest: python3 probe_trace_mmap.py CHECK [ARGS]   (-h for the list). Stdlib only.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import mmap
+import os
+import select
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+
+import probelib
+import trace_abi as abi
+from probelib import Mapping
+from trace_buffer import ParseError, PrintDecoder, parse_subbuf
+
+PAGE = mmap.PAGESIZE
+TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+MADV_DONTFORK, MADV_DOFORK = 10, 11
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+
+
+def _libc_result(rc: int) -> str:
+    return "ok" if rc == 0 else probelib.errname(ctypes.get_errno())
+
+
+class NoTracefs(Exception):
+    pass
+
+
+def tracefs_root() -> str:
+    for root in TRACEFS:
+        if os.path.exists(f"{root}/trace_marker"):
+            return root
+    raise NoTracefs(f"no tracefs mounted at {' or '.join(TRACEFS)}")
+
+
+def write_file(path: str, value: str) -> str:
+    """Write like `echo value > path`; 'ok' or the errno's name."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    except OSError as e:
+        return probelib.errname(e)
+    try:
+        os.write(fd, value.encode())
+        return "ok"
+    except OSError as e:
+        return probelib.errname(e)
+    finally:
+        os.close(fd)
+
+
+def read_file(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+# --- an instance of our own ----------------------------------------------------------------
+
+class Instance:
+    """instances/NAME: a trace array with its own per-CPU buffers, markers and snapshot."""
+
+    def __init__(self, root: str, name: str) -> None:
+        self.root, self.name = root, name
+        self.path = f"{root}/instances/{name}"
+        self.header = abi.HeaderPage.parse(read_file(f"{root}/events/header_page"))
+        self.prints = PrintDecoder(abi.EventFormat.parse(
+            read_file(f"{root}/events/ftrace/print/format")))
+        self._marker = -1
+
+    def create(self) -> None:
+        with suppress(FileNotFoundError):
+            os.rmdir(self.path)  # a leftover of a killed run
+        os.mkdir(self.path)
+        self._marker = os.open(f"{self.path}/trace_marker", os.O_WRONLY)
+
+    def remove(self) -> str:
+        if self._marker >= 0:
+            os.close(self._marker)
+            self._marker = -1
+        try:
+            os.rmdir(self.path)
+            return "ok"
+        except OSError as e:
+            return probelib.errname(e)
+
+    def set(self, name: str, value: str | int) -> str:
+        return write_file(f"{self.path}/{name}", str(value))
+
+    def get(self, name: str) -> str:
+        return read_file(f"{self.path}/{name}").strip()
+
+    def mark(self, text: str) -> None:
+        os.write(self._marker, text.encode())
+
+    def open_cpu(self, cpu: int, nonblock: bool = True) -> int:
+        flags = os.O_RDONLY | (os.O_NONBLOCK if nonblock else 0)
+        return os.open(f"{self.path}/per_cpu/cpu{cpu}/trace_pipe_raw", flags)
+
+    def stats(self, cpu: int) -> dict[str, str]:
+        out = {}
+        for line in read_file(f"{self.path}/per_cpu/cpu{cpu}/stats").splitlines():
+            key, _, value = line.partition(":")
+            out[key.strip()] = value.strip()
+        return out
+
+
+@contextmanager
+def instance(subbuf_kb: int | None = None, size_kb: int | None = None,
+             suffix: str = "") -> Iterator[Instance]:
+    inst = Instance(tracefs_root(), f"ringlab-{os.getpid()}{suffix}")
+    inst.create()
+    try:
+        if subbuf_kb is not None:
+            _must(inst.set("buffer_subbuf_size_kb", subbuf_kb), "buffer_subbuf_size_kb")
+        if size_kb is not None:
+            _must(inst.set("buffer_size_kb", size_kb), "buffer_size_kb")
+        yield inst
+    finally:
+        inst.remove()
+
+
+def _must(result: str, what: str) -> None:
+    if result != "ok":
+        raise OSError(getattr(errno, result, errno.EIO), f"writing {what}: {result}")
+
+
+@contextmanager
+def pinned(cpu: int) -> Iterator[None]:
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def texts(n: int, tag: str = "m") -> list[str]:
+    """n distinct marker texts whose sizes put both small (type_len 1..28) and large
+    (type_len 0, more than 112 bytes of data) events in the buffer."""
+    return [f"{tag}{i:06d} " + "abcdefghijklmnopqrstuvwxyz"[i % 26] * ((i * 37) % 160)
+            for i in range(n)]
+
+
+# --- the mapping -------------------------------------------------------------------------
+
+class TraceMap:
+    """The meta page and the sub-buffers of one per-CPU buffer, mapped read-only, as
+    libtracefs maps them: the meta page first (its size read from its first word), then the
+    nr_subbufs sub-buffers at offset meta_page_size."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        first = Mapping(fd, PAGE)
+        size = first.u32(0)
+        if size != PAGE:
+            first.close()
+            first = Mapping(fd, size)
+        self.meta_map = first
+        m = self.meta()
+        self.meta_page_size, self.subbuf_size = m.meta_page_size, m.subbuf_size
+        self.nr_subbufs = m.nr_subbufs
+        try:
+            self.data = Mapping(fd, self.subbuf_size * self.nr_subbufs,
+                                offset=self.meta_page_size)
+        except OSError:
+            first.close()
+            raise
+
+    def meta(self) -> abi.TraceBufferMeta:
+        return abi.TraceBufferMeta.from_buffer_copy(
+            self.meta_map.read(0, ctypes.sizeof(abi.TraceBufferMeta)))
+
+    def get_reader(self) -> None:
+        fcntl.ioctl(self.fd, abi.TRACE_MMAP_IOCTL_GET_READER)
+
+    def subbuf(self, sub_id: int) -> bytes:
+        return self.data.read(sub_id * self.subbuf_size, self.subbuf_size)
+
+    def close(self) -> None:
+        self.data.close()
+        self.meta_map.close()
+
+    def __enter__(self) -> TraceMap:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class Drain:
+    """What one mmap reader consumed: print texts in order, plus the bookkeeping to judge."""
+    texts: list[str] = field(default_factory=list)
+    pids: set[int] = field(default_factory=set)
+    other_events: int = 0
+    swaps: int = 0                   # GET_READER calls that gave a new sub-buffer
+    ids: list[int] = field(default_factory=list)
+    lost_events: list[int] = field(default_factory=list)  # meta reader.lost_events per swap
+    stored_lost: list[int] = field(default_factory=list)  # RB_MISSED_STORED counts
+    missed_flags: int = 0
+    time_ordered: bool = True
+    torn: str | None = None
+    reader_read_seen: list[tuple[int, int]] = field(default_factory=list)  # (ours, meta's)
+    last_ts: int = 0
+    bytes: int = 0                   # event bytes consumed
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d.pop("pids")
+        d["pids"] = sorted(self.pids)
+        return d
+
+
+class MapReader:
+    """Consumes a mapped buffer as libtracefs does: GET_READER, then read the reader
+    sub-buffer (meta reader.id) from where this reader stopped on it."""
+
+    def __init__(self, tm: TraceMap, inst: Instance) -> None:
+        self.tm, self.inst = tm, inst
+        self.last_id: int | None = None
+        self.done = 0                      # offset reached on the current reader sub-buffer
+        self.drain = Drain()
+
+    def step(self) -> int:
+        """One GET_READER and the new events it gives; returns how many."""
+        self.tm.get_reader()
+        m = self.tm.meta()
+        rid = m.reader_id
+        try:
+            sb = parse_subbuf(self.tm.subbuf(rid), self.inst.header)
+        except ParseError as e:
+            self.drain.torn = f"sub-buffer {rid}: {e}"
+            return 0
+        d = self.drain
+        if rid != self.last_id:
+            self.last_id, self.done = rid, 0
+            d.swaps += 1
+            d.ids.append(rid)
+            d.lost_events.append(m.reader_lost_events)
+            d.missed_flags += sb.missed_events
+            if sb.lost is not None:
+                d.stored_lost.append(sb.lost)
+        d.reader_read_seen.append((self.done, m.reader_read))
+        new = [e for e in sb.events if e.offset >= self.done]
+        for e in new:
+            p = self.inst.prints.decode(e)
+            if p is None:
+                d.other_events += 1
+                continue
+            d.texts.append(p.text.removesuffix("\n"))
+            d.pids.add(p.pid)
+            if e.ts < d.last_ts:
+                d.time_ordered = False
+            d.last_ts = e.ts
+        d.bytes += max(0, sb.end - self.done)
+        self.done = sb.end
+        return len(new)
+
+    def until_empty(self, idle_steps: int = 2) -> Drain:
+        idle = 0
+        while idle < idle_steps and self.drain.torn is None:
+            idle = 0 if self.step() else idle + 1
+        return self.drain
+
+
+def read_all(fd: int, inst: Instance, size: int = PAGE) -> tuple[list[str], list[int], str | None]:
+    """Consume with read() of trace_pipe_raw (O_NONBLOCK): texts, stored lost counts, torn."""
+    out, lost = [], []
+    while True:
+        try:
+            chunk = os.read(fd, size)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        try:
+            sb = parse_subbuf(chunk, inst.header)
+        except ParseError as e:
+            return out, lost, str(e)
+        if sb.lost is not None:
+            lost.append(sb.lost)
+        out += [p.text.removesuffix("\n") for e in sb.events
+                if (p := inst.prints.decode(e)) is not None]
+    return out, lost, None
+
+
+# --- 6. ABI version ----------------------------------------------------------------------
+
+def detect_abi(root: str) -> dict:
+    """Which mapping ABI the kernel speaks: 'mainline' (v6.10+, trace_mmap.h with GET_READER
+    _IO('R',0x20)), 'v6.10-rc' (the same meta page, GET_READER _IO('T',0x1)), 'rfc' (seed
+    003's ring_buffer_meta_page) or 'none' (trace_pipe_raw has no mmap)."""
+    fd = os.open(f"{root}/per_cpu/cpu0/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        try:
+            m = Mapping(fd, PAGE)
+        except OSError as e:
+            return {"abi": "none", "why": f"kernel has no trace_pipe_raw mmap: {probelib.errname(e)}"}
+        try:
+            try:
+                fcntl.ioctl(fd, abi.TRACE_MMAP_IOCTL_GET_READER)
+                return {"abi": "mainline", "why": "GET_READER _IO('R',0x20) answers",
+                        "meta_page_size": m.u32(0)}
+            except OSError as e:
+                mainline = probelib.errname(e)
+            try:
+                fcntl.ioctl(fd, abi.OLD_GET_READER)
+            except OSError as e:
+                return {"abi": "unknown", "why": f"trace_pipe_raw maps but neither GET_READER "
+                        f"answers: _IO('R',0x20) {mainline}, _IO('T',0x1) {probelib.errname(e)}"}
+            first = m.u32(0)
+            kind = "v6.10-rc" if first == PAGE else "rfc"
+            return {"abi": kind, "why": f"only the pre-6.10 GET_READER _IO('T',0x1) answers "
+                    f"(_IO('R',0x20): {mainline}); first meta word {first}"}
+        finally:
+            m.close()
+    finally:
+        os.close(fd)
+
+
+def check_abi(args: list[str]) -> dict:
+    root = tracefs_root()
+    return {**detect_abi(root), "release": os.uname().release,
+            "cpus": len(os.sched_getaffinity(0))}
+
+
+def _mainline_or_skip(root: str) -> None:
+    found = detect_abi(root)
+    if found["abi"] != "mainline":
+        raise Skip(f"mapping ABI is {found['abi']}, these checks need the mainline (v6.10+) "
+                   f"trace_mmap.h ABI: {found['why']}")
+
+
+class Skip(Exception):
+    pass
+
+
+# --- 1. meta page ------------------------------------------------------------------------
+
+def check_meta(args: list[str]) -> dict:
+    """Meta page fields and counters after known marker writes and GET_READER calls."""
+    subbuf_kb = int(args[0]) if args else 4
+    n = 16
+    with instance(subbuf_kb=subbuf_kb, size_kb=64) as inst, pinned(0):
+        fd = inst.open_cpu(0)
+        with TraceMap(fd) as tm:
+            steps = {"mapped": tm.meta().as_dict()}
+            padding = tm.meta_map.read(0, tm.meta_page_size)[tm.meta().meta_struct_len:]
+            tm.get_reader()
+            steps["get_reader_empty"] = tm.meta().as_dict()
+            for t in texts(n):
+                inst.mark(t)
+            tm.get_reader()
+            steps["after_writes_get_reader"] = tm.meta().as_dict()
+            tm.get_reader()
+            steps["get_reader_again"] = tm.meta().as_dict()
+            for t in texts(n, "b"):
+                inst.mark(t)
+            tm.get_reader()
+            steps["more_writes_get_reader"] = tm.meta().as_dict()
+        os.close(fd)
+        return {"steps": steps, "writes": [n, n], "page_size": PAGE,
+                "padding_len": len(padding), "padding_nonzero": sum(1 for b in padding if b),
+                "buffer_size_kb": int(inst.get("per_cpu/cpu0/buffer_size_kb")),
+                "subbuf_size_kb": int(inst.get("buffer_subbuf_size_kb")),
+                "header_data_offset": inst.header.data_offset}
+
+
+# --- 2. data ------------------------------------------------------------------------------
+
+def check_data(args: list[str]) -> dict:
+    """Markers written on CPU cpu, read back through the mapping, then the same workload in a
+    fresh buffer read with read(). ARGS: SUBBUF_KB CPU [N]"""
+    subbuf_kb, cpu = int(args[0]), int(args[1])
+    n = int(args[2]) if len(args) > 2 else 300
+    if cpu not in os.sched_getaffinity(0):
+        raise Skip(f"the guest has no CPU {cpu}")
+    written = texts(n, f"c{cpu}s{subbuf_kb}-")
+    size_kb = max(256, subbuf_kb * 8)
+    with instance(subbuf_kb=subbuf_kb, size_kb=size_kb) as inst, pinned(cpu):
+        fd = inst.open_cpu(cpu)
+        with TraceMap(fd) as tm:
+            for t in written:
+                inst.mark(t)
+            mapped = MapReader(tm, inst).until_empty()
+            meta = tm.meta().as_dict()
+        os.close(fd)
+        other_cpu = [c for c in os.sched_getaffinity(0) if c != cpu]
+        elsewhere = None
+        if other_cpu:  # nothing of ours may land on another CPU's buffer
+            fd = inst.open_cpu(other_cpu[0])
+            elsewhere = len(read_all(fd, inst)[0])
+            os.close(fd)
+    with instance(subbuf_kb=subbuf_kb, size_kb=size_kb, suffix="-read") as inst, pinned(cpu):
+        for t in written:
+            inst.mark(t)
+        fd = inst.open_cpu(cpu)
+        by_read, _, read_torn = read_all(fd, inst, subbuf_kb * 1024)
+        os.close(fd)
+    return {"written": len(written), "mapped": mapped.as_dict(), "meta": meta,
+            "mapped_equals_written": mapped.texts == written,
+            "read_equals_written": by_read == written, "read_count": len(by_read),
+            "read_torn": read_torn, "pid": os.getpid(), "cpu": cpu,
+            "first_mismatch": _first_mismatch(mapped.texts, written),
+            "events_on_other_cpu": elsewhere}
+
+
+def _first_mismatch(got: list[str], want: list[str]) -> dict | None:
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g != w:
+            return {"index": i, "got": g[:40], "want": w[:40]}
+    if len(got) != len(want):
+        return {"index": min(len(got), len(want)), "got_len": len(got), "want_len": len(want)}
+    return None
+
+
+# --- 3. overflow --------------------------------------------------------------------------
+
+def check_overflow(args: list[str]) -> dict:
+    """Write several times what the buffer holds (overwrite mode, the default), then drain:
+    written = read + lost, by the meta counters and by reader.lost_events."""
+    n = int(args[0]) if args else 2000
+    with instance(subbuf_kb=4, size_kb=16) as inst, pinned(0):
+        overwrite = inst.get("options/overwrite")
+        fd = inst.open_cpu(0)
+        with TraceMap(fd) as tm:
+            written = texts(n, "o")
+            for t in written:
+                inst.mark(t)
+            before = tm.meta().as_dict()
+            drain = MapReader(tm, inst).until_empty()
+            after = tm.meta().as_dict()
+        os.close(fd)
+        stats = inst.stats(0)
+    return {"written": n, "overwrite_option": overwrite, "meta_before_drain": before,
+            "meta_after_drain": after, "drain": drain.as_dict(), "read_events": len(drain.texts),
+            "read_is_newest_suffix": drain.texts == written[len(written) - len(drain.texts):],
+            "stats": stats}
+
+
+# --- 4. refusals --------------------------------------------------------------------------
+
+def _map_result(fd: int, length: int, prot: int = mmap.PROT_READ, flags: int = mmap.MAP_SHARED,
+                offset: int = 0) -> str:
+    try:
+        Mapping(fd, length, prot, flags, offset).close()
+        return "ok"
+    except OSError as e:
+        return probelib.errname(e)
+    except OverflowError:
+        return "offset does not fit off_t"
+
+
+def check_refusals(args: list[str]) -> dict:
+    """Every refusal the ABI lists, each with the errno the kernel gave."""
+    out: dict = {}
+    with instance(subbuf_kb=8, size_kb=64) as inst:
+        fd = inst.open_cpu(0)
+        out["get_reader_unmapped"] = _ioctl_result(fd, abi.TRACE_MMAP_IOCTL_GET_READER)
+        out["prot_write"] = _map_result(fd, PAGE, mmap.PROT_READ | mmap.PROT_WRITE)
+        out["prot_exec"] = _map_result(fd, PAGE, mmap.PROT_READ | mmap.PROT_EXEC)
+        out["map_private"] = _map_result(fd, PAGE, flags=mmap.MAP_PRIVATE)
+        with TraceMap(fd) as tm:
+            meta, sub, nr = tm.meta_page_size, tm.subbuf_size, tm.nr_subbufs
+            out["geometry"] = {"meta_page_size": meta, "subbuf_size": sub, "nr_subbufs": nr}
+            out["mprotect_write"] = _libc_result(_libc.mprotect(
+                tm.meta_map.addr, tm.meta_map.length, mmap.PROT_READ | mmap.PROT_WRITE))
+            out["mprotect_exec"] = _libc_result(_libc.mprotect(
+                tm.meta_map.addr, tm.meta_map.length, mmap.PROT_READ | mmap.PROT_EXEC))
+            out["unknown_ioctl"] = _ioctl_result(fd, abi._IO("R", 0x21))
+            out["offsets"] = {
+                "whole_data": _map_result(fd, sub * nr, offset=meta),
+                "one_subbuf_short": _map_result(fd, sub * (nr - 1), offset=meta),
+                "last_subbuf": _map_result(fd, sub, offset=meta + (nr - 1) * sub),
+                "off_subbuf_boundary": _map_result(fd, PAGE, offset=meta + sub // 2)
+                if sub > PAGE else "n/a: sub-buffer is one page",
+                "one_subbuf_too_long": _map_result(fd, sub * (nr + 1), offset=meta),
+                "past_the_end": _map_result(fd, sub, offset=meta + nr * sub),
+                "far_past_the_end": _map_result(fd, PAGE, offset=meta + 1024 * nr * sub),
+                "huge": _map_result(fd, PAGE, offset=1 << 46),
+                "huge_max": _map_result(fd, PAGE, offset=(1 << 63) - PAGE),
+            }
+            out["while_mapped"] = _busy_writes(inst)
+        out["after_unmap"] = _busy_writes(inst, undo=True)
+        os.close(fd)
+        # A snapshot present first makes the mapping fail.
+        out["snapshot_file"] = os.path.exists(f"{inst.path}/snapshot")
+        if out["snapshot_file"]:
+            fd = inst.open_cpu(0)
+            out["alloc_snapshot"] = inst.set("snapshot", 1)
+            out["map_with_snapshot"] = _map_result(fd, PAGE)
+            out["free_snapshot"] = inst.set("snapshot", 0)
+            out["map_after_snapshot_freed"] = _map_result(fd, PAGE)
+            trig = f"{inst.path}/events/sched/sched_switch/trigger"
+            out["set_trigger"] = write_file(trig, "snapshot")
+            out["map_with_snapshot_trigger"] = _map_result(fd, PAGE)
+            out["clear_trigger"] = write_file(trig, "!snapshot")
+            out["map_after_trigger_cleared"] = _map_result(fd, PAGE)
+            os.close(fd)
+    return out
+
+
+def _ioctl_result(fd: int, cmd: int) -> str:
+    try:
+        fcntl.ioctl(fd, cmd)
+        return "ok"
+    except OSError as e:
+        return probelib.errname(e)
+
+
+def _busy_writes(inst: Instance, undo: bool = False) -> dict:
+    """The writes the ABI refuses while a buffer is mapped (EBUSY). With undo, after the
+    mapping is gone, each is made and then reverted, so the instance is as before."""
+    out = {"buffer_size_kb": inst.set("buffer_size_kb", 128),
+           "per_cpu_buffer_size_kb": inst.set("per_cpu/cpu0/buffer_size_kb", 32),
+           "buffer_subbuf_size_kb": inst.set("buffer_subbuf_size_kb", 16)}
+    if os.path.exists(f"{inst.path}/snapshot"):
+        out["snapshot"] = inst.set("snapshot", 1)
+        out["snapshot_trigger"] = write_file(f"{inst.path}/events/sched/sched_switch/trigger",
+                                             "snapshot")
+        if undo:
+            inst.set("snapshot", 0)
+            write_file(f"{inst.path}/events/sched/sched_switch/trigger", "!snapshot")
+    if undo:
+        inst.set("buffer_subbuf_size_kb", 8)
+        inst.set("buffer_size_kb", 64)
+    return out
+
+
+# --- 5. lifetime --------------------------------------------------------------------------
+
+def _child(fn) -> dict:
+    """Run fn() in a forked child; its dict, or how it died."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            out = fn()
+        except BaseException as e:  # noqa: BLE001 - report anything to the parent
+            out = {"error": repr(e)}
+        os.write(w, repr(out).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return {"signal": signal.Signals(os.WTERMSIG(status)).name}
+    import ast
+    return ast.literal_eval(data.decode())
+
+
+def _remap_works(inst: Instance, cpu: int = 0) -> bool:
+    inst.mark("remap-check")
+    fd = inst.open_cpu(cpu)
+    try:
+        with TraceMap(fd) as tm:
+            return "remap-check" in MapReader(tm, inst).until_empty().texts
+    finally:
+        os.close(fd)
+
+
+def check_lifetime(args: list[str]) -> dict:
+    out: dict = {}
+    with instance(subbuf_kb=4, size_kb=64) as inst, pinned(0):
+        # Partial munmap: unmap the second page of the data area, then the rest.
+        fd = inst.open_cpu(0)
+        tm = TraceMap(fd)
+        out["partial_munmap"] = _libc_result(_libc.munmap(tm.data.addr + PAGE, PAGE))
+        inst.mark("after-partial")
+        out["get_reader_after_partial"] = _ioctl_result(fd, abi.TRACE_MMAP_IOCTL_GET_READER)
+        out["rest_munmap"] = _libc_result(_libc.munmap(tm.data.addr, tm.data.length))
+        tm.data.addr = None
+        tm.meta_map.close()
+        os.close(fd)
+        out["remap_after_partial"] = _remap_works(inst)
+
+        # fork: the mapping is not inherited (VM_DONTCOPY) unless MADV_DOFORK clears that.
+        fd = inst.open_cpu(0)
+        with TraceMap(fd) as tm:
+            addr = tm.meta_map.addr
+            out["fork_child"] = _child(
+                lambda: {"meta_page_size": ctypes.c_uint32.from_address(addr).value})
+            out["madv_dofork"] = _libc_result(_libc.madvise(addr, tm.meta_map.length,
+                                                            MADV_DOFORK))
+            out["madv_dofork_data"] = _libc_result(_libc.madvise(tm.data.addr, tm.data.length,
+                                                                 MADV_DOFORK))
+            expected = tm.meta().meta_page_size
+            out["dofork_child"] = _child(
+                lambda: {"meta_page_size": ctypes.c_uint32.from_address(addr).value})
+            out["dofork_child_expected"] = expected
+            inst.mark("after-fork")
+            out["parent_reads_after_child_exit"] = \
+                "after-fork" in MapReader(tm, inst).until_empty().texts
+        os.close(fd)
+        out["remap_after_fork"] = _remap_works(inst)
+
+        # Mapping twice: the same fd, and a second fd of the same CPU.
+        fd, fd2 = inst.open_cpu(0), inst.open_cpu(0)
+        a = TraceMap(fd)
+        b = TraceMap(fd)
+        c_result = "ok"
+        try:
+            c = TraceMap(fd2)
+        except OSError as e:
+            c, c_result = None, probelib.errname(e)
+        inst.mark("twice")
+        a.get_reader()
+        out["twice_same_fd_same_view"] = a.meta().as_dict() == b.meta().as_dict()
+        out["second_fd_map"] = c_result
+        a.close()
+        out["second_mapping_after_first_unmapped"] = _ioctl_result(
+            fd, abi.TRACE_MMAP_IOCTL_GET_READER)
+        b.close()
+        if c:
+            c.close()
+        os.close(fd)
+        os.close(fd2)
+        out["remap_after_twice"] = _remap_works(inst)
+
+        # Close the fd before munmap: the mapping outlives it.
+        fd = inst.open_cpu(0)
+        tm = TraceMap(fd)
+        os.close(fd)
+        out["meta_after_close"] = tm.meta().meta_page_size == tm.meta_page_size
+        tm.close()
+        out["remap_after_close_first"] = _remap_works(inst)
+
+        # Instances created and removed while one is mapped; ours is busy while mapped.
+        fd = inst.open_cpu(0)
+        with TraceMap(fd):
+            other = f"{inst.root}/instances/ringlab-{os.getpid()}-other"
+            out["mkdir_other_while_mapped"] = _result(lambda: os.mkdir(other))
+            out["rmdir_other_while_mapped"] = _result(lambda: os.rmdir(other))
+            out["rmdir_mapped_instance"] = _result(lambda: os.rmdir(inst.path))
+        os.close(fd)
+        out["remap_after_instances"] = _remap_works(inst)
+
+        # Many rounds: nothing accumulates (the instance still resizes and removes).
+        for _ in range(200):
+            fd = inst.open_cpu(0)
+            TraceMap(fd).close()
+            os.close(fd)
+        out["resize_after_rounds"] = inst.set("buffer_size_kb", 32)
+    out["rmdir_after_all"] = "ok" if not os.path.exists(inst.path) else "still there"
+    return out
+
+
+def _result(fn) -> str:
+    try:
+        fn()
+        return "ok"
+    except OSError as e:
+        return probelib.errname(e)
+
+
+# --- 7. readers side by side ---------------------------------------------------------------
+
+def check_readers(args: list[str]) -> dict:
+    """An mmap reader and a read() reader (another fd) of the same CPU buffer, alternating:
+    they consume from one reader position, so together they see each event once."""
+    rounds = int(args[0]) if args else 20
+    with instance(subbuf_kb=4, size_kb=64) as inst, pinned(0):
+        fd, rfd = inst.open_cpu(0), inst.open_cpu(0)
+        written, by_map, by_read, torn = [], [], [], None
+        same_fd_read = None
+        with TraceMap(fd) as tm:
+            reader = MapReader(tm, inst)
+            for r in range(rounds):
+                batch = texts(15, f"r{r:03d}-")
+                written += batch
+                for t in batch:
+                    inst.mark(t)
+                if r % 2:
+                    got, _, torn = read_all(rfd, inst)
+                    by_read += got
+                    reader.last_id = None  # read() moved the reader page on
+                else:
+                    before = len(reader.drain.texts)
+                    reader.until_empty()
+                    by_map += reader.drain.texts[before:]
+            got, _, _ = read_all(rfd, inst)
+            by_read += got
+            try:
+                os.read(fd, PAGE)
+                same_fd_read = "ok"
+            except OSError as e:
+                same_fd_read = probelib.errname(e)
+        os.close(fd)
+        os.close(rfd)
+    seen = by_map + by_read
+    return {"written": len(written), "by_map": len(by_map), "by_read": len(by_read),
+            "duplicates": len(seen) - len(set(seen)), "missing": len(set(written) - set(seen)),
+            "foreign": len(set(seen) - set(written)), "torn": torn or reader.drain.torn,
+            "read_on_mapped_fd": same_fd_read}
+
+
+# --- benchmark ----------------------------------------------------------------------------
+
+def check_throughput(args: list[str]) -> dict:
+    """Events/s consumed through the mapping, read() and splice() of trace_pipe_raw: the same
+    pre-filled buffer each time. 'transport' moves the sub-buffers only; 'parsed' also parses
+    every event in Python, which is what a consumer pays."""
+    n = int(args[0]) if args else 20000
+    out: dict = {"events": n}
+    for method in ("mmap", "read", "splice"):
+        for parse in (False, True):
+            with instance(subbuf_kb=4, size_kb=max(512, n * 200 // 1024)) as inst, pinned(0):
+                for t in texts(n, "t"):
+                    inst.mark(t)
+                fd = inst.open_cpu(0)
+                t0 = time.perf_counter()
+                moved, events = CONSUMERS[method](fd, inst, parse)
+                took = time.perf_counter() - t0
+                os.close(fd)
+            key = f"{method}_{'parsed' if parse else 'transport'}"
+            out[key] = {"seconds": took, "bytes": moved, "events": events,
+                        "events_per_s": events / took if took and events else None,
+                        "mb_per_s": moved / took / 1e6 if took else None}
+    return out
+
+
+def _consume_mmap(fd: int, inst: Instance, parse: bool) -> tuple[int, int]:
+    with TraceMap(fd) as tm:
+        if parse:
+            d = MapReader(tm, inst).until_empty()
+            return d.bytes, len(d.texts)
+        moved, last = 0, None
+        while True:
+            tm.get_reader()
+            m = tm.meta()
+            if m.reader_id == last:
+                break
+            last = m.reader_id
+            # Touch the commit word: all a zero-copy consumer must do to know the size.
+            moved += tm.data.u64(last * tm.subbuf_size + inst.header.commit_offset) & 0x7FFFFFF
+        return moved, tm.meta().read
+
+
+def _consume_read(fd: int, inst: Instance, parse: bool) -> tuple[int, int]:
+    moved = events = 0
+    while True:
+        try:
+            chunk = os.read(fd, PAGE)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        moved += len(chunk)
+        if parse:
+            events += len(parse_subbuf(chunk, inst.header).events)
+    return moved, events if parse else _entries(inst)
+
+
+def _consume_splice(fd: int, inst: Instance, parse: bool) -> tuple[int, int]:
+    r, w = os.pipe()
+    fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ: room for many sub-buffers per call
+    moved = events = 0
+    try:
+        while True:
+            try:
+                n = os.splice(fd, w, 64 * PAGE, flags=2)  # SPLICE_F_NONBLOCK
+            except BlockingIOError:
+                break
+            if n <= 0:
+                break
+            moved += n
+            left = n
+            while left:
+                chunk = os.read(r, min(left, 64 * PAGE))
+                left -= len(chunk)
+                if parse:
+                    for i in range(0, len(chunk), PAGE):
+                        events += len(parse_subbuf(chunk[i:i + PAGE], inst.header).events)
+    finally:
+        os.close(r)
+        os.close(w)
+    return moved, events if parse else _entries(inst)
+
+
+def _entries(inst: Instance) -> int:
+    """Events consumed, by the buffer's own count (stats: 'read events')."""
+    return int(inst.stats(0).get("read events", 0))
+
+
+CONSUMERS = {"mmap": _consume_mmap, "read": _consume_read, "splice": _consume_splice}
+
+CHECKS = {name[len("check_"):].replace("_", "-"): fn for name, fn in globals().items()
+          if name.startswith("check_")}
+
+
+def main(argv: list[str]) -> int:
+    p = probelib.parser("probe_trace_mmap", "Probe the tracefs ring buffer mmap "
+                        "(trace_pipe_raw); prints one JSON document of observations for CHECK.")
+    p.add_argument("check", choices=sorted(CHECKS), help="which rules to probe")
+    p.add_argument("args", nargs="*", help="check arguments (sub-buffer KB, CPU, counts)")
+    ns = p.parse_args(argv)
+    try:
+        root = tracefs_root()
+        if ns.check != "abi":
+            _mainline_or_skip(root)
+        result = CHECKS[ns.check](ns.args)
+    except (Skip, NoTracefs) as e:
+        result = {"skip": str(e)}
+    probelib.emit({"probe": "trace_mmap", "check": ns.check, **result})
+    return 0
+
+
+if __name__ == "__main__":
+    probelib.run(main)
