@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import accel, cache, config as lab_config, host, kernel, mirror
+from harness import accel, cache, config as lab_config, host, kernel, known_issues, mirror
 from harness.errors import LabError
 from harness.lab import Lab
 
@@ -53,6 +53,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     k = cfg.kernel(args.kernel)
+    known_issues.load()  # a broken list is a clear error here, not a pytest INTERNALERROR
     report_dir = cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-{k.name}")
     report_dir.mkdir(parents=True, exist_ok=True)
     _setup_logging(args.verbose, report_dir / "lab.log")
@@ -63,7 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     argv = [str(SUITE), "-p", "harness.pytest_plugin", "--lab-config", str(cfg.path),
             "--kernel", k.name, "--lab-report-dir", str(report_dir),
             "--junitxml", str(report_dir / "junit.xml"), "-o", "junit_logging=system-out",
-            "-o", "junit_suite_name=ringlab", "-p", "no:cacheprovider", "-rfEs"]
+            "-o", "junit_suite_name=ringlab", "-p", "no:cacheprovider", "-rfEsxX"]
     if args.keep_guest:
         argv.append("--keep-guest")
     if args.refresh:

@@ -75,6 +75,9 @@ class Guest:
         self.runner = runner
         self.workdir = workdir
         self.record = record
+        # Every kernel log line read so far, so that a test and the plugin can each take the
+        # lines since their own mark (kmsg() itself returns only what is new).
+        self.kernel_log: list[str] = []
         ssh.watchdog = self._raise_if_dead
 
     def _raise_if_dead(self) -> None:
@@ -103,7 +106,10 @@ class Guest:
         return self.runner.run(name, args, user=user, timeout=timeout)
 
     def kmsg(self) -> list[str]:
-        return self.runner.kmsg()
+        """Kernel log lines since the previous call; all are also kept in kernel_log."""
+        lines = self.runner.kmsg()
+        self.kernel_log.extend(lines)
+        return lines
 
     def health(self) -> str | None:
         """None if the guest looks alive; otherwise what happened to it."""

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness import config as lab_config
-from harness import console
+from harness import console, known_issues
 from harness.errors import LabError
 from harness.guest import Guest
 from harness.lab import Lab
@@ -25,6 +25,7 @@ from harness.lab import Lab
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent
 GUEST_KEY = pytest.StashKey[Guest]()
+LOG_MARK_KEY = pytest.StashKey[int]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,6 +36,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--keep-guest", action="store_true",
                 help="leave the guest running at the end, until Ctrl-C, to look around")
     g.addoption("--lab-report-dir", default=None, help="where reports and the console log go")
+    g.addoption("--known-issues", default=str(known_issues.KNOWN_ISSUES),
+                help="the known kernel issues list (default: kernels/known-issues.yaml)")
     g.addoption("--lab-refresh", action="store_true",
                 help="look for a newer Debian kernel package instead of using the cached one")
 
@@ -96,6 +99,7 @@ class LabSession:
             str(REPO / "lab.yaml")
         self.lab_config = lab_config.load(Path(cfg_path))
         self.kernel_name = self.lab_config.kernel(config.getoption("--kernel")).name
+        self.known = known_issues.load(Path(config.getoption("--known-issues")))
         rd = config.getoption("--lab-report-dir")
         self.report_dir = Path(rd) if rd else self.lab_config.reports_dir / time.strftime(
             f"%Y%m%d-%H%M%S-{self.kernel_name}")
@@ -124,8 +128,12 @@ class LabSession:
             if getattr(e, "console_tail", None) is None:  # not a boot failure: same for all
                 self.error = e
             pytest.fail(f"no guest: {e}", pytrace=False)
-        g.kmsg()  # drop what the kernel logged before this test
+        g.kmsg()  # what the kernel logged before this test is not this test's
         request.node.stash[GUEST_KEY] = g
+        request.node.stash[LOG_MARK_KEY] = len(g.kernel_log)
+        issue = known_issues.matching(self.known, request.node.nodeid, g.kernel.release)
+        if issue is not None:
+            request.applymarker(pytest.mark.xfail(strict=True, reason=issue.summary))
         yield g
 
     @pytest.hookimpl(hookwrapper=True)
@@ -139,7 +147,8 @@ class LabSession:
         dead = g.health()
         if dead is None:
             try:
-                lines = g.kmsg()
+                g.kmsg()
+                lines = g.kernel_log[item.stash.get(LOG_MARK_KEY, len(g.kernel_log)):]
             except LabError as e:
                 lines, dead = [], f"guest stopped answering: {e}"
             if lines:

@@ -371,14 +371,18 @@ def check_meta(args: list[str]) -> dict:
                 inst.mark(t)
             tm.get_reader()
             steps["after_writes_get_reader"] = tm.meta().as_dict()
+            reader_commit = [parse_subbuf(tm.subbuf(tm.meta().reader_id), inst.header).commit]
             tm.get_reader()
             steps["get_reader_again"] = tm.meta().as_dict()
             for t in texts(n, "b"):
                 inst.mark(t)
             tm.get_reader()
             steps["more_writes_get_reader"] = tm.meta().as_dict()
+            reader_commit.append(parse_subbuf(tm.subbuf(tm.meta().reader_id),
+                                              inst.header).commit)
         os.close(fd)
         return {"steps": steps, "writes": [n, n], "page_size": PAGE,
+                "reader_commit": reader_commit,
                 "padding_len": len(padding), "padding_nonzero": sum(1 for b in padding if b),
                 "buffer_size_kb": int(inst.get("per_cpu/cpu0/buffer_size_kb")),
                 "subbuf_size_kb": int(inst.get("buffer_subbuf_size_kb")),
@@ -470,53 +474,90 @@ def _map_result(fd: int, length: int, prot: int = mmap.PROT_READ, flags: int = m
         return "offset does not fit off_t"
 
 
+REFUSED = {
+    # name: (prot, flags, offset in sub-buffers past the meta page or None for 0)
+    "prot_write": (mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED),
+    "prot_exec": (mmap.PROT_READ | mmap.PROT_EXEC, mmap.MAP_SHARED),
+    "map_private": (mmap.PROT_READ, mmap.MAP_PRIVATE),
+}
+
+
+def _refused(fd: int) -> dict:
+    return {name: _map_result(fd, PAGE, prot, flags) for name, (prot, flags) in REFUSED.items()}
+
+
+def check_first_mapping(args: list[str]) -> dict:
+    """The refusals on a CPU buffer nobody maps yet. ring_buffer_map() takes another path for
+    the first mapping than for further ones (user_mapped), so they are probed separately; a
+    refused mapping that "succeeds" here leaves a VMA the kernel never set up."""
+    with instance(subbuf_kb=8, size_kb=64) as inst, pinned(0):
+        rw = os.open(f"{inst.path}/per_cpu/cpu0/trace_pipe_raw", os.O_RDWR | os.O_NONBLOCK)
+        out = _refused(rw)
+        out["off_subbuf_boundary"] = _map_result(rw, PAGE, offset=8192 + PAGE)
+        out["past_the_end"] = _map_result(rw, PAGE, offset=1 << 30)
+        os.close(rw)
+        out["map_after"] = "ok" if _remap_works(inst) else "failed"
+    return out
+
+
 def check_refusals(args: list[str]) -> dict:
-    """Every refusal the ABI lists, each with the errno the kernel gave."""
+    """Every refusal the ABI lists, each with the errno the kernel gave. The fd is opened
+    O_RDWR (root may) so that PROT_WRITE reaches the driver's rule; with O_RDONLY the VFS
+    refuses it first (EACCES, mm/mmap.c do_mmap)."""
     out: dict = {}
     with instance(subbuf_kb=8, size_kb=64) as inst:
+        rw = os.open(f"{inst.path}/per_cpu/cpu0/trace_pipe_raw", os.O_RDWR | os.O_NONBLOCK)
         fd = inst.open_cpu(0)
         out["get_reader_unmapped"] = _ioctl_result(fd, abi.TRACE_MMAP_IOCTL_GET_READER)
-        out["prot_write"] = _map_result(fd, PAGE, mmap.PROT_READ | mmap.PROT_WRITE)
-        out["prot_exec"] = _map_result(fd, PAGE, mmap.PROT_READ | mmap.PROT_EXEC)
-        out["map_private"] = _map_result(fd, PAGE, flags=mmap.MAP_PRIVATE)
+        out["prot_write_rdonly_fd"] = _map_result(fd, PAGE, mmap.PROT_READ | mmap.PROT_WRITE)
         with TraceMap(fd) as tm:
             meta, sub, nr = tm.meta_page_size, tm.subbuf_size, tm.nr_subbufs
             out["geometry"] = {"meta_page_size": meta, "subbuf_size": sub, "nr_subbufs": nr}
+            out["while_mapped"] = _refused(rw)
             out["mprotect_write"] = _libc_result(_libc.mprotect(
                 tm.meta_map.addr, tm.meta_map.length, mmap.PROT_READ | mmap.PROT_WRITE))
             out["mprotect_exec"] = _libc_result(_libc.mprotect(
                 tm.meta_map.addr, tm.meta_map.length, mmap.PROT_READ | mmap.PROT_EXEC))
+            out["noexec_mount"] = _noexec(inst.root)
             out["unknown_ioctl"] = _ioctl_result(fd, abi._IO("R", 0x21))
+            out["wake_ioctl_0"] = _ioctl_result(fd, 0)
             out["offsets"] = {
                 "whole_data": _map_result(fd, sub * nr, offset=meta),
                 "one_subbuf_short": _map_result(fd, sub * (nr - 1), offset=meta),
                 "last_subbuf": _map_result(fd, sub, offset=meta + (nr - 1) * sub),
-                "off_subbuf_boundary": _map_result(fd, PAGE, offset=meta + sub // 2)
-                if sub > PAGE else "n/a: sub-buffer is one page",
+                "off_subbuf_boundary": _map_result(fd, PAGE, offset=meta + sub // 2),
                 "one_subbuf_too_long": _map_result(fd, sub * (nr + 1), offset=meta),
                 "past_the_end": _map_result(fd, sub, offset=meta + nr * sub),
                 "far_past_the_end": _map_result(fd, PAGE, offset=meta + 1024 * nr * sub),
                 "huge": _map_result(fd, PAGE, offset=1 << 46),
                 "huge_max": _map_result(fd, PAGE, offset=(1 << 63) - PAGE),
             }
-            out["while_mapped"] = _busy_writes(inst)
+            out["busy_while_mapped"] = _busy_writes(inst)
         out["after_unmap"] = _busy_writes(inst, undo=True)
-        os.close(fd)
-        # A snapshot present first makes the mapping fail.
+        os.close(rw)
+        # An armed snapshot (a snapshot trigger) first makes the mapping fail; a snapshot
+        # buffer merely allocated by `echo 1 > snapshot` does not arm one (get_snapshot_map()
+        # tests tr->snapshot, the count of armed users).
         out["snapshot_file"] = os.path.exists(f"{inst.path}/snapshot")
         if out["snapshot_file"]:
-            fd = inst.open_cpu(0)
-            out["alloc_snapshot"] = inst.set("snapshot", 1)
-            out["map_with_snapshot"] = _map_result(fd, PAGE)
-            out["free_snapshot"] = inst.set("snapshot", 0)
-            out["map_after_snapshot_freed"] = _map_result(fd, PAGE)
             trig = f"{inst.path}/events/sched/sched_switch/trigger"
             out["set_trigger"] = write_file(trig, "snapshot")
             out["map_with_snapshot_trigger"] = _map_result(fd, PAGE)
             out["clear_trigger"] = write_file(trig, "!snapshot")
             out["map_after_trigger_cleared"] = _map_result(fd, PAGE)
-            os.close(fd)
+            out["alloc_snapshot"] = inst.set("snapshot", 1)
+            out["map_with_snapshot_allocated"] = _map_result(fd, PAGE)
+            inst.set("snapshot", 0)
+        os.close(fd)
     return out
+
+
+def _noexec(root: str) -> bool:
+    for line in read_file("/proc/mounts").splitlines():
+        parts = line.split()
+        if len(parts) > 3 and parts[1] == root:
+            return "noexec" in parts[3].split(",")
+    return False
 
 
 def _ioctl_result(fd: int, cmd: int) -> str:
@@ -582,90 +623,124 @@ def _remap_works(inst: Instance, cpu: int = 0) -> bool:
         os.close(fd)
 
 
-def check_lifetime(args: list[str]) -> dict:
-    out: dict = {}
-    with instance(subbuf_kb=4, size_kb=64) as inst, pinned(0):
-        # Partial munmap: unmap the second page of the data area, then the rest.
-        fd = inst.open_cpu(0)
-        tm = TraceMap(fd)
-        out["partial_munmap"] = _libc_result(_libc.munmap(tm.data.addr + PAGE, PAGE))
-        inst.mark("after-partial")
-        out["get_reader_after_partial"] = _ioctl_result(fd, abi.TRACE_MMAP_IOCTL_GET_READER)
-        out["rest_munmap"] = _libc_result(_libc.munmap(tm.data.addr, tm.data.length))
-        tm.data.addr = None
-        tm.meta_map.close()
-        os.close(fd)
-        out["remap_after_partial"] = _remap_works(inst)
-
-        # fork: the mapping is not inherited (VM_DONTCOPY) unless MADV_DOFORK clears that.
-        fd = inst.open_cpu(0)
-        with TraceMap(fd) as tm:
-            addr = tm.meta_map.addr
-            out["fork_child"] = _child(
-                lambda: {"meta_page_size": ctypes.c_uint32.from_address(addr).value})
-            out["madv_dofork"] = _libc_result(_libc.madvise(addr, tm.meta_map.length,
-                                                            MADV_DOFORK))
-            out["madv_dofork_data"] = _libc_result(_libc.madvise(tm.data.addr, tm.data.length,
-                                                                 MADV_DOFORK))
-            expected = tm.meta().meta_page_size
-            out["dofork_child"] = _child(
-                lambda: {"meta_page_size": ctypes.c_uint32.from_address(addr).value})
-            out["dofork_child_expected"] = expected
-            inst.mark("after-fork")
-            out["parent_reads_after_child_exit"] = \
-                "after-fork" in MapReader(tm, inst).until_empty().texts
-        os.close(fd)
-        out["remap_after_fork"] = _remap_works(inst)
-
-        # Mapping twice: the same fd, and a second fd of the same CPU.
-        fd, fd2 = inst.open_cpu(0), inst.open_cpu(0)
-        a = TraceMap(fd)
-        b = TraceMap(fd)
-        c_result = "ok"
-        try:
-            c = TraceMap(fd2)
-        except OSError as e:
-            c, c_result = None, probelib.errname(e)
-        inst.mark("twice")
-        a.get_reader()
-        out["twice_same_fd_same_view"] = a.meta().as_dict() == b.meta().as_dict()
-        out["second_fd_map"] = c_result
-        a.close()
-        out["second_mapping_after_first_unmapped"] = _ioctl_result(
-            fd, abi.TRACE_MMAP_IOCTL_GET_READER)
-        b.close()
-        if c:
-            c.close()
-        os.close(fd)
-        os.close(fd2)
-        out["remap_after_twice"] = _remap_works(inst)
-
-        # Close the fd before munmap: the mapping outlives it.
-        fd = inst.open_cpu(0)
-        tm = TraceMap(fd)
-        os.close(fd)
-        out["meta_after_close"] = tm.meta().meta_page_size == tm.meta_page_size
-        tm.close()
-        out["remap_after_close_first"] = _remap_works(inst)
-
-        # Instances created and removed while one is mapped; ours is busy while mapped.
-        fd = inst.open_cpu(0)
-        with TraceMap(fd):
-            other = f"{inst.root}/instances/ringlab-{os.getpid()}-other"
-            out["mkdir_other_while_mapped"] = _result(lambda: os.mkdir(other))
-            out["rmdir_other_while_mapped"] = _result(lambda: os.rmdir(other))
-            out["rmdir_mapped_instance"] = _result(lambda: os.rmdir(inst.path))
-        os.close(fd)
-        out["remap_after_instances"] = _remap_works(inst)
-
-        # Many rounds: nothing accumulates (the instance still resizes and removes).
-        for _ in range(200):
-            fd = inst.open_cpu(0)
-            TraceMap(fd).close()
-            os.close(fd)
-        out["resize_after_rounds"] = inst.set("buffer_size_kb", 32)
-    out["rmdir_after_all"] = "ok" if not os.path.exists(inst.path) else "still there"
+def _lifetime_partial(inst: Instance) -> dict:
+    """Unmap one page in the middle of the data area, then the rest."""
+    out = {}
+    fd = inst.open_cpu(0)
+    tm = TraceMap(fd)
+    out["partial_munmap"] = _libc_result(_libc.munmap(tm.data.addr + PAGE, PAGE))
+    inst.mark("after-partial")
+    out["get_reader_after_partial"] = _ioctl_result(fd, abi.TRACE_MMAP_IOCTL_GET_READER)
+    out["rest_munmap"] = _libc_result(_libc.munmap(tm.data.addr, tm.data.length))
+    tm.data.addr = None
+    tm.meta_map.close()
+    os.close(fd)
+    out["remap_works"] = _remap_works(inst)
     return out
+
+
+def _lifetime_fork(inst: Instance) -> dict:
+    """fork(): the mapping is not inherited (VM_DONTCOPY) unless MADV_DOFORK clears that;
+    then the child's copy and the parent's must both unmap cleanly."""
+    out: dict = {}
+    fd = inst.open_cpu(0)
+    with TraceMap(fd) as tm:
+        addr = tm.meta_map.addr
+        out["child_without_dofork"] = _child(
+            lambda: {"meta_page_size": ctypes.c_uint32.from_address(addr).value})
+        out["madv_dofork"] = _libc_result(_libc.madvise(addr, tm.meta_map.length, MADV_DOFORK))
+        out["madv_dofork_data"] = _libc_result(_libc.madvise(tm.data.addr, tm.data.length,
+                                                             MADV_DOFORK))
+        out["expected_meta_page_size"] = tm.meta().meta_page_size
+        out["child_with_dofork"] = _child(
+            lambda: {"meta_page_size": ctypes.c_uint32.from_address(addr).value})
+        inst.mark("after-fork")
+        out["parent_reads_after_child_exit"] = \
+            "after-fork" in MapReader(tm, inst).until_empty().texts
+    os.close(fd)
+    out["remap_works"] = _remap_works(inst)
+    return out
+
+
+def _lifetime_twice(inst: Instance) -> dict:
+    """Two mappings of one fd and one of a second fd of the same CPU share one buffer."""
+    out: dict = {}
+    fd, fd2 = inst.open_cpu(0), inst.open_cpu(0)
+    a, b = TraceMap(fd), TraceMap(fd)
+    try:
+        c, out["second_fd_map"] = TraceMap(fd2), "ok"
+    except OSError as e:
+        c, out["second_fd_map"] = None, probelib.errname(e)
+    inst.mark("twice")
+    a.get_reader()
+    out["same_view"] = a.meta().as_dict() == b.meta().as_dict() and \
+        (c is None or c.meta().as_dict() == a.meta().as_dict())
+    a.close()
+    out["get_reader_after_first_unmapped"] = _ioctl_result(fd, abi.TRACE_MMAP_IOCTL_GET_READER)
+    b.close()
+    if c:
+        out["get_reader_other_fd_while_mapped"] = _ioctl_result(
+            fd2, abi.TRACE_MMAP_IOCTL_GET_READER)
+        c.close()
+    out["get_reader_after_all_unmapped"] = _ioctl_result(fd, abi.TRACE_MMAP_IOCTL_GET_READER)
+    os.close(fd)
+    os.close(fd2)
+    out["remap_works"] = _remap_works(inst)
+    return out
+
+
+def _lifetime_close_first(inst: Instance) -> dict:
+    """Closing the fd before munmap: the mapping keeps the file, and stays readable."""
+    fd = inst.open_cpu(0)
+    tm = TraceMap(fd)
+    os.close(fd)
+    out = {"meta_readable_after_close": tm.meta().meta_page_size == tm.meta_page_size,
+           "rmdir_while_mapped_fd_closed": _result(lambda: os.rmdir(inst.path))}
+    tm.close()
+    out["remap_works"] = _remap_works(inst)
+    return out
+
+
+def _lifetime_instances(inst: Instance) -> dict:
+    """Instances made and removed while one is mapped; the mapped one is busy."""
+    out = {}
+    fd = inst.open_cpu(0)
+    with TraceMap(fd):
+        other = f"{inst.root}/instances/ringlab-{os.getpid()}-other"
+        out["mkdir_other"] = _result(lambda: os.mkdir(other))
+        out["rmdir_other"] = _result(lambda: os.rmdir(other))
+        out["rmdir_mapped_instance"] = _result(lambda: os.rmdir(inst.path))
+    os.close(fd)
+    out["remap_works"] = _remap_works(inst)
+    return out
+
+
+def _lifetime_rounds(inst: Instance, rounds: int = 200) -> dict:
+    """Many map/unmap rounds leave nothing behind: the buffer still resizes."""
+    for _ in range(rounds):
+        fd = inst.open_cpu(0)
+        TraceMap(fd).close()
+        os.close(fd)
+    return {"rounds": rounds, "resize_after": inst.set("buffer_size_kb", 32),
+            "remap_works": _remap_works(inst)}
+
+
+LIFETIME = {"partial": _lifetime_partial, "fork": _lifetime_fork, "twice": _lifetime_twice,
+            "close-first": _lifetime_close_first, "instances": _lifetime_instances,
+            "rounds": _lifetime_rounds}
+
+
+def check_lifetime(args: list[str]) -> dict:
+    """ARGS: one of partial, fork, twice, close-first, instances, rounds. After each, the
+    instance must still be removable (no reference left behind)."""
+    part = args[0] if args else ""
+    if part not in LIFETIME:
+        raise Skip(f"lifetime needs one of: {', '.join(LIFETIME)}")
+    with instance(subbuf_kb=4, size_kb=64) as inst, pinned(0):
+        out = LIFETIME[part](inst)
+        path = inst.path
+    out["instance_removed"] = not os.path.exists(path)
+    return {"part": part, **out}
 
 
 def _result(fn) -> str:
@@ -679,42 +754,67 @@ def _result(fn) -> str:
 # --- 7. readers side by side ---------------------------------------------------------------
 
 def check_readers(args: list[str]) -> dict:
-    """An mmap reader and a read() reader (another fd) of the same CPU buffer, alternating:
-    they consume from one reader position, so together they see each event once."""
+    """An mmap reader and a read() reader (another fd) of the same CPU buffer, taking turns.
+    Both consume from the one per-CPU reader position: read() on a mapped buffer copies
+    events out instead of swapping sub-buffers (ring_buffer_read_page(): cpu_buffer->mapped),
+    and GET_READER consumes what lies below meta reader.read. So no event may reach both
+    readers, and none may be lost."""
     rounds = int(args[0]) if args else 20
     with instance(subbuf_kb=4, size_kb=64) as inst, pinned(0):
         fd, rfd = inst.open_cpu(0), inst.open_cpu(0)
-        written, by_map, by_read, torn = [], [], [], None
-        same_fd_read = None
+        written: list[str] = []
+        by_map: set[str] = set()
+        by_read: list[str] = []
+        read_after_map, torn = [], None
         with TraceMap(fd) as tm:
-            reader = MapReader(tm, inst)
             for r in range(rounds):
-                batch = texts(15, f"r{r:03d}-")
+                batch = texts(7 + 5 * (r % 4), f"r{r:03d}-")
                 written += batch
                 for t in batch:
                     inst.mark(t)
-                if r % 2:
+                if r % 3 == 2:
                     got, _, torn = read_all(rfd, inst)
+                    read_after_map += [t for t in got if t in by_map]
                     by_read += got
-                    reader.last_id = None  # read() moved the reader page on
                 else:
-                    before = len(reader.drain.texts)
-                    reader.until_empty()
-                    by_map += reader.drain.texts[before:]
+                    tm.get_reader()
+                    m = tm.meta()
+                    sb = parse_subbuf(tm.subbuf(m.reader_id), inst.header)
+                    by_map.update(p.text.removesuffix("\n") for e in sb.events
+                                  if e.offset < inst.header.data_offset + m.reader_read
+                                  and (p := inst.prints.decode(e)) is not None)
             got, _, _ = read_all(rfd, inst)
+            read_after_map += [t for t in got if t in by_map]
             by_read += got
+            tm.get_reader()
+            final = tm.meta().as_dict()
             try:
                 os.read(fd, PAGE)
                 same_fd_read = "ok"
             except OSError as e:
                 same_fd_read = probelib.errname(e)
+            splice = _splice_once(rfd)
         os.close(fd)
         os.close(rfd)
-    seen = by_map + by_read
+    seen = by_map | set(by_read)
     return {"written": len(written), "by_map": len(by_map), "by_read": len(by_read),
-            "duplicates": len(seen) - len(set(seen)), "missing": len(set(written) - set(seen)),
-            "foreign": len(set(seen) - set(written)), "torn": torn or reader.drain.torn,
-            "read_on_mapped_fd": same_fd_read}
+            "read_duplicates": len(by_read) - len(set(by_read)),
+            "read_returned_mapped_events": len(read_after_map),
+            "missing": len(set(written) - seen), "foreign": len(seen - set(written)),
+            "torn": torn, "meta_final": final, "read_on_mapped_fd": same_fd_read,
+            "splice_on_mapped": splice}
+
+
+def _splice_once(fd: int) -> str:
+    r, w = os.pipe()
+    try:
+        n = os.splice(fd, w, 16 * PAGE, flags=2)  # SPLICE_F_NONBLOCK
+        return f"{n} bytes"
+    except OSError as e:
+        return probelib.errname(e)
+    finally:
+        os.close(r)
+        os.close(w)
 
 
 # --- benchmark ----------------------------------------------------------------------------

@@ -1,0 +1,343 @@
+"""The tracefs ring buffer mapped into user space (per_cpu/cpuN/trace_pipe_raw mmap).
+
+Observations come from probes/probe_trace_mmap.py; each test checks one rule of the ABI and,
+when it fails, says the rule, what was expected and what the kernel did. Sources:
+include/uapi/linux/trace_mmap.h (struct trace_buffer_meta, GET_READER), kernel/trace/trace.c
+(tracing_buffers_mmap/_ioctl, get_snapshot_map), kernel/trace/ring_buffer.c (__rb_map_vma,
+ring_buffer_map_get_reader, rb_update_meta_page), tools/testing/selftests/ring-buffer/
+map_test.c, ../shared/reference/ring-buffer-abi.md section 4, seed 003 (the RFC).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from harness.guest import Guest
+from harness.known_issues import release_version
+
+META_STRUCT_LEN = 80  # sizeof(struct trace_buffer_meta) in trace_mmap.h since v6.10
+
+
+def trace(guest: Guest, check: str, *args: str, timeout: float = 180) -> dict:
+    data = guest.probe("probe_trace_mmap", [check, *args], timeout=timeout).data
+    if "skip" in data:
+        pytest.skip(data["skip"])
+    return data
+
+
+# --- 6. which ABI ----------------------------------------------------------------------------
+
+def test_kernel_speaks_the_mainline_mapping_abi(guest: Guest) -> None:
+    a = trace(guest, "abi")
+    print(f"trace_pipe_raw mmap ABI of {a['release']}: {a['abi']} ({a['why']})")
+    version = release_version(a["release"])
+    if version is not None and version < (6, 10, 0):
+        pytest.skip(f"kernel {a['release']} predates the mainline mapping ABI (v6.10); it "
+                    f"speaks: {a['abi']} ({a['why']})")
+    # v6.10 merged "tracing: Allow user-space mapping of the ring-buffer" with
+    # TRACE_MMAP_IOCTL_GET_READER = _IO('R', 0x20).
+    assert a["abi"] == "mainline", \
+        f"a v6.10+ kernel must map trace_pipe_raw with the trace_mmap.h ABI: {a['why']}"
+
+
+# --- 1. meta page ------------------------------------------------------------------------
+
+@pytest.fixture
+def meta(guest: Guest) -> dict:
+    return trace(guest, "meta")
+
+
+def test_meta_page_fields_describe_the_buffer(meta: dict) -> None:
+    m = meta["steps"]["mapped"]
+    page = meta["page_size"]
+    assert m["meta_struct_len"] == META_STRUCT_LEN, \
+        f"meta_struct_len {m['meta_struct_len']} != sizeof(struct trace_buffer_meta) 80"
+    # v6.10: one page; since "ring-buffer: Align meta-page to sub-buffers" (v6.12) the meta
+    # area is one sub-buffer. Either way a whole number of pages holding the struct.
+    assert m["meta_page_size"] % page == 0 and m["meta_page_size"] in (page, m["subbuf_size"]),\
+        f"meta_page_size {m['meta_page_size']}: expected the page size or the sub-buffer size"
+    assert m["subbuf_size"] == meta["subbuf_size_kb"] * 1024, \
+        f"subbuf_size {m['subbuf_size']} != buffer_subbuf_size_kb {meta['subbuf_size_kb']} KiB"
+    # nr_subbufs counts the reader sub-buffer too; buffer_size_kb reports the data the
+    # others hold (tracing_entries_read(): nr_pages * (subbuf_size - header)).
+    data_kb = (m["nr_subbufs"] - 1) * (m["subbuf_size"] - meta["header_data_offset"]) // 1024
+    assert data_kb == meta["buffer_size_kb"], \
+        f"nr_subbufs {m['nr_subbufs']} (reader included) does not match buffer_size_kb " \
+        f"{meta['buffer_size_kb']}: {m['nr_subbufs'] - 1} sub-buffers hold {data_kb} KiB"
+    assert m["flags"] == 0, f"flags {m['flags']}: trace_mmap.h says 0 until new features"
+
+
+def test_meta_counters_start_at_zero(meta: dict) -> None:
+    for step in ("mapped", "get_reader_empty"):
+        m = meta["steps"][step]
+        counters = {k: m[k] for k in ("entries", "overrun", "read", "reader_id", "reader_read",
+                                      "reader_lost_events")}
+        # map_test.c meta_page_check: a fresh buffer, and GET_READER on it, change nothing.
+        assert not any(counters.values()), f"{step}: counters of an empty buffer: {counters}"
+
+
+def test_meta_counters_follow_writes_and_get_reader(meta: dict) -> None:
+    s, n = meta["steps"], meta["writes"][0]
+    first = s["after_writes_get_reader"]
+    # map_test.c: after 16 marker writes and GET_READER, entries 16, overrun 0, read 16 and
+    # a new reader sub-buffer (reader.id 1).
+    assert (first["entries"], first["overrun"], first["read"]) == (n, 0, n), \
+        f"after {n} writes and GET_READER: entries/overrun/read = " \
+        f"{first['entries']}/{first['overrun']}/{first['read']}, expected {n}/0/{n}"
+    assert first["reader_id"] != 0 and first["reader_id"] < first["nr_subbufs"], \
+        f"GET_READER must swap in a data sub-buffer (id 1..nr_subbufs-1): {first['reader_id']}"
+    # reader.read: "Number of bytes read on the reader subbuf" - GET_READER consumes all.
+    assert first["reader_read"] == meta["reader_commit"][0], \
+        f"reader.read {first['reader_read']} != the reader sub-buffer's data " \
+        f"{meta['reader_commit'][0]} bytes"
+    assert s["get_reader_again"] == first, \
+        "GET_READER with nothing new must not change the meta page: " \
+        f"{first} then {s['get_reader_again']}"
+    more = s["more_writes_get_reader"]
+    assert (more["entries"], more["read"]) == (2 * n, 2 * n), \
+        f"after {n} more writes: entries {more['entries']}, read {more['read']}"
+    assert more["reader_read"] == meta["reader_commit"][1], \
+        f"reader.read {more['reader_read']} != data on the reader sub-buffer " \
+        f"{meta['reader_commit'][1]}"
+
+
+def test_meta_page_padding_is_zero(meta: dict) -> None:
+    # map_test.c data_mmap: the meta area past meta_struct_len reads as zero.
+    assert meta["padding_nonzero"] == 0, \
+        f"{meta['padding_nonzero']} non-zero bytes in the {meta['padding_len']}-byte padding"
+
+
+# --- 2. data -------------------------------------------------------------------------------
+
+@pytest.mark.guest(cpus=2)
+@pytest.mark.parametrize("cpu", [0, 1])
+@pytest.mark.parametrize("subbuf_kb", [4, 8, 64])
+def test_mapped_events_are_the_events_written(guest: Guest, subbuf_kb: int, cpu: int) -> None:
+    d = trace(guest, "data", str(subbuf_kb), str(cpu))
+    m = d["mapped"]
+    assert m["torn"] is None, f"a sub-buffer did not parse: {m['torn']}"
+    assert d["mapped_equals_written"], \
+        f"{d['written']} trace_marker writes on CPU {cpu}, sub-buffers of {subbuf_kb} KiB: " \
+        f"the mapping gave {len(m['texts'])} events, first difference {d['first_mismatch']}"
+    assert m["pids"] == [d["pid"]] and m["other_events"] == 0, \
+        f"foreign events in our instance: pids {m['pids']}, {m['other_events']} non-print"
+    assert m["time_ordered"], "event times go backwards within one CPU buffer"
+    assert d["events_on_other_cpu"] in (0, None), \
+        f"{d['events_on_other_cpu']} events reached another CPU's buffer: the writer was pinned"
+    meta = d["meta"]
+    assert (meta["entries"], meta["read"], meta["overrun"]) == (d["written"], d["written"], 0),\
+        f"meta after draining: entries {meta['entries']}, read {meta['read']}, overrun " \
+        f"{meta['overrun']}; expected {d['written']}, {d['written']}, 0"
+
+
+@pytest.mark.guest(cpus=2)
+@pytest.mark.parametrize("cpu", [0, 1])
+@pytest.mark.parametrize("subbuf_kb", [4, 8, 64])
+def test_read_gives_the_same_events_as_the_mapping(guest: Guest, subbuf_kb: int,
+                                                    cpu: int) -> None:
+    d = trace(guest, "data", str(subbuf_kb), str(cpu))
+    assert d["read_torn"] is None, f"a page from read() did not parse: {d['read_torn']}"
+    assert d["read_equals_written"] and d["mapped_equals_written"], \
+        f"the same workload read with read() ({d['read_count']} events) and through the " \
+        f"mapping ({len(d['mapped']['texts'])}) must both give the {d['written']} written"
+
+
+# --- 3. overflow ---------------------------------------------------------------------------
+
+@pytest.fixture
+def overflow(guest: Guest) -> dict:
+    return trace(guest, "overflow")
+
+
+def test_overflow_counters_account_for_every_event(overflow: dict) -> None:
+    o, m = overflow, overflow["meta_after_drain"]
+    assert o["overwrite_option"] == "1", "the check needs overwrite mode (the default)"
+    assert m["entries"] == o["written"], f"entries {m['entries']} != {o['written']} written"
+    assert m["read"] == o["read_events"], \
+        f"meta read {m['read']} != {o['read_events']} events the reader got"
+    # written = read + lost: overrun counts the events overwritten before being read.
+    assert m["overrun"] + o["read_events"] == o["written"], \
+        f"overrun {m['overrun']} + read {o['read_events']} != written {o['written']}"
+    assert o["read_is_newest_suffix"], "overwrite mode must keep the newest events, in order"
+
+
+def test_overflow_lost_events_reach_the_meta_page(overflow: dict) -> None:
+    # trace_mmap.h: reader.lost_events is the "Number of events lost at the time of the
+    # reader swap"; summed over the swaps of a full drain it must equal overrun.
+    lost = overflow["drain"]["lost_events"]
+    overrun = overflow["meta_after_drain"]["overrun"]
+    assert sum(lost) == overrun, \
+        f"reader.lost_events over {len(lost)} reader swaps sums to {sum(lost)}, but " \
+        f"{overrun} events were overwritten (meta overrun); per swap: {lost}"
+
+
+def test_overflow_is_flagged_in_the_sub_buffer(overflow: dict) -> None:
+    # ring_buffer_map_get_reader(): a reader sub-buffer after a loss carries RB_MISSED_EVENTS
+    # in its commit word, and the count (RB_MISSED_STORED) when there is room after the data.
+    d, overrun = overflow["drain"], overflow["meta_after_drain"]["overrun"]
+    assert d["missed_flags"] >= 1, "no reader sub-buffer carried RB_MISSED_EVENTS"
+    if d["stored_lost"]:
+        assert sum(d["stored_lost"]) == overrun, \
+            f"stored missed-event counts {d['stored_lost']} != overrun {overrun}"
+
+
+# --- 4. refusals ---------------------------------------------------------------------------
+
+def test_refused_mappings_fail_on_an_unmapped_buffer(guest: Guest, new_splats) -> None:
+    r = trace(guest, "first-mapping")
+    # __rb_map_vma(): VM_WRITE, VM_EXEC or !VM_MAYSHARE -> EPERM; pgoff off a sub-buffer
+    # (order > 0) or past the end -> EINVAL. ring_buffer_map() must return that error.
+    expected = {"prot_write": "EPERM", "prot_exec": "EPERM", "map_private": "EPERM",
+                "off_subbuf_boundary": "EINVAL", "past_the_end": "EINVAL"}
+    wrong = {k: f"expected {v}, got {r[k]}" for k, v in expected.items() if r[k] != v}
+    splat = new_splats()
+    assert not wrong and not splat, \
+        f"the first mapping of a CPU buffer: {wrong or 'refused as it should be'}; " \
+        f"kernel splats: {splat or 'none'}"
+    assert r["map_after"] == "ok", "a good mapping after the refused ones must work"
+
+
+@pytest.fixture
+def refusals(guest: Guest) -> dict:
+    return trace(guest, "refusals")
+
+
+def test_refused_mappings_fail_while_mapped(refusals: dict) -> None:
+    wrong = {k: v for k, v in refusals["while_mapped"].items() if v != "EPERM"}
+    assert not wrong, f"PROT_WRITE, PROT_EXEC and MAP_PRIVATE must give EPERM: {wrong}"
+
+
+def test_prot_write_on_a_read_only_fd_is_refused_by_the_vfs(refusals: dict) -> None:
+    # mm/mmap.c do_mmap(): MAP_SHARED + PROT_WRITE needs an fd open for writing (EACCES).
+    assert refusals["prot_write_rdonly_fd"] == "EACCES", refusals["prot_write_rdonly_fd"]
+
+
+def test_mprotect_to_writable_is_refused(refusals: dict) -> None:
+    # __rb_map_vma() clears VM_MAYWRITE: mprotect(PROT_WRITE) later gives EACCES.
+    assert refusals["mprotect_write"] == "EACCES", \
+        f"mprotect(PROT_READ|PROT_WRITE) of the meta page: {refusals['mprotect_write']}"
+    print(f"mprotect(PROT_EXEC) of the meta page: {refusals['mprotect_exec']} "
+          f"(tracefs mounted noexec: {refusals['noexec_mount']}; VM_MAYEXEC is not cleared)")
+
+
+def test_offsets_off_a_sub_buffer_or_past_the_end_are_refused(refusals: dict,
+                                                              new_splats) -> None:
+    o = refusals["offsets"]
+    expected = {"whole_data": "ok", "one_subbuf_short": "ok", "last_subbuf": "ok",
+                "off_subbuf_boundary": "EINVAL", "one_subbuf_too_long": "EINVAL",
+                "past_the_end": "EINVAL", "far_past_the_end": "EINVAL", "huge": "EINVAL"}
+    wrong = {k: f"expected {v}, got {o[k]}" for k, v in expected.items() if o[k] != v}
+    # (1 << 63) - PAGE: the VFS refuses pgoff + len overflowing first (EOVERFLOW).
+    if o["huge_max"] not in ("EINVAL", "EOVERFLOW"):
+        wrong["huge_max"] = f"expected EINVAL or EOVERFLOW, got {o['huge_max']}"
+    assert not wrong, f"mapping offsets and lengths ({refusals['geometry']}): {wrong}"
+    assert not new_splats(), f"kernel splats: {new_splats()}"
+
+
+def test_resize_and_snapshot_are_refused_while_mapped(refusals: dict) -> None:
+    busy, after = refusals["busy_while_mapped"], refusals["after_unmap"]
+    wrong = {k: v for k, v in busy.items() if v != "EBUSY"}
+    assert not wrong, f"while mapped these writes must give EBUSY: {wrong}"
+    wrong = {k: v for k, v in after.items() if v != "ok"}
+    assert not wrong, f"after munmap these writes must work again: {wrong}"
+
+
+def test_an_armed_snapshot_excludes_mapping(refusals: dict) -> None:
+    if not refusals["snapshot_file"]:
+        pytest.skip("kernel has no snapshot file in instances (CONFIG_TRACER_SNAPSHOT off)")
+    # get_snapshot_map(): tr->snapshot (armed snapshot users) -> EBUSY (map_test.c
+    # snapshot.excludes_map).
+    assert refusals["set_trigger"] == "ok", f"setting the trigger: {refusals['set_trigger']}"
+    assert refusals["map_with_snapshot_trigger"] == "EBUSY", \
+        f"mmap with a snapshot trigger set: {refusals['map_with_snapshot_trigger']}"
+    assert refusals["map_after_trigger_cleared"] == "ok", \
+        f"mmap after the trigger is cleared: {refusals['map_after_trigger_cleared']}"
+    print(f"mmap with a snapshot allocated but not armed: "
+          f"{refusals['map_with_snapshot_allocated']}")
+
+
+def test_ioctls_on_unmapped_and_unknown(refusals: dict) -> None:
+    # tracing_buffers_ioctl(): GET_READER needs a mapped buffer (ENODEV), other non-zero
+    # commands are ENOTTY, command 0 wakes waiters.
+    got = {k: refusals[k] for k in ("get_reader_unmapped", "unknown_ioctl", "wake_ioctl_0")}
+    assert got == {"get_reader_unmapped": "ENODEV", "unknown_ioctl": "ENOTTY",
+                   "wake_ioctl_0": "ok"}, got
+
+
+# --- 5. lifetime ---------------------------------------------------------------------------
+
+def lifetime(guest: Guest, part: str, new_splats) -> dict:
+    d = trace(guest, "lifetime", part)
+    splat = new_splats()
+    assert not splat, f"lifetime case '{part}': kernel splats {splat}; observations {d}"
+    assert d["remap_works"], f"after '{part}' a new mapping must work: {d}"
+    assert d["instance_removed"], f"after '{part}' the instance must be removable: {d}"
+    return d
+
+
+def test_partial_munmap_is_refused(guest: Guest, new_splats) -> None:
+    d = lifetime(guest, "partial", new_splats)
+    # tracing_buffers_may_split() returns -EINVAL: the mapping must stay whole.
+    assert d["partial_munmap"] == "EINVAL", \
+        f"munmap of one page inside the mapping: expected EINVAL, got {d['partial_munmap']}"
+    assert d["rest_munmap"] == "ok"
+
+
+def test_fork_inherits_only_with_madv_dofork(guest: Guest, new_splats) -> None:
+    d = lifetime(guest, "fork", new_splats)
+    # __rb_map_vma() sets VM_DONTCOPY: a child has no mapping (SIGSEGV on access) ...
+    assert d["child_without_dofork"] == {"signal": "SIGSEGV"}, d["child_without_dofork"]
+    # ... unless MADV_DOFORK cleared it: then the child reads the shared meta page.
+    assert d["child_with_dofork"] == {"meta_page_size": d["expected_meta_page_size"]}, \
+        d["child_with_dofork"]
+    assert d["parent_reads_after_child_exit"], "the parent's mapping broke when the child exited"
+
+
+def test_mapping_twice_shares_one_buffer(guest: Guest, new_splats) -> None:
+    d = lifetime(guest, "twice", new_splats)
+    assert d["second_fd_map"] == "ok" and d["same_view"], d
+    # The buffer stays mapped until its last mapping goes (user_mapped counts them).
+    assert d["get_reader_after_first_unmapped"] == "ok", d
+    assert d["get_reader_after_all_unmapped"] == "ENODEV", d
+
+
+def test_closing_the_fd_before_munmap(guest: Guest, new_splats) -> None:
+    d = lifetime(guest, "close-first", new_splats)
+    assert d["meta_readable_after_close"], "the mapping must outlive its fd"
+    # The VMA holds the file: the instance stays busy until munmap.
+    assert d["rmdir_while_mapped_fd_closed"] == "EBUSY", d
+
+
+def test_instances_come_and_go_while_one_is_mapped(guest: Guest, new_splats) -> None:
+    d = lifetime(guest, "instances", new_splats)
+    assert d["mkdir_other"] == "ok" and d["rmdir_other"] == "ok", d
+    # __remove_instance(): an instance with open files is busy.
+    assert d["rmdir_mapped_instance"] == "EBUSY", d
+
+
+def test_many_map_unmap_rounds_leave_nothing_behind(guest: Guest, new_splats) -> None:
+    d = lifetime(guest, "rounds", new_splats)
+    assert d["resize_after"] == "ok", \
+        f"after {d['rounds']} map/unmap rounds the buffer must resize (mapping count back " \
+        f"to zero): {d['resize_after']}"
+
+
+# --- 7. readers side by side ---------------------------------------------------------------
+
+def test_mapping_and_read_consume_from_one_position(guest: Guest, new_splats) -> None:
+    r = trace(guest, "readers")
+    print(f"read() on the mapped fd: {r['read_on_mapped_fd']}; splice() of the mapped buffer: "
+          f"{r['splice_on_mapped']}")
+    # ring_buffer_read_page() copies events out of a mapped buffer instead of swapping
+    # sub-buffers, and both readers advance the one per-CPU reader: each event is read once.
+    assert r["torn"] is None, r["torn"]
+    assert r["missing"] == 0 and r["foreign"] == 0, \
+        f"{r['missing']} of {r['written']} events reached neither reader, {r['foreign']} " \
+        "unknown events"
+    assert r["read_duplicates"] == 0 and r["read_returned_mapped_events"] == 0, \
+        f"read() returned {r['read_duplicates']} events twice and " \
+        f"{r['read_returned_mapped_events']} that GET_READER had already consumed"
+    assert r["meta_final"]["read"] == r["written"], \
+        f"meta read {r['meta_final']['read']} != {r['written']} events consumed by both"
+    assert not new_splats(), f"kernel splats: {new_splats()}"

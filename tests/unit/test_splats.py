@@ -1,0 +1,57 @@
+"""harness/splats.py on real kernel logs (tests/unit/data) and on one line of each kind."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import splats
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_real_warnings_from_a_trace_mmap_munmap() -> None:
+    lines = (DATA / "console-trace-mmap-warn-6.12.log").read_text().splitlines()
+    found = splats.find(lines)
+    assert len(found) >= 2
+    first = found[0]
+    assert first.title == "WARNING at kernel/trace/trace.c:8274 " \
+                          "tracing_buffers_mmap_close+0x51/0x70"
+    assert "remove_vma" in first.text and first.lines[-1].startswith("---[ end trace")
+    assert splats.taint(first.lines) == "" and splats.taint(found[1].lines) == "GW"
+
+
+def test_a_clean_boot_has_no_splat() -> None:
+    lines = (DATA / "console-boot-6.12.log").read_text().splitlines()
+    assert splats.find(lines) == []
+
+
+def test_a_panic_is_a_splat() -> None:
+    lines = (DATA / "console-panic-rdinit-6.12.log").read_text().splitlines()
+    titles = [s.title for s in splats.find(lines)]
+    assert any(t.startswith("Kernel panic - not syncing: Attempted to kill init!")
+               for t in titles)
+
+
+@pytest.mark.parametrize("line", [
+    "[   1.0] BUG: KASAN: use-after-free in ring_buffer_map+0x1/0x2",
+    "BUG: kernel NULL pointer dereference, address: 0000000000000008",
+    "kernel BUG at mm/mmap.c:100!",
+    "Oops: general protection fault, probably for non-canonical address 0xdead: 0000 [#1]",
+    "general protection fault, probably for non-canonical address 0xdead000000000100: 0000",
+    "UBSAN: shift-out-of-bounds in kernel/trace/ring_buffer.c:6969:12",
+    "WARNING: possible circular locking dependency detected",
+    "rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:",
+    "watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [python3:181]",
+    "INFO: task python3:181 blocked for more than 120 seconds.",
+    "refcount_t: underflow; use-after-free.",
+    "BUG: KFENCE: out-of-bounds read in ring_buffer_map+0x1/0x2",
+])
+def test_each_kind_is_recognised(line: str) -> None:
+    assert [s.title for s in splats.find(["ordinary line", line, "more"])] == \
+        [splats.console.clean(line)]
+
+
+def test_ordinary_lines_are_not_splats() -> None:
+    assert splats.find(["ringlab: ready", "Speculative Return Stack Overflow: WARNING: See x",
+                        "perf: interrupt took too long"]) == []
