@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from harness.config import LabConfig
+from harness.errors import LabError
 from harness.lab import Lab
 
 # Targets from the lab-foundation issue (2-core host, TCG, warm caches).
@@ -125,16 +126,8 @@ def perf_ring_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 3) -> i
             d = g.probe("probe_perf_ring", ["throughput", "20000"], timeout=300).data
             mmap_rates.append(d["mmap_records_per_s"])
             read_rates.append(d["read_calls_per_s"])
-    repo = Path(__file__).resolve().parent.parent
-    start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "harness.pytest_plugin",
-                           "-p", "no:cacheprovider", "--lab-config", str(cfg.path),
-                           "--kernel", plan.kernel.name, "--lab-report-dir",
-                           str(out_dir / "bench-perf-ring-run"),
-                           str(repo / "tests" / "kernel" / "test_perf_ring.py")],
-                          cwd=repo, capture_output=True, text=True)
-    wall = time.monotonic() - start
-    last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "(no output)"
+    wall, last, code = _test_file_wall(cfg, plan.kernel.name, out_dir / "bench-perf-ring-run",
+                                       "test_perf_ring.py")
     results = {"mmap_records_per_s": _stats(mmap_rates), "read_calls_per_s": _stats(read_rates),
                "test_file_wall_s": _stats([wall])}
     print(f"\nringlab bench perf-ring: kernel {plan.kernel.name} ({plan.kernel.release}), accel "
@@ -148,4 +141,91 @@ def perf_ring_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 3) -> i
     report.write_text(json.dumps({"kernel": plan.kernel.release, "accel": plan.accel,
                                   "results": results, "pytest": last}, indent=2))
     print(f"\nfigures saved to {report}")
-    return 0 if proc.returncode == 0 else 1
+    return 0 if code == 0 else 1
+
+
+def _test_file_wall(cfg: LabConfig, kernel_name: str, report_dir: Path, test_file: str
+                    ) -> tuple[float, str, int]:
+    """Wall time of one kernel test file run by pytest as a user would: (s, last line, rc)."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "harness.pytest_plugin",
+                           "-p", "no:cacheprovider", "--lab-config", str(cfg.path),
+                           "--kernel", kernel_name, "--lab-report-dir", str(report_dir),
+                           str(repo / "tests" / "kernel" / test_file)],
+                          cwd=repo, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "(no output)"
+    return wall, last, proc.returncode
+
+
+TRACE_METHODS = ("mmap", "read", "splice")
+
+
+def trace_mmap_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 3,
+                     events: int = 20000, subbufs_kb: tuple[int, ...] = (4, 64)) -> int:
+    """`./lab bench trace-mmap`: events/s consumed from one pre-filled tracefs CPU buffer
+    through the mapping (GET_READER), read() and splice() of trace_pipe_raw; each both as
+    transport only (the sub-buffers move, nothing is parsed) and parsed in Python (what a
+    consumer pays). Then the wall time of tests/kernel/test_trace_mmap.py."""
+    lab = Lab(cfg)
+    out_dir = cfg.reports_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plan = lab.plan(kernel_name, out_dir / "bench-trace-mmap-console.log")
+    from harness.guest import boot
+    rates: dict[str, list[float]] = {}
+    kernel_us: dict[str, list[float]] = {}
+    setup_ms: dict[str, list[float]] = {}
+    with boot(plan) as g:
+        for _ in range(runs):
+            for kb in subbufs_kb:
+                d = g.probe("probe_trace_mmap", ["throughput", str(events), str(kb)],
+                            timeout=600).data
+                if "skip" in d:
+                    raise LabError(f"the trace-mmap benchmark cannot run: {d['skip']}")
+                for key, value in d.items():
+                    if isinstance(value, dict) and value.get("events_per_s"):
+                        rates.setdefault(f"{key}_{kb}k", []).append(value["events_per_s"])
+                        kernel_us.setdefault(f"{key}_{kb}k", []).append(
+                            value["us_per_event_in_kernel"])
+                        if key == "mmap_transport":
+                            setup_ms.setdefault(f"{kb}k", []).append(value["setup_s"] * 1000)
+    wall, last, code = _test_file_wall(cfg, plan.kernel.name, out_dir / "bench-trace-mmap-run",
+                                       "test_trace_mmap.py")
+    results = {k: _stats(v) for k, v in rates.items()}
+    in_kernel = {k: _stats(v) for k, v in kernel_us.items()}
+    results["test_file_wall_s"] = _stats([wall])
+    print(f"\nringlab bench trace-mmap: kernel {plan.kernel.name} ({plan.kernel.release}), "
+          f"accel {plan.accel}, {plan.cpus} cpu, {events} trace_marker events a run")
+    ratios = {}
+    for kb in subbufs_kb:
+        for mode in ("transport", "parsed"):
+            for method in TRACE_METHODS:
+                key = f"{method}_{mode}_{kb}k"
+                if key in results:
+                    print(_line(f"{kb:3} KiB {method:6} {mode:9} events/s", results[key], "/s",
+                                None) + f"  ({in_kernel[key]['median']:.3f} us/event in "
+                                        f"the kernel call)")
+            base = results.get(f"mmap_{mode}_{kb}k")
+            for other in ("read", "splice"):
+                theirs = results.get(f"{other}_{mode}_{kb}k")
+                if base and theirs:
+                    ratios[f"mmap/{other} {mode} {kb} KiB"] = base["median"] / theirs["median"]
+        if f"{kb}k" in setup_ms:
+            print(_line(f"{kb:3} KiB mmap of the whole buffer, once", _stats(setup_ms[f"{kb}k"]),
+                        "ms", None))
+    for name, ratio in ratios.items():
+        print(f"  ratio {name:30} {ratio:6.2f}x")
+    print(_line("tests/kernel/test_trace_mmap.py wall", results["test_file_wall_s"], "s", None)
+          + f"  ({last})")
+    report = out_dir / time.strftime("bench-trace-mmap-%Y%m%d-%H%M%S.json")
+    report.write_text(json.dumps({"kernel": plan.kernel.release, "accel": plan.accel,
+                                  "events": events, "results": results, "ratios": ratios,
+                                  "us_per_event_in_kernel": in_kernel,
+                                  "mmap_setup_ms": {k: _stats(v) for k, v in setup_ms.items()},
+                                  "pytest": last}, indent=2))
+    print(f"\nfigures saved to {report}")
+    return 0 if code == 0 else 1

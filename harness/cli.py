@@ -190,6 +190,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if args.bench == "perf-ring":
         return bench.perf_ring_bench(cfg, args.kernel, runs=args.runs)
+    if args.bench == "trace-mmap":
+        return bench.trace_mmap_bench(cfg, args.kernel, runs=args.runs, events=args.events)
     return bench.boot_bench(cfg, args.kernel, runs=args.runs, probe_runs=args.probe_runs,
                             cold=args.cold, cpus=args.cpus)
 
@@ -253,6 +255,15 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--kernel", help="kernel name from lab.yaml")
     bp.add_argument("--runs", type=int, default=3, help="throughput runs (default 3)")
     bp.set_defaults(func=cmd_bench)
+    bt = bsub.add_parser("trace-mmap", help="tracefs buffer: mmap vs read() vs splice() rates",
+                         description="Events/s consumed from a tracefs CPU buffer through the "
+                         "mapping, read() and splice() of trace_pipe_raw (transport only and "
+                         "parsed), and the wall time of tests/kernel/test_trace_mmap.py.")
+    bt.add_argument("--kernel", help="kernel name from lab.yaml")
+    bt.add_argument("--runs", type=int, default=3, help="throughput runs (default 3)")
+    bt.add_argument("--events", type=int, default=20000,
+                    help="trace_marker events a run (default 20000)")
+    bt.set_defaults(func=cmd_bench)
     return p
 
 

@@ -48,7 +48,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "guest(cpus): boot this test's guest with cpus=N")
     if config.pluginmanager.has_plugin("ringlab-session"):
         return
-    config.pluginmanager.register(LabSession(config), "ringlab-session")
+    try:
+        session = LabSession(config)
+    except LabError as e:  # a user mistake (lab.yaml, the known-issues list): no traceback
+        raise pytest.UsageError(str(e)) from None
+    config.pluginmanager.register(session, "ringlab-session")
 
 
 class GuestPool:

@@ -819,90 +819,130 @@ def _splice_once(fd: int) -> str:
 
 # --- benchmark ----------------------------------------------------------------------------
 
+@dataclass
+class Consumed:
+    bytes: int = 0
+    events: int = 0
+    kernel_s: float = 0.0    # inside the consuming system calls (ioctl, read, splice)
+    setup_s: float = 0.0     # mapping the buffer (mmap), once per consumer
+
+
 def check_throughput(args: list[str]) -> dict:
-    """Events/s consumed through the mapping, read() and splice() of trace_pipe_raw: the same
-    pre-filled buffer each time. 'transport' moves the sub-buffers only; 'parsed' also parses
-    every event in Python, which is what a consumer pays."""
+    """Events/s consumed from one pre-filled CPU buffer through the mapping, read() and
+    splice() of trace_pipe_raw. 'transport' only moves sub-buffers to where the consumer can
+    read them (for the mapping: GET_READER and the meta page, no copy); 'parsed' also parses
+    every event in Python, the same parser on each path. kernel_s is the time spent in the
+    consuming system calls, which says where the difference comes from; setup_s is the
+    mmap itself (left out of the rates: a consumer maps once)."""
     n = int(args[0]) if args else 20000
-    out: dict = {"events": n}
+    subbuf_kb = int(args[1]) if len(args) > 1 else 4
+    out: dict = {"events": n, "subbuf_kb": subbuf_kb}
+    for method in ("mmap", "read", "splice"):  # warm up each path (imports, caches)
+        with instance(subbuf_kb=4, size_kb=64) as inst, pinned(0):
+            for t in texts(200, "w"):
+                inst.mark(t)
+            fd = inst.open_cpu(0)
+            CONSUMERS[method](fd, inst, True)
+            os.close(fd)
     for method in ("mmap", "read", "splice"):
         for parse in (False, True):
-            with instance(subbuf_kb=4, size_kb=max(512, n * 200 // 1024)) as inst, pinned(0):
+            with instance(subbuf_kb=subbuf_kb, size_kb=max(512, n * 200 // 1024)) as inst, \
+                    pinned(0):
                 for t in texts(n, "t"):
                     inst.mark(t)
                 fd = inst.open_cpu(0)
                 t0 = time.perf_counter()
-                moved, events = CONSUMERS[method](fd, inst, parse)
+                c = CONSUMERS[method](fd, inst, parse)
                 took = time.perf_counter() - t0
                 os.close(fd)
-            key = f"{method}_{'parsed' if parse else 'transport'}"
-            out[key] = {"seconds": took, "bytes": moved, "events": events,
-                        "events_per_s": events / took if took and events else None,
-                        "mb_per_s": moved / took / 1e6 if took else None}
+                if not parse:  # the buffer's own count of what was consumed
+                    c.events = int(inst.stats(0).get("read events", 0))
+            steady = took - c.setup_s
+            out[f"{method}_{'parsed' if parse else 'transport'}"] = {
+                "seconds": took, "setup_s": c.setup_s, "kernel_s": c.kernel_s,
+                "bytes": c.bytes, "events": c.events,
+                "events_per_s": c.events / steady if steady > 0 and c.events else None,
+                "us_per_event_in_kernel": c.kernel_s / c.events * 1e6 if c.events else None}
     return out
 
 
-def _consume_mmap(fd: int, inst: Instance, parse: bool) -> tuple[int, int]:
-    with TraceMap(fd) as tm:
-        if parse:
-            d = MapReader(tm, inst).until_empty()
-            return d.bytes, len(d.texts)
-        moved, last = 0, None
+def _count(buf: memoryview, inst: Instance, start: int = 0) -> int:
+    first = inst.header.data_offset + start
+    return sum(1 for e in parse_subbuf(buf, inst.header).events if e.offset >= first)
+
+
+def _consume_mmap(fd: int, inst: Instance, parse: bool) -> Consumed:
+    c = Consumed()
+    t = time.perf_counter()
+    tm = TraceMap(fd)
+    c.setup_s = time.perf_counter() - t
+    with tm:
+        meta = abi.TraceBufferMeta.from_address(tm.meta_map.addr)  # the live page, no copy
+        last_id, done = None, 0
         while True:
+            t = time.perf_counter()
             tm.get_reader()
-            m = tm.meta()
-            if m.reader_id == last:
+            c.kernel_s += time.perf_counter() - t
+            rid, upto = meta.reader_id, meta.reader_read
+            if rid == last_id and upto == done:
                 break
-            last = m.reader_id
-            # Touch the commit word: all a zero-copy consumer must do to know the size.
-            moved += tm.data.u64(last * tm.subbuf_size + inst.header.commit_offset) & 0x7FFFFFF
-        return moved, tm.meta().read
+            start = done if rid == last_id else 0
+            last_id, done = rid, upto
+            c.bytes += upto - start
+            if parse:
+                view = (ctypes.c_char * tm.subbuf_size).from_address(
+                    tm.data.addr + rid * tm.subbuf_size)
+                c.events += _count(memoryview(view).cast("B"), inst, start)
+    return c
 
 
-def _consume_read(fd: int, inst: Instance, parse: bool) -> tuple[int, int]:
-    moved = events = 0
+def _consume_read(fd: int, inst: Instance, parse: bool) -> Consumed:
+    c, buf = Consumed(), bytearray(_subbuf_size(inst))
     while True:
+        t = time.perf_counter()
         try:
-            chunk = os.read(fd, PAGE)
+            n = os.readv(fd, [buf])
         except BlockingIOError:
+            n = 0
+        c.kernel_s += time.perf_counter() - t
+        if not n:
             break
-        if not chunk:
-            break
-        moved += len(chunk)
+        c.bytes += n
         if parse:
-            events += len(parse_subbuf(chunk, inst.header).events)
-    return moved, events if parse else _entries(inst)
+            c.events += _count(memoryview(buf)[:n], inst)
+    return c
 
 
-def _consume_splice(fd: int, inst: Instance, parse: bool) -> tuple[int, int]:
+def _consume_splice(fd: int, inst: Instance, parse: bool) -> Consumed:
+    """splice() into a pipe, then read() the pipe: the consumer's copy of a page."""
+    size = _subbuf_size(inst)
+    c, buf = Consumed(), bytearray(size)
     r, w = os.pipe()
-    fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ: room for many sub-buffers per call
-    moved = events = 0
+    fcntl.fcntl(w, 1031, max(size, PAGE * 16))  # F_SETPIPE_SZ: room for one sub-buffer
     try:
         while True:
+            t = time.perf_counter()
             try:
-                n = os.splice(fd, w, 64 * PAGE, flags=2)  # SPLICE_F_NONBLOCK
+                n = os.splice(fd, w, size, flags=2)  # SPLICE_F_NONBLOCK
             except BlockingIOError:
+                n = 0
+            got = 0
+            while got < n:
+                got += os.readv(r, [memoryview(buf)[got:n]])
+            c.kernel_s += time.perf_counter() - t
+            if not n:
                 break
-            if n <= 0:
-                break
-            moved += n
-            left = n
-            while left:
-                chunk = os.read(r, min(left, 64 * PAGE))
-                left -= len(chunk)
-                if parse:
-                    for i in range(0, len(chunk), PAGE):
-                        events += len(parse_subbuf(chunk[i:i + PAGE], inst.header).events)
+            c.bytes += got
+            if parse:
+                c.events += _count(memoryview(buf)[:got], inst)
     finally:
         os.close(r)
         os.close(w)
-    return moved, events if parse else _entries(inst)
+    return c
 
 
-def _entries(inst: Instance) -> int:
-    """Events consumed, by the buffer's own count (stats: 'read events')."""
-    return int(inst.stats(0).get("read events", 0))
+def _subbuf_size(inst: Instance) -> int:
+    return int(inst.get("buffer_subbuf_size_kb")) * 1024
 
 
 CONSUMERS = {"mmap": _consume_mmap, "read": _consume_read, "splice": _consume_splice}

@@ -54,3 +54,50 @@ def test_guest_crash_fails_that_test_and_the_run_goes_on(tmp_path: Path, make_la
     assert c.find("failure") is None and c.find("error") is None
     summary = (tmp_path / "run" / "summary.json").read_text()
     assert '"cpus": 1' in summary and summary.count('"boot_s"') == 2
+
+
+def test_known_issues_become_xfail_only_on_listed_kernels(tmp_path: Path, make_lab_yaml) -> None:
+    suite = "tests/suites/suite_known_issues.py"
+    known = tmp_path / "known-issues.yaml"
+    known.write_text(f"""
+issues:
+  - id: listed-here
+    tests: ["{suite}::test_breaks_the_abi", "{suite}::test_got_fixed"]
+    versions: [">=2.6"]
+    reason: the booted kernel is listed
+    link: https://example.invalid/listed
+  - id: listed-elsewhere
+    tests: ["{suite}::test_breaks_it_on_another_kernel"]
+    versions: ["<2.6"]
+    reason: only old kernels are listed
+    link: https://example.invalid/elsewhere
+""")
+    junit = tmp_path / "junit.xml"
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin",
+                        "-p", "no:cacheprovider", suite, "--known-issues", str(known),
+                        "--lab-config", str(make_lab_yaml()), "--lab-report-dir",
+                        str(tmp_path / "run"), "--junitxml", str(junit), "-rxX"],
+                       cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 1, p.stdout[-3000:]
+    cases = _cases(junit)
+    xfailed = cases["test_breaks_the_abi"].find("skipped")
+    assert xfailed is not None and "listed-here" in xfailed.get("message", "")
+    fixed = cases["test_got_fixed"].find("failure")
+    assert fixed is not None and "XPASS(strict)" in fixed.get("message", "")
+    other = cases["test_breaks_it_on_another_kernel"].find("failure")
+    assert other is not None and "listed for other kernel versions" in \
+        other.get("message", "") + (other.text or "")
+    assert "XFAIL" in p.stdout and "listed-here" in p.stdout
+
+
+def test_a_broken_known_issues_list_is_a_clear_error(tmp_path: Path, make_lab_yaml) -> None:
+    broken = tmp_path / "known-issues.yaml"
+    broken.write_text("issues:\n  - {id: a}\n")
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin",
+                        "-p", "no:cacheprovider", "tests/suites/suite_known_issues.py",
+                        "--known-issues", str(broken), "--lab-config", str(make_lab_yaml())],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0
+    out = p.stdout + p.stderr
+    assert f"{broken}: issues[0].link" in out or f"{broken}: issues[0]" in out, out[-2000:]
+    assert "Traceback" not in out, out[-3000:]
