@@ -112,9 +112,6 @@ def perf_ring_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 3) -> i
     """`./lab bench perf-ring`: records/s read through the mmap'd buffer vs counter reads/s
     through read() of a group (probe_perf_ring.py throughput), and the wall time of
     tests/kernel/test_perf_ring.py under this machine's accelerator."""
-    import subprocess
-    import sys
-
     lab = Lab(cfg)
     out_dir = cfg.reports_dir
     out_dir.mkdir(parents=True, exist_ok=True)

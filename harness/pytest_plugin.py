@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -98,6 +98,7 @@ class LabSession:
         self.pool: GuestPool | None = None
         self.error: LabError | None = None
         self.results: list[dict] = []
+        self.facts: dict[str, str] = {}
         self.started = time.time()
         cfg_path = config.getoption("--lab-config") or os.environ.get("RINGLAB_CONFIG") or \
             str(REPO / "lab.yaml")
@@ -116,6 +117,12 @@ class LabSession:
             lab = Lab(self.lab_config, refresh=self.config.getoption("--lab-refresh"))
             self.pool = GuestPool(lab, self.kernel_name, self.report_dir)
         return self.pool
+
+    @pytest.fixture
+    def kernel_fact(self) -> Callable[[str, str], None]:
+        """Call it with (name, value) to put what a test learnt about the kernel (e.g. which
+        mapping ABI it speaks) in the run's summary.txt and summary.json."""
+        return self.facts.__setitem__
 
     @pytest.fixture(scope="session")
     def lab(self) -> Lab:
@@ -173,13 +180,15 @@ class LabSession:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-            reason = ""
-            if report.skipped and isinstance(report.longrepr, tuple):
+            reason, outcome = "", report.outcome
+            if hasattr(report, "wasxfail"):  # a known kernel issue (kernels/known-issues.yaml)
+                outcome, reason = ("xfailed" if report.skipped else "xpassed"), report.wasxfail
+            elif report.skipped and isinstance(report.longrepr, tuple):
                 reason = report.longrepr[2]
             elif report.failed:
                 reason = str(report.longrepr).strip().splitlines()[-1][:300] \
                     if report.longrepr else ""
-            self.results.append({"test": report.nodeid, "outcome": report.outcome,
+            self.results.append({"test": report.nodeid, "outcome": outcome,
                                  "duration_s": round(report.duration, 3), "reason": reason})
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -215,7 +224,7 @@ class LabSession:
                "kernel_description": k.description if k else None,
                "boots": self.pool.boots if self.pool else [], "counts": counts,
                "exit_status": int(exitstatus), "duration_s": round(time.time() - self.started, 1),
-               "results": self.results}
+               "kernel_facts": self.facts, "results": self.results}
         (self.report_dir / "summary.json").write_text(json.dumps(doc, indent=2))
         lines = [f"ringlab run on kernel {self.kernel_name} "
                  f"({doc['kernel_description'] or 'not prepared'})",
@@ -223,6 +232,7 @@ class LabSession:
                                         for b in doc["boots"]) or "none"),
                  "results: " + (", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
                                 or "no tests ran")]
+        lines += [f"kernel: {name}: {value}" for name, value in sorted(self.facts.items())]
         for r in self.results:
             if r["outcome"] != "passed":
                 lines.append(f"  {r['outcome'].upper():7s} {r['test']}: {r['reason']}")

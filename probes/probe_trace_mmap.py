@@ -16,7 +16,6 @@ import errno
 import fcntl
 import mmap
 import os
-import select
 import signal
 import time
 from collections.abc import Iterator

@@ -9,8 +9,6 @@ map_test.c, ../shared/reference/ring-buffer-abi.md section 4, seed 003 (the RFC)
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from harness.guest import Guest
@@ -28,9 +26,9 @@ def trace(guest: Guest, check: str, *args: str, timeout: float = 180) -> dict:
 
 # --- 6. which ABI ----------------------------------------------------------------------------
 
-def test_kernel_speaks_the_mainline_mapping_abi(guest: Guest) -> None:
+def test_kernel_speaks_the_mainline_mapping_abi(guest: Guest, kernel_fact) -> None:
     a = trace(guest, "abi")
-    print(f"trace_pipe_raw mmap ABI of {a['release']}: {a['abi']} ({a['why']})")
+    kernel_fact("trace_pipe_raw mmap ABI", f"{a['abi']} ({a['why']})")
     version = release_version(a["release"])
     if version is not None and version < (6, 10, 0):
         pytest.skip(f"kernel {a['release']} predates the mainline mapping ABI (v6.10); it "
