@@ -18,7 +18,7 @@ import pytest
 
 from harness import config as lab_config
 from harness import console, known_issues
-from harness.errors import LabError
+from harness.errors import GuestHang, LabError
 from harness.guest import Guest
 from harness.lab import Lab
 
@@ -153,10 +153,16 @@ class LabSession:
         outcome = yield
         report: pytest.TestReport = outcome.get_result()
         g = item.stash.get(GUEST_KEY, None)
-        if g is None or call.when != "call":
+        if g is None or call.when == "teardown":
             return
         dead = g.health()
-        if dead is None:
+        if dead is None and report.failed and call.excinfo is not None and \
+                call.excinfo.errisinstance(GuestHang):
+            dead = _wait_for_death(g)  # the console shows the panic a moment after SSH goes
+        if call.when == "setup":  # a fixture's probe may be what the guest died under
+            if dead is None or report.passed:
+                return
+        elif dead is None:
             try:
                 g.kmsg()
                 lines = g.kernel_log[item.stash.get(LOG_MARK_KEY, len(g.kernel_log)):]
@@ -185,9 +191,8 @@ class LabSession:
                 outcome, reason = ("xfailed" if report.skipped else "xpassed"), report.wasxfail
             elif report.skipped and isinstance(report.longrepr, tuple):
                 reason = report.longrepr[2]
-            elif report.failed:
-                reason = str(report.longrepr).strip().splitlines()[-1][:300] \
-                    if report.longrepr else ""
+            elif report.failed or outcome == "rerun":  # rerun: pytest-rerunfailures
+                reason = _reason(report)
             self.results.append({"test": report.nodeid, "outcome": outcome,
                                  "duration_s": round(report.duration, 3), "reason": reason})
 
@@ -245,3 +250,21 @@ class LabSession:
         if summary.exists():
             for line in summary.read_text().splitlines()[:3]:
                 terminalreporter.write_line(line)
+
+
+def _wait_for_death(g: Guest, wait_s: float = 5.0) -> str | None:
+    """How the guest died, if it did within wait_s; None if it is still alive."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if (dead := g.health()) is not None:
+            return dead
+        time.sleep(0.2)
+    return None
+
+
+def _reason(report: pytest.TestReport) -> str:
+    """One line on why a test failed: the guest's death if that was it, else the last line."""
+    text = str(report.longrepr).strip() if report.longrepr else ""
+    died = next((line for line in text.splitlines()
+                 if line.startswith("the guest died during this test")), None)
+    return (died or (text.splitlines()[-1] if text else ""))[:300]

@@ -101,3 +101,19 @@ def test_a_broken_known_issues_list_is_a_clear_error(tmp_path: Path, make_lab_ya
     out = p.stdout + p.stderr
     assert f"{broken}: issues[0].link" in out or f"{broken}: issues[0]" in out, out[-2000:]
     assert "Traceback" not in out, out[-3000:]
+
+
+def test_a_test_whose_guest_died_is_rerun_in_a_fresh_guest(tmp_path: Path,
+                                                           make_lab_yaml) -> None:
+    from harness.cli import RERUN_ARGS  # what ./lab run passes
+    env = dict(os.environ, RINGLAB_DIES_ONCE_FLAG=str(tmp_path / "died"))
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin",
+                        "-p", "no:cacheprovider", "tests/suites/suite_guest_dies_once.py",
+                        "--lab-config", str(make_lab_yaml()), "--lab-report-dir",
+                        str(tmp_path / "run"), *RERUN_ARGS],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:]
+    assert "1 passed, 1 rerun" in p.stdout
+    summary = (tmp_path / "run" / "summary.json").read_text()
+    assert '"rerun"' in summary and "the guest died during this test" in summary
+    assert summary.count('"boot_s"') == 2
