@@ -255,23 +255,26 @@ def build_parser() -> argparse.ArgumentParser:
     bb.add_argument("--cold", action="store_true", help="also time a cold start in an empty "
                     "cache (download + rootfs build)")
     bb.set_defaults(func=cmd_bench)
-    bp = bsub.add_parser("perf-ring", help="perf ring buffer: mmap vs read() rates, test wall",
-                         description="Records/s read through the mmap'd perf buffer vs counter "
-                         "reads/s through read() of a group, and the wall time of "
-                         "tests/kernel/test_perf_ring.py.")
-    bp.add_argument("--kernel", help="kernel name from lab.yaml")
-    bp.add_argument("--runs", type=int, default=3, help="throughput runs (default 3)")
-    bp.set_defaults(func=cmd_bench)
-    bt = bsub.add_parser("trace-mmap", help="tracefs buffer: mmap vs read() vs splice() rates",
-                         description="Events/s consumed from a tracefs CPU buffer through the "
-                         "mapping, read() and splice() of trace_pipe_raw (transport only and "
-                         "parsed), and the wall time of tests/kernel/test_trace_mmap.py.")
-    bt.add_argument("--kernel", help="kernel name from lab.yaml")
-    bt.add_argument("--runs", type=int, default=3, help="throughput runs (default 3)")
+    _bench_parser(bsub, "perf-ring", "perf ring buffer: mmap vs read() rates, test wall",
+                  "Records/s read through the mmap'd perf buffer vs counter reads/s through "
+                  "read() of a group, and the wall time of tests/kernel/test_perf_ring.py.")
+    bt = _bench_parser(bsub, "trace-mmap", "tracefs buffer: mmap vs read() vs splice() rates",
+                       "Events/s consumed from a tracefs CPU buffer through the mapping, read() "
+                       "and splice() of trace_pipe_raw (transport only and parsed), and the "
+                       "wall time of tests/kernel/test_trace_mmap.py.")
     bt.add_argument("--events", type=int, default=20000,
                     help="trace_marker events a run (default 20000)")
-    bt.set_defaults(func=cmd_bench)
     return p
+
+
+def _bench_parser(bsub: argparse._SubParsersAction, name: str, help_: str, description: str
+                  ) -> argparse.ArgumentParser:
+    """A probe benchmark's subcommand: --kernel and --runs."""
+    b = bsub.add_parser(name, help=help_, description=description)
+    b.add_argument("--kernel", help="kernel name from lab.yaml")
+    b.add_argument("--runs", type=int, default=3, help="throughput runs (default 3)")
+    b.set_defaults(func=cmd_bench)
+    return b
 
 
 def _interrupt(signum: int, frame: object) -> None:

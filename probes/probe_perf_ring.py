@@ -648,16 +648,13 @@ def check_throughput(args: list[str]) -> dict:
             "group_counted": counted}
 
 
-CHECKS = {name[len("check_"):].replace("_", "-"): fn for name, fn in globals().items()
-          if name.startswith("check_")}
+CHECKS = probelib.check_table(globals())
 
 
 def main(argv: list[str]) -> int:
-    p = probelib.parser("probe_perf_ring", "Probe the perf ring buffer; prints one JSON "
-                        "document of observations for CHECK.")
-    p.add_argument("check", choices=sorted(CHECKS), help="which rules to probe")
-    p.add_argument("args", nargs="*", help="check arguments (rounds, seconds, ...)")
-    ns = p.parse_args(argv)
+    ns = probelib.parse_check(argv, "probe_perf_ring", "Probe the perf ring buffer; prints one "
+                              "JSON document of observations for CHECK.", CHECKS,
+                              "rounds, seconds, ...")
     try:
         result = CHECKS[ns.check](ns.args)
     except OSError as e:

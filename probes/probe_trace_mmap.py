@@ -946,16 +946,13 @@ def _subbuf_size(inst: Instance) -> int:
 
 CONSUMERS = {"mmap": _consume_mmap, "read": _consume_read, "splice": _consume_splice}
 
-CHECKS = {name[len("check_"):].replace("_", "-"): fn for name, fn in globals().items()
-          if name.startswith("check_")}
+CHECKS = probelib.check_table(globals())
 
 
 def main(argv: list[str]) -> int:
-    p = probelib.parser("probe_trace_mmap", "Probe the tracefs ring buffer mmap "
-                        "(trace_pipe_raw); prints one JSON document of observations for CHECK.")
-    p.add_argument("check", choices=sorted(CHECKS), help="which rules to probe")
-    p.add_argument("args", nargs="*", help="check arguments (sub-buffer KB, CPU, counts)")
-    ns = p.parse_args(argv)
+    ns = probelib.parse_check(argv, "probe_trace_mmap", "Probe the tracefs ring buffer mmap "
+                              "(trace_pipe_raw); prints one JSON document of observations for "
+                              "CHECK.", CHECKS, "sub-buffer KB, CPU, counts")
     try:
         root = tracefs_root()
         if ns.check != "abi":

@@ -36,6 +36,21 @@ def parser(name: str, description: str) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(prog=f"python3 {name}.py", description=description)
 
 
+def check_table(namespace: dict) -> dict[str, Callable[[list[str]], dict]]:
+    """A probe's checks by name: its check_foo_bar functions as 'foo-bar'."""
+    return {name[len("check_"):].replace("_", "-"): fn for name, fn in namespace.items()
+            if name.startswith("check_")}
+
+
+def parse_check(argv: list[str], name: str, description: str, checks: dict,
+                args_help: str) -> argparse.Namespace:
+    """The command line every multi-check probe takes: CHECK [ARGS...]."""
+    p = parser(name, description)
+    p.add_argument("check", choices=sorted(checks), help="which rules to probe")
+    p.add_argument("args", nargs="*", help=f"check arguments ({args_help})")
+    return p.parse_args(argv)
+
+
 def run(main: Callable[[list[str]], int]) -> None:
     """Entry for `python3 probe_x.py ...` by hand."""
     sys.exit(main(sys.argv[1:]))
