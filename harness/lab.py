@@ -54,7 +54,8 @@ class Lab:
         return self._accel
 
     def plan(self, kernel_name: str | None, console_log: Path, cpus: int | None = None,
-             cmdline: str = "", extra_probe_dirs: tuple[Path, ...] = ()) -> BootPlan:
+             cmdline: str = "", extra_probe_dirs: tuple[Path, ...] = (),
+             memory_mb: int | None = None) -> BootPlan:
         """Prepare everything a boot needs (fetching and building on first use)."""
         host.require(host.BOOT_TOOLS)
         k = self.kernel(kernel_name)
@@ -63,12 +64,14 @@ class Lab:
         chosen, _ = self.accel(k)
         n = cpus or m.cpus
         return BootPlan(kernel=k, rootfs=image, key=self.client_key(), cpus=n,
-                        memory_mb=m.memory_mb, accel=chosen,
+                        memory_mb=memory_mb or m.memory_mb, accel=chosen,
                         tcg_threads=qemu.tcg_threads(m.tcg_threads, n),
                         boot_timeout_s=m.boot_timeout_s, console_log=console_log,
                         cmdline=" ".join(filter(None, (m.cmdline, cmdline))),
                         extra_probe_dirs=extra_probe_dirs)
 
     def boot(self, kernel_name: str | None, console_log: Path, cpus: int | None = None,
-             cmdline: str = "", extra_probe_dirs: tuple[Path, ...] = ()) -> Guest:
-        return boot(self.plan(kernel_name, console_log, cpus, cmdline, extra_probe_dirs))
+             cmdline: str = "", extra_probe_dirs: tuple[Path, ...] = (),
+             memory_mb: int | None = None) -> Guest:
+        return boot(self.plan(kernel_name, console_log, cpus, cmdline, extra_probe_dirs,
+                              memory_mb))

@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # paramiko logs a traceback for every refused attempt while a guest's sshd starts.
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)
-    config.addinivalue_line("markers", "guest(cpus): boot this test's guest with cpus=N")
+    config.addinivalue_line("markers", "guest(cpus, memory_mb): boot this test's guest with N "
+                            "vCPUs and/or M MB of memory")
     if config.pluginmanager.has_plugin("ringlab-session"):
         return
     try:
@@ -55,33 +57,44 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(session, "ringlab-session")
 
 
+@dataclass(frozen=True)
+class Profile:
+    """A machine profile a test asks for with @pytest.mark.guest(cpus=N, memory_mb=M)."""
+    cpus: int
+    memory_mb: int
+
+
 class GuestPool:
-    """Guests booted on demand, one per (kernel, cpus), reused by every test of the session.
+    """Guests booted on demand, one per machine profile, reused by every test of the session.
     A guest that died is replaced by a fresh one for the next test."""
 
     def __init__(self, lab: Lab, kernel: str, report_dir: Path) -> None:
         self.lab = lab
         self.kernel = kernel
         self.report_dir = report_dir
-        self.guests: dict[int, Guest] = {}
+        self.guests: dict[Profile, Guest] = {}
         self.boots: list[dict] = []
 
-    def get(self, cpus: int | None) -> Guest:
-        n = cpus or self.lab.config.machine.cpus
-        g = self.guests.get(n)
+    def get(self, cpus: int | None, memory_mb: int | None = None) -> Guest:
+        m = self.lab.config.machine
+        p = Profile(cpus or m.cpus, memory_mb or m.memory_mb)
+        g = self.guests.get(p)
         if g is not None and g.health() is not None:
-            log.warning("guest (%d cpu) is dead (%s); booting a fresh one", n, g.health())
-            self.discard(n)
+            log.warning("guest (%d cpu, %d MB) is dead (%s); booting a fresh one", p.cpus,
+                        p.memory_mb, g.health())
+            self.discard(p)
             g = None
         if g is None:
-            g = self.lab.boot(self.kernel, self.report_dir / f"console-{self.kernel}.log", cpus=n)
-            self.guests[n] = g
-            self.boots.append({"cpus": n, "boot_s": round(g.record.boot_s, 2),
-                               "accel": g.plan.accel, "attempts": g.record.attempts})
+            g = self.lab.boot(self.kernel, self.report_dir / f"console-{self.kernel}.log",
+                              cpus=p.cpus, memory_mb=p.memory_mb)
+            self.guests[p] = g
+            self.boots.append({"cpus": p.cpus, "memory_mb": p.memory_mb,
+                               "boot_s": round(g.record.boot_s, 2), "accel": g.plan.accel,
+                               "attempts": g.record.attempts})
         return g
 
-    def discard(self, cpus: int) -> None:
-        g = self.guests.pop(cpus, None)
+    def discard(self, profile: Profile) -> None:
+        g = self.guests.pop(profile, None)
         if g is not None:
             g.stop()
 
@@ -132,9 +145,9 @@ class LabSession:
     def guest(self, request: pytest.FixtureRequest) -> Iterator[Guest]:
         """The booted guest for this test (booted once per session, kernel and cpus)."""
         marker = request.node.get_closest_marker("guest")
-        cpus = marker.kwargs.get("cpus") if marker else None
+        kwargs = marker.kwargs if marker else {}
         try:
-            g = self._pool().get(cpus)
+            g = self._pool().get(kwargs.get("cpus"), kwargs.get("memory_mb"))
         except LabError as e:
             if getattr(e, "console_tail", None) is None:  # not a boot failure: same for all
                 self.error = e

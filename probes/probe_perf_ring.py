@@ -22,16 +22,11 @@ from itertools import pairwise
 
 import perf_abi as perf
 import probelib
+from perf_events import (SAMPLE_SIZE, SAMPLE_TYPE, TRACEPOINT, event_id, fire, open_counter,
+                         open_dummy, tracepoint_id, vm_pin_kb)
 from perf_buffer import RingBuffer, TornRecord, parse_records, sample_id
 
 PAGE = mmap.PAGESIZE
-TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
-TRACEPOINT = "syscalls/sys_enter_getppid"
-# The sample layout every check uses: IDENTIFIER | TID | TIME = u64 id, u32 pid, u32 tid,
-# u64 time (perf_event.h, PERF_RECORD_SAMPLE field order): 8 + 24 bytes a record.
-SAMPLE_TYPE = perf.PERF_SAMPLE_IDENTIFIER | perf.PERF_SAMPLE_TID | perf.PERF_SAMPLE_TIME
-SAMPLE_SIZE = perf.HEADER_SIZE + 24
-
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.mremap.restype = ctypes.c_void_p
@@ -47,41 +42,6 @@ MAP_FIXED, MAP_ANONYMOUS, PROT_NONE = 0x10, 0x20, 0
 
 def _errno_result(ok: bool) -> str:
     return "ok" if ok else probelib.errname(ctypes.get_errno())
-
-
-def tracepoint_id(name: str = TRACEPOINT) -> int:
-    for root in TRACEFS:
-        try:
-            return int(open(f"{root}/events/{name}/id").read())
-        except OSError:
-            continue
-    raise OSError(errno.ENOENT, f"no tracepoint {name} under {' or '.join(TRACEFS)}")
-
-
-def open_counter(flags: int = perf.ATTR_DISABLED, wakeup: int = 0, pid: int = 0, cpu: int = -1,
-                 group_fd: int = -1, sample_type: int = SAMPLE_TYPE) -> int:
-    """The getppid tracepoint, one sample per call."""
-    a = perf.attr(perf.PERF_TYPE_TRACEPOINT, tracepoint_id(), flags)
-    a.sample_period = 1
-    a.sample_type = sample_type
-    a.wakeup_events = wakeup
-    return perf.perf_event_open(a, pid, cpu, group_fd)
-
-
-def open_dummy(flags: int = perf.ATTR_DISABLED, pid: int = 0, cpu: int = -1) -> int:
-    return perf.perf_event_open(perf.attr(perf.PERF_TYPE_SOFTWARE, perf.PERF_COUNT_SW_DUMMY,
-                                          flags), pid, cpu)
-
-
-def fire(n: int) -> None:
-    for _ in range(n):
-        os.getppid()
-
-
-def event_id(fd: int) -> int:
-    buf = bytearray(8)
-    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ID, buf)
-    return struct.unpack("<Q", buf)[0]
 
 
 def samples(records: list) -> list[tuple[int, int, int, int]]:
@@ -103,13 +63,6 @@ def map_result(fd: int, data_pages: int) -> str:
         return "ok"
     except OSError as e:
         return probelib.errname(e)
-
-
-def vm_pin_kb() -> int:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmPin:"):
-            return int(line.split()[1])
-    return -1
 
 
 # --- checks -----------------------------------------------------------------------------

@@ -1,0 +1,60 @@
+"""perf events the probes share: the getppid tracepoint with one sample per call, a dummy
+software event, event ids, and this process's VmPin. Stdlib only: this runs in the guest."""
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import struct
+
+import perf_abi as perf
+
+TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+TRACEPOINT = "syscalls/sys_enter_getppid"
+# The sample layout every check uses: IDENTIFIER | TID | TIME = u64 id, u32 pid, u32 tid,
+# u64 time (perf_event.h, PERF_RECORD_SAMPLE field order): 8 + 24 bytes a record.
+SAMPLE_TYPE = perf.PERF_SAMPLE_IDENTIFIER | perf.PERF_SAMPLE_TID | perf.PERF_SAMPLE_TIME
+SAMPLE_SIZE = perf.HEADER_SIZE + 24
+
+
+def tracepoint_id(name: str = TRACEPOINT) -> int:
+    for root in TRACEFS:
+        try:
+            return int(open(f"{root}/events/{name}/id").read())
+        except OSError:
+            continue
+    raise OSError(errno.ENOENT, f"no tracepoint {name} under {' or '.join(TRACEFS)}")
+
+
+def open_counter(flags: int = perf.ATTR_DISABLED, wakeup: int = 0, pid: int = 0, cpu: int = -1,
+                 group_fd: int = -1, sample_type: int = SAMPLE_TYPE) -> int:
+    """The getppid tracepoint, one sample per call."""
+    a = perf.attr(perf.PERF_TYPE_TRACEPOINT, tracepoint_id(), flags)
+    a.sample_period = 1
+    a.sample_type = sample_type
+    a.wakeup_events = wakeup
+    return perf.perf_event_open(a, pid, cpu, group_fd)
+
+
+def open_dummy(flags: int = perf.ATTR_DISABLED, pid: int = 0, cpu: int = -1) -> int:
+    return perf.perf_event_open(perf.attr(perf.PERF_TYPE_SOFTWARE, perf.PERF_COUNT_SW_DUMMY,
+                                          flags), pid, cpu)
+
+
+def fire(n: int) -> None:
+    for _ in range(n):
+        os.getppid()
+
+
+def event_id(fd: int) -> int:
+    buf = bytearray(8)
+    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ID, buf)
+    return struct.unpack("<Q", buf)[0]
+
+
+def vm_pin_kb(pid: int | str = "self") -> int:
+    """VmPin of a process in kB (its mm's pinned_vm), -1 if it has none."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmPin:"):
+            return int(line.split()[1])
+    return -1

@@ -1,0 +1,491 @@
+"""Probe how mapped ring buffers are pinned and charged: perf data buffers, the AUX validation
+path, tracefs mappings; perf_event_mlock_kb, RLIMIT_MEMLOCK, CAP_IPC_LOCK; concurrent stress;
+memory pressure; the SHMEM-backed detached events of seed 002. Prints observations as one JSON
+document; tests/kernel/test_pinning.py judges them against the charging rule of
+kernel/events/core.c perf_mmap() (../shared/reference/ring-buffer-abi.md section 3).
+
+`script` runs a list of operations in a child process (so its VmPin starts at 0) and records,
+after each, the result and VmPin; the test replays the same list through a model of the rule.
+Operations (PAGES counts the control page: 1 + 2^n):
+  mlock=KB          write /proc/sys/kernel/perf_event_mlock_kb
+  rlimit=KB         RLIMIT_MEMLOCK (soft and hard)
+  as=root|user|user+ipc_lock
+                    become root, the unprivileged `lab` user, or `lab` with only CAP_IPC_LOCK
+                    (real and effective uid 1000; the saved uid stays 0 so the script can
+                    come back to write sysctls)
+  map=PAGES         open a software event and mmap PAGES pages (kept)
+  unmap=I           munmap the I-th map (and close its fd unless closed already)
+  close=I           close the I-th map's fd, keeping the mapping
+  aux=I:PAGES       try an AUX mmap of PAGES pages on the I-th map (a software event: refused)
+  fork-map=PAGES    a child maps PAGES pages and exits without munmap
+  tracefs-map, tracefs-unmap   map/unmap cpu0's trace_pipe_raw of our instance (root only)
+
+Run by hand in a guest: python3 probe_pinning.py CHECK [ARGS]   (-h). Stdlib only.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import json
+import mmap
+import os
+import resource
+import signal
+import time
+from contextlib import contextmanager, suppress
+from collections.abc import Iterator
+
+import perf_abi as perf
+import probelib
+import trace_abi
+from perf_buffer import RingBuffer, parse_records
+from perf_events import SAMPLE_SIZE, fire, open_counter, open_dummy, vm_pin_kb
+from probelib import Mapping
+
+PAGE = mmap.PAGESIZE
+MLOCK = "/proc/sys/kernel/perf_event_mlock_kb"
+PARANOID = "/proc/sys/kernel/perf_event_paranoid"
+LAB_UID = LAB_GID = 1000
+CAP_IPC_LOCK = 14                       # include/uapi/linux/capability.h
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+PERF_FLAG_DETACHED = 1 << 4             # seed 002 (not mainline)
+TRACEFS = "/sys/kernel/tracing"
+SW_FLAGS = perf.ATTR_DISABLED | perf.ATTR_EXCLUDE_KERNEL | perf.ATTR_EXCLUDE_HV
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def set_effective_caps(caps: tuple[int, ...]) -> None:
+    """capset(2): exactly `caps` effective (they must be permitted)."""
+    hdr, data = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    if _libc.capget(ctypes.byref(hdr), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    data[0].effective = data[1].effective = 0
+    for cap in caps:
+        data[cap // 32].effective |= 1 << (cap % 32)
+    if _libc.capset(ctypes.byref(hdr), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+
+
+IDENTITIES = ("root", "user", "user+ipc_lock")
+
+
+def become(who: str) -> None:
+    """root, user or user+ipc_lock. The saved uid stays 0, so a script can come back to root
+    to write sysctls; the kernel's checks see the real uid's user (perf_mmap(): current_user())
+    and the effective capabilities (capable())."""
+    if who not in IDENTITIES:
+        raise ValueError(f"as={who}: expected one of {', '.join(IDENTITIES)}")
+    if os.geteuid() != 0:
+        os.seteuid(0)  # back to root: the effective set is the permitted one again
+    if who == "root":
+        os.setresgid(0, 0, 0)
+        os.setresuid(0, 0, 0)
+        return
+    os.setresgid(LAB_GID, LAB_GID, 0)
+    os.setresuid(LAB_UID, LAB_UID, 0)  # effective capabilities cleared, permitted kept
+    if who == "user+ipc_lock":
+        set_effective_caps((CAP_IPC_LOCK,))
+
+
+@contextmanager
+def sysctls(**values: str) -> Iterator[dict[str, str]]:
+    """Set perf sysctls for the duration; put back what was there."""
+    paths = {"mlock": MLOCK, "paranoid": PARANOID}
+    saved = {k: open(paths[k]).read().strip() for k in paths}
+    try:
+        for k, v in values.items():
+            with open(paths[k], "w") as f:
+                f.write(v)
+        yield saved
+    finally:
+        for k, v in saved.items():
+            with open(paths[k], "w") as f:
+                f.write(v)
+
+
+def in_child(fn, *args) -> dict:
+    """fn(*args) in a forked child; its JSON result, or how it died."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            out = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - report anything to the parent
+            out = {"error": f"{type(e).__name__}: {e}"}
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 1 << 16):
+        data += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return {"error": f"killed by {signal.Signals(os.WTERMSIG(status)).name}"}
+    return json.loads(data)
+
+
+# --- script --------------------------------------------------------------------------------
+
+class Script:
+    """The operations of one `script` check, run in a child process."""
+
+    def __init__(self, instance: str | None) -> None:
+        self.who = "root"
+        self.maps: list[tuple[int, RingBuffer | None, bool]] = []  # (fd, ring, fd closed)
+        self.instance = instance
+        self.trace: tuple[int, Mapping] | None = None
+
+    def run(self, ops: list[str]) -> dict:
+        rlimit_kb = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] // 1024
+        mlock_kb = int(open(MLOCK).read())
+        steps = []
+        for op in ops:
+            name, _, arg = op.partition("=")
+            try:
+                result = getattr(self, "op_" + name.replace("-", "_"))(arg)
+            except OSError as e:
+                result = probelib.errname(e)
+            steps.append({"op": op, "result": result, "vm_pin_kb": vm_pin_kb()})
+        for i in range(len(self.maps)):  # leave nothing mapped behind
+            self.op_unmap(str(i))
+        return {"steps": steps, "ncpus": os.sysconf("SC_NPROCESSORS_ONLN"),
+                "rlimit_memlock_kb_start": rlimit_kb, "mlock_kb_start": mlock_kb,
+                "page_size": PAGE, "vm_pin_kb_end": vm_pin_kb()}
+
+    def op_mlock(self, kb: str) -> str:
+        """As root for the write, then back to whoever the script was."""
+        who = self.who
+        become("root")
+        try:
+            with open(MLOCK, "w") as f:
+                f.write(kb)
+        finally:
+            become(who)
+        return "ok"
+
+    def op_rlimit(self, kb: str) -> str:
+        """The soft limit (what perf_mmap() reads); the hard one only grows, and only for
+        root (lowering it would make a later rlimit= back up fail as the user)."""
+        soft, hard = int(kb) * 1024, resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+        if hard != resource.RLIM_INFINITY and soft > hard:
+            hard = soft
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (soft, hard))
+        return "ok"
+
+    def op_as(self, who: str) -> str:
+        become(who)
+        self.who = who
+        return "ok"
+
+    def op_map(self, pages: str) -> str:
+        fd = open_dummy(SW_FLAGS)
+        try:
+            rb = RingBuffer(fd, int(pages) - 1)
+        except OSError:
+            os.close(fd)
+            self.maps.append((-1, None, True))
+            raise
+        self.maps.append((fd, rb, False))
+        return "ok"
+
+    def op_unmap(self, index: str) -> str:
+        i = int(index)
+        fd, rb, closed = self.maps[i]
+        if rb is None:
+            return "not mapped"
+        rb.close()
+        if not closed:
+            os.close(fd)
+        self.maps[i] = (fd, None, True)
+        return "ok"
+
+    def op_close(self, index: str) -> str:
+        fd, rb, closed = self.maps[int(index)]
+        if not closed:
+            os.close(fd)
+        self.maps[int(index)] = (fd, rb, True)
+        return "ok"
+
+    def op_aux(self, arg: str) -> str:
+        """The AUX area of map I: aux_offset/aux_size written to its control page, then the
+        mmap at that offset (perf_mmap(): pgoff != 0)."""
+        index, _, pages = arg.partition(":")
+        fd, rb, _ = self.maps[int(index)]
+        if rb is None:
+            return "not mapped"
+        ctl = perf.PerfEventMmapPage.from_address(rb.base)
+        ctl.aux_offset, ctl.aux_size = rb.length, int(pages) * PAGE
+        Mapping(fd, int(pages) * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
+                offset=rb.length).close()
+        return "ok"
+
+    def op_fork_map(self, pages: str) -> str:
+        out = in_child(_map_and_exit, int(pages))
+        return out.get("result", out.get("error", "?"))
+
+    def op_tracefs_map(self, _: str) -> str:
+        fd = os.open(f"{self.instance}/per_cpu/cpu0/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
+        self.trace = (fd, Mapping(fd, PAGE))
+        return "ok"
+
+    def op_tracefs_unmap(self, _: str) -> str:
+        if self.trace is None:
+            return "not mapped"
+        fd, m = self.trace
+        m.close()
+        os.close(fd)
+        self.trace = None
+        return "ok"
+
+
+def _map_and_exit(pages: int) -> dict:
+    fd = open_dummy(SW_FLAGS)
+    RingBuffer(fd, pages - 1)  # never unmapped: the exit must return the charge
+    return {"result": "ok", "vm_pin_kb": vm_pin_kb()}
+
+
+@contextmanager
+def own_instance() -> Iterator[str]:
+    path = f"{TRACEFS}/instances/ringlab-pin-{os.getpid()}"
+    with suppress(FileNotFoundError):
+        os.rmdir(path)
+    os.mkdir(path)
+    try:
+        yield path
+    finally:
+        with suppress(OSError):
+            os.rmdir(path)
+
+
+def check_script(args: list[str]) -> dict:
+    """ARGS: paranoid=N then the operations (module docstring). The sysctls are put back."""
+    paranoid = "2"
+    if args and args[0].startswith("paranoid="):
+        paranoid, args = args[0].split("=", 1)[1], args[1:]
+    with sysctls(paranoid=paranoid) as saved, own_instance() as inst:
+        out = in_child(Script(inst).run, args)
+    return {"paranoid": int(paranoid), "saved_sysctls": saved, **out}
+
+
+# --- stress --------------------------------------------------------------------------------
+
+def _stress_worker(seconds: float, seed: int) -> dict:
+    """Map, unmap and close in changing orders until the deadline; some rounds leave the
+    mapping to exit(), some fork a child that maps and gets SIGKILLed."""
+    become("user")
+    rounds = errors = 0
+    deadline = time.monotonic() + seconds
+    held: list[tuple[int, RingBuffer]] = []
+    x = seed
+    while time.monotonic() < deadline:
+        x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+        pages = 1 + (1 << (x % 6))
+        try:
+            fd = open_dummy(SW_FLAGS)
+            rb = RingBuffer(fd, pages - 1)
+        except OSError:
+            errors += 1
+            with suppress(NameError, OSError):
+                os.close(fd)
+            continue
+        rounds += 1
+        if x % 3 == 0:
+            os.close(fd)
+            rb.close()
+        elif x % 3 == 1:
+            rb.close()
+            os.close(fd)
+        else:
+            held.append((fd, rb))
+            if len(held) > 4:
+                old_fd, old = held.pop(0)
+                old.close()
+                os.close(old_fd)
+    return {"rounds": rounds, "errors": errors, "held_at_exit": len(held),
+            "vm_pin_kb": vm_pin_kb()}
+
+
+def check_stress(args: list[str]) -> dict:
+    """PROCS processes as `lab` map and unmap for SECONDS with a small perf_event_mlock_kb (so
+    both locked_vm and pinned_vm are charged); some get SIGKILLed mid-run. ARGS: SECONDS
+    PROCS. Afterwards the user's allowance must be whole again (the test's script check)."""
+    seconds = float(args[0]) if args else 5
+    procs = int(args[1]) if len(args) > 1 else 6
+    with sysctls(paranoid="2", mlock="64"):
+        pids = {}
+        for i in range(procs):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                try:
+                    out = _stress_worker(seconds, 7919 * (i + 1))
+                except BaseException as e:  # noqa: BLE001
+                    out = {"error": repr(e)}
+                os.write(w, json.dumps(out).encode())
+                os._exit(0)
+            os.close(w)
+            pids[pid] = r
+        time.sleep(seconds / 2)
+        killed = list(pids)[::3]
+        for pid in killed:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        results = []
+        for pid, r in pids.items():
+            data = b""
+            while chunk := os.read(r, 1 << 16):
+                data += chunk
+            os.close(r)
+            os.waitpid(pid, 0)
+            if data:
+                results.append(json.loads(data))
+    return {"procs": procs, "killed": len(killed), "workers": results,
+            "rounds": sum(w.get("rounds", 0) for w in results),
+            "worker_errors": [w["error"] for w in results if "error" in w],
+            "prober_vm_pin_kb": vm_pin_kb()}
+
+
+# --- memory pressure ----------------------------------------------------------------------
+
+def _meminfo() -> dict[str, int]:
+    out = {}
+    for line in open("/proc/meminfo"):
+        key, _, rest = line.partition(":")
+        out[key] = int(rest.split()[0])
+    return out
+
+
+def _hog(keep_free_kb: int, hold_s: float) -> dict:
+    """Allocate and touch anonymous memory until MemAvailable is down to keep_free_kb, then
+    compact and drop caches while holding it. Marked first for the OOM killer."""
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
+    chunks, got = [], 0
+    step = 8 << 20
+    while _meminfo()["MemAvailable"] > keep_free_kb + step // 1024:
+        m = mmap.mmap(-1, step, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        for off in range(0, step, PAGE):
+            m[off] = 1
+        chunks.append(m)
+        got += step
+    with suppress(OSError):
+        open("/proc/sys/vm/compact_memory", "w").write("1")
+    with suppress(OSError):
+        open("/proc/sys/vm/drop_caches", "w").write("3")
+    time.sleep(hold_s)
+    return {"hog_mb": got >> 20, "mem_available_kb": _meminfo()["MemAvailable"]}
+
+
+def check_pressure(args: list[str]) -> dict:
+    """A perf buffer and a tracefs buffer, both mapped and holding known data, through a memory
+    hog that leaves the guest nearly nothing, page compaction and dropped caches: the bytes
+    seen through each mapping are the same after, and both buffers keep working."""
+    data_pages = 256
+    out: dict = {"mem_total_kb": _meminfo()["MemTotal"]}
+    with sysctls(paranoid="2"), own_instance() as inst:
+        fd = open_counter()
+        rb = RingBuffer(fd, data_pages)
+        fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
+        fire(3000)
+        fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
+        # The data area only: the control page's times may move while the event is off.
+        perf_before = rb.map.read(PAGE, rb.length - PAGE)
+        with open(f"{inst}/buffer_size_kb", "w") as f:
+            f.write("256")
+        os.sched_setaffinity(0, {0})
+        marker = os.open(f"{inst}/trace_marker", os.O_WRONLY)
+        for i in range(500):
+            os.write(marker, f"pressure-{i:05d}".encode())
+        tfd = os.open(f"{inst}/per_cpu/cpu0/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
+        first = Mapping(tfd, PAGE)
+        msize = first.u32(0)  # trace_buffer_meta.meta_page_size
+        first.close()
+        tmeta = Mapping(tfd, msize)
+        sub, nr = tmeta.u32(8), tmeta.u32(12)
+        tdata = Mapping(tfd, sub * nr, offset=msize)
+        trace_before = tdata.read(0, sub * nr)
+        out["hog"] = in_child(_hog, 24 * 1024, 2.0)
+        out["perf_bytes_unchanged"] = rb.map.read(PAGE, rb.length - PAGE) == perf_before
+        out["trace_bytes_unchanged"] = tdata.read(0, sub * nr) == trace_before
+        records = parse_records(rb.map.read(rb.data_offset, rb.data_size), rb.data_size, 0,
+                                rb.data_head)
+        out["samples_before"] = sum(1 for r in records if r.type == perf.PERF_RECORD_SAMPLE)
+        head = rb.data_head
+        fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
+        fire(100)
+        fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
+        out["head_advanced_by"] = rb.data_head - head
+        out["sample_size"] = SAMPLE_SIZE
+        os.write(marker, b"after-pressure")
+        fcntl.ioctl(tfd, trace_abi.TRACE_MMAP_IOCTL_GET_READER)
+        out["trace_get_reader_after"] = "ok"
+        out["trace_entries"] = trace_abi.TraceBufferMeta.from_buffer_copy(
+            tmeta.read(0, ctypes.sizeof(trace_abi.TraceBufferMeta))).entries
+        tdata.close()
+        tmeta.close()
+        os.close(tfd)
+        os.close(marker)
+        rb.close()
+        os.close(fd)
+    return out
+
+
+# --- SHMEM-backed detached events (seed 002) ---------------------------------------------
+
+def check_detached(args: list[str]) -> dict:
+    """Detect the seed's interface: the PERF_FLAG_DETACHED open flag (mainline: EINVAL), the
+    perffs filesystem at /sys/kernel/perf, or per-event files under tracefs perf/."""
+    a = perf.attr(perf.PERF_TYPE_SOFTWARE, perf.PERF_COUNT_SW_DUMMY, SW_FLAGS)
+    try:
+        fd = perf.perf_event_open(a, 0, -1, -1, PERF_FLAG_DETACHED | perf.PERF_FLAG_FD_CLOEXEC)
+        os.close(fd)
+        flag = "accepted"
+    except OSError as e:
+        flag = probelib.errname(e)
+    perffs = os.path.isdir("/sys/kernel/perf") and any(
+        line.split()[2] == "perffs" for line in open("/proc/mounts") if len(line.split()) > 2)
+    tracefs_perf = os.path.isdir(f"{TRACEFS}/perf")
+    out = {"detached_flag": flag, "perffs": perffs, "tracefs_perf_dir": tracefs_perf}
+    if flag != "accepted" and not perffs and not tracefs_perf:
+        out["skip"] = (f"kernel has no SHMEM-backed detached events (seed 002): "
+                       f"PERF_FLAG_DETACHED: {flag}; perffs: absent; tracefs perf/: absent")
+    return out
+
+
+CHECKS = probelib.check_table(globals())
+
+
+def main(argv: list[str]) -> int:
+    ns = probelib.parse_check(argv, "probe_pinning", "Probe pinning and accounting of mapped "
+                              "ring buffers; prints one JSON document of observations for "
+                              "CHECK.", CHECKS, "script operations, seconds, processes")
+    if os.geteuid() != 0:
+        result = {"skip": "probe_pinning runs as root (it sets sysctls and changes identity)"}
+    else:
+        try:
+            result = CHECKS[ns.check](ns.args)
+        except OSError as e:
+            if e.errno == errno.ENOENT and "tracepoint" in str(e):
+                result = {"skip": f"kernel has no tracepoint for the samples: {e.strerror}"}
+            else:
+                raise
+    probelib.emit({"probe": "pinning", "check": ns.check, **result})
+    return 0
+
+
+if __name__ == "__main__":
+    probelib.run(main)

@@ -1,0 +1,164 @@
+"""Pinning and memory accounting of mapped ring buffers; SHMEM-backed detached events.
+
+Each test runs a script of operations in the guest (probes/probe_pinning.py: map, unmap,
+close, mlock=, rlimit=, as=...) and replays the same script through ChargeModel, the charging
+rule of perf_mmap() in kernel/events/core.c (../shared/reference/ring-buffer-abi.md section 3):
+
+  pages of a mapping go to the user's locked_vm up to perf_event_mlock_kb x online CPUs
+  (what the user already has there counts first), the rest to the process's pinned_vm (VmPin);
+  pinned_vm + the rest must fit RLIMIT_MEMLOCK unless the caller has CAP_IPC_LOCK or
+  perf_event_paranoid is -1 (perf_is_paranoid()), else EPERM; all of it comes back on the
+  last munmap, on exit, and a failed mmap charges nothing.
+
+Every script ends by mapping the user's whole allowance: a charge leaked by anything before
+shows there as pinned pages the model does not expect.
+"""
+from __future__ import annotations
+
+import pytest
+from charge_model import ChargeModel
+
+from harness.guest import Guest
+
+def run_script(guest: Guest, ops: list[str], paranoid: int = 2, allowance: bool = True
+               ) -> tuple[list[dict], list[str]]:
+    """Run ops in the guest (plus the allowance check) and return (steps, mismatches)."""
+    if allowance:
+        ops = ops + allowance_ops(ops)
+    data = guest.probe("probe_pinning", ["script", f"paranoid={paranoid}", *ops],
+                       timeout=300).data
+    if "skip" in data:
+        pytest.skip(data["skip"])
+    assert "error" not in data, f"the script's process failed: {data['error']}"
+    model = ChargeModel(ncpus=data["ncpus"], page_kb=data["page_size"] // 1024,
+                        mlock_kb=data["mlock_kb_start"],
+                        rlimit_kb=data["rlimit_memlock_kb_start"], paranoid=paranoid)
+    wrong = []
+    for i, step in enumerate(data["steps"]):
+        want = model.step(step["op"])
+        want_pin = model.pinned * model.page_kb
+        if (step["result"], step["vm_pin_kb"]) != (want, want_pin):
+            wrong.append(f"step {i} {step['op']} (as {model.who}, mlock {model.mlock_kb} KB, "
+                         f"RLIMIT_MEMLOCK {model.rlimit_kb} KB): expected {want} with VmPin "
+                         f"{want_pin} kB, got {step['result']} with VmPin {step['vm_pin_kb']} kB")
+    if data["vm_pin_kb_end"] != 0:
+        wrong.append(f"VmPin {data['vm_pin_kb_end']} kB after every mapping was unmapped")
+    return data["steps"], wrong
+
+
+def allowance_ops(ops: list[str]) -> list[str]:
+    """Map exactly the user's locked_vm allowance (mlock 260 KB = 65 pages a CPU, as 1 + 64
+    pages a map) as whoever the script ended as: nothing may go to VmPin unless a charge
+    leaked. The probe reports the CPU count; 2 maps cover guests of up to 2 CPUs."""
+    first = sum(1 for op in ops if op.startswith("map="))
+    return ["mlock=260", "map=65", "map=65", f"unmap={first}", f"unmap={first + 1}"]
+
+
+def check(steps_wrong: tuple[list[dict], list[str]], rule: str) -> None:
+    _, wrong = steps_wrong
+    assert not wrong, f"{rule}:\n  " + "\n  ".join(wrong)
+
+
+WHO = pytest.mark.parametrize("who", ["root", "user", "user+ipc_lock"])
+
+
+@WHO
+def test_under_the_mlock_limit_nothing_is_pinned(guest: Guest, who: str) -> None:
+    check(run_script(guest, ["mlock=516", f"as={who}", "map=9", "map=17", "map=65",
+                             "unmap=2", "unmap=1", "unmap=0"]),
+          "pages within perf_event_mlock_kb x CPUs go to the user's locked_vm, not VmPin")
+
+
+@WHO
+def test_over_the_mlock_limit_the_rest_is_pinned(guest: Guest, who: str) -> None:
+    check(run_script(guest, ["mlock=64", f"as={who}", "map=9", "map=17", "map=33", "map=5",
+                             "unmap=2", "unmap=0", "unmap=3", "unmap=1"]),
+          "past perf_event_mlock_kb x CPUs the pages go to VmPin, and come back on munmap")
+
+
+@WHO
+def test_rlimit_memlock_bounds_what_is_pinned(guest: Guest, who: str) -> None:
+    steps, wrong = run_script(guest, ["rlimit=64", "mlock=0", f"as={who}", "map=5", "map=9",
+                                      "map=3", "map=2", "unmap=0", "map=3", "unmap=1",
+                                      "unmap=3", "unmap=4"])
+    assert not wrong, "pinned pages past RLIMIT_MEMLOCK are EPERM without CAP_IPC_LOCK:\n  " \
+        + "\n  ".join(wrong)
+    refused = [s["op"] for s in steps if s["result"] == "EPERM"]
+    assert bool(refused) == (who == "user"), \
+        f"as {who}: EPERM for {refused or 'nothing'}; only the user without CAP_IPC_LOCK " \
+        "may be refused"
+
+
+def test_paranoid_minus_one_lifts_rlimit_memlock(guest: Guest) -> None:
+    check(run_script(guest, ["rlimit=16", "mlock=0", "as=user", "map=9", "map=17",
+                             "unmap=0", "unmap=1"], paranoid=-1),
+          "with perf_event_paranoid -1 (perf_is_paranoid() false) RLIMIT_MEMLOCK does not apply")
+
+
+def test_mlock_limit_lowered_and_raised_while_mapped(guest: Guest) -> None:
+    check(run_script(guest, ["mlock=516", "as=user", "map=33", "mlock=0", "map=9",
+                             "mlock=516", "map=9", "mlock=16", "unmap=0", "map=5",
+                             "unmap=1", "unmap=2", "unmap=3"]),
+          "a changed perf_event_mlock_kb applies to new mappings; the old ones give back "
+          "exactly what they took")
+
+
+def test_charges_come_back_on_close_exit_and_failed_mmap(guest: Guest) -> None:
+    check(run_script(guest, ["mlock=16", "as=user", "map=9", "close=0", "map=17", "unmap=0",
+                             "fork-map=33", "map=4", "map=0", "rlimit=8", "map=33",
+                             "unmap=1", "rlimit=8192"]),
+          "close before munmap keeps the charge until munmap; exit returns it; a refused "
+          "mmap (EINVAL, EPERM) charges nothing")
+
+
+def test_failed_aux_mmaps_charge_nothing(guest: Guest) -> None:
+    ops = ["mlock=64", "as=user", "map=9"] + ["aux=0:8", "aux=0:3"] * 150 + ["unmap=0"]
+    check(run_script(guest, ops),
+          "an AUX mmap refused on a software event (EOPNOTSUPP, EINVAL) charges nothing and "
+          "leaves the data buffer's charge to come back whole")
+
+
+def test_tracefs_mapping_charges_nothing(guest: Guest) -> None:
+    check(run_script(guest, ["as=root", "mlock=260", "tracefs-map", "map=65", "unmap=0",
+                             "tracefs-unmap"]),
+          "a trace_pipe_raw mapping (kernel ring-buffer pages) is not charged to locked_vm "
+          "or pinned_vm")
+
+
+def test_concurrent_map_unmap_leaves_nothing_charged(guest: Guest, new_splats) -> None:
+    s = guest.probe("probe_pinning", ["stress", "6", "6"], timeout=300).data
+    assert not s["worker_errors"], f"stress workers failed: {s['worker_errors']}"
+    assert s["rounds"] > 0, f"no map/unmap round ran: {s}"
+    assert s["prober_vm_pin_kb"] == 0, s
+    print(f"stress: {s['rounds']} map/unmap rounds in {s['procs']} processes, {s['killed']} "
+          "SIGKILLed mid-run")
+    check(run_script(guest, ["as=user"]),
+          f"after {s['rounds']} map/unmap rounds in {s['procs']} processes ({s['killed']} "
+          "SIGKILLed) the user's allowance must be whole")
+    assert not new_splats(), f"kernel splats: {new_splats()}"
+
+
+@pytest.mark.guest(memory_mb=256)
+def test_pinned_buffers_survive_memory_pressure(guest: Guest, new_splats) -> None:
+    p = guest.probe("probe_pinning", ["pressure"], timeout=300).data
+    if "skip" in p:
+        pytest.skip(p["skip"])
+    assert "error" not in p.get("hog", {}), f"the memory hog failed: {p['hog']}"
+    assert p["perf_bytes_unchanged"], \
+        "the perf buffer's bytes changed under memory pressure and compaction"
+    assert p["trace_bytes_unchanged"], \
+        "the tracefs buffer's bytes changed under memory pressure and compaction"
+    assert p["samples_before"] == 3000, f"{p['samples_before']} of 3000 samples parse after"
+    assert p["head_advanced_by"] == 100 * p["sample_size"], \
+        f"the buffer must keep working: 100 more samples moved data_head by " \
+        f"{p['head_advanced_by']}"
+    assert not new_splats(), f"kernel splats: {new_splats()}"
+    print(f"memory hog: {p['hog']}")
+
+
+def test_shmem_detached_events(guest: Guest) -> None:
+    d = guest.probe("probe_pinning", ["detached"]).data
+    if "skip" in d:
+        pytest.skip(d["skip"])
+    pytest.fail(f"this kernel offers detached events ({d}); the lab has no checks for the "
+                "seed 002 promises yet (pinned while the task runs, data kept when not)")
