@@ -8,9 +8,13 @@ QEMU = "qemu-system-x86_64"
 # Kernel arguments every lab guest gets. panic=-1 plus -no-reboot makes a panic end QEMU at once;
 # printk.devkmsg=on lets the harness write test markers into the kernel log.
 BASE_CMDLINE = "console=ttyS0,115200 root=/dev/vda rw panic=-1 printk.devkmsg=on"
-# Under TCG the CPU model stays QEMU's conservative default: with `-cpu max`, QEMU 7.2's TCG
-# gave spurious #DB warnings in the kernel and crashed sshd-session in ld.so (seen here).
-TCG_CPU = "qemu64"
+# Under TCG the CPU model is QEMU's conservative default without CMPXCHG16B. QEMU 7.2's TCG
+# raises spurious #DB exceptions, and now and then double faults, right after the guest's
+# `cmpxchg16b %gs:(%rsi)` in SLUB's allocation fast path (__kmalloc_noprof+0x134): every such
+# splat seen here had its RIP there, and a host under load makes them frequent (2 of 12 boots,
+# one fatal). Without cx16 the kernel takes SLUB's locked path: 0 of 12, then 0 of 30. `-cpu
+# max` was worse still (the same #DB, and sshd-session crashing in ld.so).
+TCG_CPU = "qemu64,-cx16"
 
 
 @dataclass(frozen=True)

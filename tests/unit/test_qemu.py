@@ -23,7 +23,7 @@ def test_tcg_line() -> None:
     argv = qemu.command(spec())
     assert argv[0] == "qemu-system-x86_64"
     assert value_of(argv, "-accel") == ["tcg,thread=single"]
-    assert value_of(argv, "-cpu") == ["qemu64"]
+    assert value_of(argv, "-cpu") == ["qemu64,-cx16"]
     assert value_of(argv, "-smp") == ["2"] and value_of(argv, "-m") == ["1024"]
     assert "-no-reboot" in argv and value_of(argv, "-serial") == ["stdio"]
     assert value_of(argv, "-display") == ["none"]
