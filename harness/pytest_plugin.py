@@ -246,7 +246,8 @@ class LabSession:
         (self.report_dir / "summary.json").write_text(json.dumps(doc, indent=2))
         lines = [f"ringlab run on kernel {self.kernel_name} "
                  f"({doc['kernel_description'] or 'not prepared'})",
-                 "boots: " + (", ".join(f"{b['cpus']} cpu {b['boot_s']} s ({b['accel']})"
+                 "boots: " + (", ".join(f"{b['cpus']} cpu {b['memory_mb']} MB {b['boot_s']} s "
+                                        f"({b['accel']})"
                                         for b in doc["boots"]) or "none"),
                  "results: " + (", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
                                 or "no tests ran")]
