@@ -144,6 +144,14 @@ def cmd_ssh(args: argparse.Namespace) -> int:
         return subprocess.call(_ssh_argv(lab, state) + args.command)
 
 
+def cmd_module(args: argparse.Namespace) -> int:
+    """Build a test module of kernels/modules/ for a kernel of lab.yaml; print the .ko path."""
+    cfg = _config(args)
+    _setup_logging(args.verbose)
+    print(Lab(cfg).module(args.name, args.kernel))
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Host dependencies, the KVM verdict, the mirror, the cache."""
     ok = True
@@ -232,6 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--kernel", help="kernel for a throw-away guest when none is booted")
     s.add_argument("command", nargs="*", help="command to run instead of a shell")
     s.set_defaults(func=cmd_ssh)
+
+    mo = sub.add_parser("module", help="build a test module (kernels/modules/NAME) for a kernel",
+                        description=cmd_module.__doc__)
+    mo.add_argument("name", help="the module's folder under kernels/modules/")
+    mo.add_argument("--kernel", help="kernel name from lab.yaml")
+    mo.set_defaults(func=cmd_module)
 
     d = sub.add_parser("doctor", help="check the host, KVM, mirror and cache",
                        description=cmd_doctor.__doc__)

@@ -35,6 +35,15 @@ class KernelError(LabError):
     """A kernel cannot be resolved, fetched, or prepared for booting."""
 
 
+class ModuleError(LabError):
+    """A test module could not be built."""
+
+
+class ModuleUnavailable(ModuleError):
+    """The lab cannot build modules for this kernel (no headers, no modules support): tests
+    that need the module skip with this reason."""
+
+
 class RootfsError(LabError):
     """The guest root filesystem cannot be built."""
 

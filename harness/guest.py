@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import console, qemu
-from harness.errors import BootError, BootPanic, BootTimeout, GuestHang
+from harness.errors import BootError, BootPanic, BootTimeout, GuestHang, ModuleError
 from harness.kernel import BootableKernel
 from harness.probes import ProbeResult, ProbeRunner
 from harness.rootfs import RootfsImage
@@ -104,6 +104,18 @@ class Guest:
               timeout: float = 60.0) -> ProbeResult:
         """Run probes/<name>.py in the guest and return its parsed JSON."""
         return self.runner.run(name, args, user=user, timeout=timeout)
+
+    def insmod(self, ko: Path, params: str = "") -> None:
+        """Load a module built on the host (harness/modules.py), unless it is loaded already."""
+        name = ko.stem
+        if self.run(f"test -d /sys/module/{name}").exit_status == 0:
+            return
+        remote = f"/tmp/{ko.name}"
+        self.ssh.push(ko, remote)
+        r = self.run(f"insmod {remote} {params}")
+        if r.exit_status != 0:
+            raise ModuleError(f"insmod {ko.name} failed in the guest: "
+                              f"{(r.stderr or r.stdout).strip()}")
 
     def kmsg(self) -> list[str]:
         """Kernel log lines since the previous call; all are also kept in kernel_log."""

@@ -37,6 +37,7 @@ class BootableKernel:
     config: Path | None
     description: str
     cmdline: str = ""
+    package_version: str | None = None  # the Debian image package's version, if any
 
     def config_option(self, option: str) -> str | None:
         """The value of CONFIG_<option> in the kernel's .config ('y', 'm', ...), None if unset."""
@@ -109,7 +110,8 @@ def _load(entry: Path) -> BootableKernel | None:
         initramfs=entry / "initramfs.gz",
         modules_image=entry / "modules.ext4" if meta["has_modules"] else None,
         config=entry / "config" if meta["has_config"] else None,
-        description=meta["description"], cmdline=meta.get("cmdline", ""))
+        description=meta["description"], cmdline=meta.get("cmdline", ""),
+        package_version=(meta.get("package") or {}).get("version"))
 
 
 def _prepare_debian(spec: KernelSpec, src: DebianKernel, root: Path,

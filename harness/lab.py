@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from harness import accel, cache, host, kernel, mirror, qemu, rootfs, ssh
+from harness import accel, cache, host, kernel, mirror, modules, qemu, rootfs, ssh
 from harness.config import LabConfig
 from harness.guest import BootPlan, Guest, boot
 
@@ -46,6 +46,13 @@ class Lab:
                                          lambda: mirror.resolve(self.config.mirror),
                                          self.cache_root, self.client_key().public_line)
         return self._rootfs
+
+    def module(self, name: str, kernel_name: str | None = None) -> Path:
+        """kernels/modules/NAME built for the kernel (cached); ModuleUnavailable if the lab
+        cannot build modules for it."""
+        spec = self.config.kernel(kernel_name)
+        return modules.build(name, spec, self.kernel(spec.name), self.cache_root,
+                             lambda: mirror.resolve(self.config.mirror))
 
     def accel(self, k: kernel.BootableKernel) -> tuple[str, str]:
         """('kvm'|'tcg', why), decided once per session (and remembered per host)."""

@@ -137,8 +137,9 @@ class LabSession:
         mapping ABI it speaks) in the run's summary.txt and summary.json."""
         return self.facts.__setitem__
 
-    @pytest.fixture(scope="session")
+    @pytest.fixture
     def lab(self) -> Lab:
+        """The session's Lab (kernels, rootfs, test modules); the same object every time."""
         return self._pool().lab
 
     @pytest.fixture

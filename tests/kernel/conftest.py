@@ -6,7 +6,9 @@ from collections.abc import Callable
 import pytest
 
 from harness import splats
+from harness.errors import ModuleUnavailable
 from harness.guest import Guest
+from harness.lab import Lab
 
 
 @pytest.fixture
@@ -20,3 +22,16 @@ def new_splats(guest: Guest) -> Callable[[], list[str]]:
         guest.kmsg()
         return [s.title for s in splats.find(guest.kernel_log[start:])]
     return since
+
+
+@pytest.fixture
+def test_pmu(guest: Guest, lab: Lab) -> int:
+    """The lab's test PMU (kernels/modules/ringlab_aux) built for the guest's kernel and
+    loaded; its perf type. Skips with the reason when the lab cannot build modules for this
+    kernel; a module that does not build is an error, not a skip."""
+    try:
+        ko = lab.module("ringlab_aux", guest.kernel.name)
+    except ModuleUnavailable as e:
+        pytest.skip(f"no test PMU for this kernel: {e.message}")
+    guest.insmod(ko)
+    return int(guest.run("cat /sys/bus/event_source/devices/ringlab_aux/type").stdout)

@@ -1,0 +1,155 @@
+"""Out-of-tree test modules (kernels/modules/NAME) built against a guest kernel.
+
+A Debian kernel's modules are built in a Debian root of the kernel's own suite that holds the
+compiler that built the kernel (its CONFIG_CC_VERSION_TEXT) and the kernel's headers package
+at the image's exact version: made once with mmdebstrap and cached, then `make -C
+/usr/src/linux-headers-RELEASE M=...` runs in it by chroot. The .ko is cached by the module's
+sources, the kernel release and that build root, so an unchanged module is never rebuilt.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from harness import cache, progress
+from harness.config import DebianKernel, KernelSpec
+from harness.errors import HostError, ModuleError, ModuleUnavailable
+from harness.kernel import BootableKernel
+from harness.mirror import Mirror
+
+log = logging.getLogger(__name__)
+
+MODULES = Path(__file__).resolve().parent.parent / "kernels" / "modules"
+BUILD_ROOT_VERSION = 1
+_GCC = re.compile(r'(?:^|\s|")(?:\S+-)?gcc-(\d+)\b')
+
+
+def sources(name: str) -> Path:
+    src = MODULES / name
+    if not (src / "Kbuild").exists() and not (src / "Makefile").exists():
+        raise ModuleError(f"{src}: no such test module (expected a Kbuild file there)")
+    return src
+
+
+def source_hash(src: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(src.rglob("*")):
+        if p.is_file():
+            h.update(p.relative_to(src).as_posix().encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def compiler_package(k: BootableKernel) -> str:
+    """The Debian compiler package that built the kernel: 'gcc-14' for CONFIG_CC_VERSION_TEXT
+    "x86_64-linux-gnu-gcc-14 (Debian 14.2.0-19) 14.2.0"."""
+    text = k.config_option("CC_VERSION_TEXT")
+    m = _GCC.search(text or "")
+    if not m:
+        raise ModuleUnavailable(f"kernel {k.name} ({k.release}): cannot tell its compiler "
+                                f"(CONFIG_CC_VERSION_TEXT: {text or 'absent'})")
+    return f"gcc-{m.group(1)}"
+
+
+def build_root_recipe(spec: KernelSpec, k: BootableKernel) -> dict:
+    if not isinstance(spec.source, DebianKernel):
+        raise ModuleUnavailable(f"kernel {k.name} is not a Debian package kernel: the lab "
+                                "has no headers to build test modules against (a `build` "
+                                "kernel's tree will serve, in a later version)")
+    if k.config_option("MODULES") != "y":
+        raise ModuleUnavailable(f"kernel {k.name} ({k.release}) has no module support "
+                                "(CONFIG_MODULES is not set)")
+    if not k.package_version:
+        raise ModuleUnavailable(f"kernel {k.name}: the image package's version is unknown "
+                                "(prepare it again with --refresh)")
+    return {"version": BUILD_ROOT_VERSION, "suite": spec.source.suite, "release": k.release,
+            "packages": sorted(["make", compiler_package(k),
+                                f"linux-headers-{k.release}={k.package_version}"])}
+
+
+def build_root(spec: KernelSpec, k: BootableKernel, cache_root: Path,
+               mirror_for: Callable[[], Mirror]) -> Path:
+    """The cached build root for kernel k, made first if needed."""
+    r = build_root_recipe(spec, k)
+    digest = hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:16]
+    entry = cache_root / "buildroots" / digest
+    if (entry / "recipe.json").exists():
+        return entry / "root"
+    if shutil.which("mmdebstrap") is None:
+        raise HostError("mmdebstrap is missing", hint="apt-get install mmdebstrap")
+    if os.geteuid() != 0:
+        raise ModuleUnavailable("building test modules needs root (mmdebstrap and chroot)")
+    mirror = mirror_for()
+    log_path = entry.parent / f"{digest}.mmdebstrap.log"
+    with progress.step(f"making the {r['suite']} build root for {k.release} ({digest})"), \
+            cache.building(entry) as scratch:
+        cmd = ["mmdebstrap", "--variant=apt", f"--include={','.join(r['packages'])}",
+               f"--keyring={mirror.keyring}",
+               *[f"--dpkgopt=path-exclude={p}" for p in ("/usr/share/doc/*", "/usr/share/man/*",
+                                                         "/usr/share/locale/*")],
+               r["suite"], str(scratch / "root"), mirror.url]
+        log.debug("run: %s", " ".join(cmd))
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("w") as out:
+            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
+        if proc.returncode != 0:
+            text = log_path.read_text()
+            if "Unable to locate package linux-headers" in text or \
+                    "has no installation candidate" in text or "not found" in text:
+                raise ModuleUnavailable(f"no headers package for {k.release} "
+                                        f"{k.package_version} in {r['suite']} on {mirror.url}",
+                                        hint=f"log: {log_path}")
+            raise ModuleError(f"making the build root failed (mmdebstrap exit "
+                              f"{proc.returncode}); last lines:\n    "
+                              + "\n    ".join(text.strip().splitlines()[-5:]),
+                              hint=f"full log: {log_path}")
+        (scratch / "recipe.json").write_text(json.dumps(r, indent=2))
+    return entry / "root"
+
+
+def build(name: str, spec: KernelSpec, k: BootableKernel, cache_root: Path,
+          mirror_for: Callable[[], Mirror]) -> Path:
+    """kernels/modules/NAME built for kernel k: the path of the cached NAME.ko."""
+    src = sources(name)
+    root = build_root(spec, k, cache_root, mirror_for)
+    key = hashlib.sha256(f"{source_hash(src)} {k.release} {root}".encode()).hexdigest()[:16]
+    entry = cache_root / "modules" / f"{name}-{key}"
+    ko = entry / f"{name}.ko"
+    if ko.exists():
+        return ko
+    work = root / "build" / f"{name}-{key}"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(src, work)
+    log_path = cache_root / "modules" / f"{name}-{key}.build.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = ["chroot", str(root), "make", "-C", f"/usr/src/linux-headers-{k.release}",
+           f"M=/build/{work.name}", "modules"]
+    log.debug("run: %s", " ".join(cmd))
+    try:
+        with progress.step(f"building test module {name} for {k.release}"), \
+                log_path.open("w") as out:
+            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                  env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C"})
+        if proc.returncode != 0:
+            raise ModuleError(f"test module {name} does not build for {k.release}: "
+                              f"{first_error(log_path.read_text())}", hint=f"log: {log_path}")
+        with cache.building(entry) as scratch:
+            shutil.copy2(work / f"{name}.ko", scratch / f"{name}.ko")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return ko
+
+
+def first_error(log_text: str) -> str:
+    """The compiler's first error line of a failed build, else the last line."""
+    lines = log_text.strip().splitlines()
+    for line in lines:
+        if re.search(r"\berror\b", line) and not line.startswith("make"):
+            return line.strip()
+    return lines[-1].strip() if lines else "(empty build log)"

@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ringlab_aux: a test PMU with an AUX area, so the perf AUX data path runs where there is no
+ * Intel PT, SPE or CoreSight (a QEMU guest).
+ *
+ * From an hrtimer on the event's CPU it writes chunks into the AUX area with
+ * perf_aux_output_begin()/perf_aux_output_end(), as a tracing PMU's interrupt handler does.
+ * The data is checkable: the u64 at absolute AUX position p (bytes since the buffer was
+ * created, before wrapping) holds p. A chunk that does not fit the free space is cut to it and
+ * flagged PERF_AUX_FLAG_TRUNCATED (the core then disables the event); PARTIAL and COLLISION
+ * are set on request. A read-only AUX mapping is overwrite (snapshot) mode: the driver keeps
+ * its own head and the buffer holds the newest data.
+ *
+ * perf_event_attr:
+ *   config  bits  0-23  chunk size in bytes, a multiple of 8 (0: 4096)
+ *           bit     32  set PERF_AUX_FLAG_PARTIAL on every record
+ *           bit     33  set PERF_AUX_FLAG_COLLISION on every record
+ *           bits 40-55  stop after this many chunks (0: never)
+ *   config1             period in microseconds (0: 1000; at least 100)
+ */
+#include <linux/hrtimer.h>
+#include <linux/module.h>
+#include <linux/perf_event.h>
+#include <linux/slab.h>
+
+#define RL_CHUNK_MASK		0xffffffULL
+#define RL_PARTIAL		BIT_ULL(32)
+#define RL_COLLISION		BIT_ULL(33)
+#define RL_MAX_SHIFT		40
+#define RL_MAX_MASK		0xffffULL
+#define RL_CONFIG_MASK		(RL_CHUNK_MASK | RL_PARTIAL | RL_COLLISION | \
+				 (RL_MAX_MASK << RL_MAX_SHIFT))
+
+static unsigned int default_period_us = 1000;
+module_param(default_period_us, uint, 0644);
+MODULE_PARM_DESC(default_period_us, "timer period when attr.config1 is 0");
+
+struct rl_event {
+	struct hrtimer timer;
+	struct perf_event *event;
+	u64 period_ns;
+	u64 flags;		/* PERF_AUX_FLAG_* to set on every record */
+	u64 max_chunks;
+	u64 chunks;
+	u32 chunk;
+};
+
+struct rl_buf {
+	bool overwrite;
+	int nr_pages;
+	void *pages[];
+};
+
+static struct pmu rl_pmu;
+
+static void rl_write(struct rl_buf *buf, u64 head, unsigned long len)
+{
+	unsigned long size = (unsigned long)buf->nr_pages << PAGE_SHIFT;
+	unsigned long i;
+
+	for (i = 0; i < len; i += sizeof(u64)) {
+		u64 pos = head + i;
+		unsigned long off = pos & (size - 1);
+
+		*(u64 *)(buf->pages[off >> PAGE_SHIFT] + offset_in_page(off)) = pos;
+	}
+}
+
+static enum hrtimer_restart rl_tick(struct hrtimer *timer)
+{
+	struct rl_event *s = container_of(timer, struct rl_event, timer);
+	struct perf_output_handle handle;
+	struct rl_buf *buf;
+	unsigned long len;
+	u64 head;
+
+	if (s->max_chunks && s->chunks >= s->max_chunks)
+		return HRTIMER_NORESTART;
+
+	buf = perf_aux_output_begin(&handle, s->event);
+	if (buf) {
+		head = handle.head;
+		len = s->chunk;
+		if (!buf->overwrite && len > handle.size) {
+			len = handle.size & ~7UL;
+			perf_aux_output_flag(&handle, PERF_AUX_FLAG_TRUNCATED);
+		}
+		rl_write(buf, head, len);
+		if (s->flags)
+			perf_aux_output_flag(&handle, s->flags);
+		if (buf->overwrite)
+			handle.head = head + len;	/* the driver owns aux_head here */
+		perf_aux_output_end(&handle, len);
+		s->chunks++;
+	}
+	hrtimer_forward_now(timer, ns_to_ktime(s->period_ns));
+	return HRTIMER_RESTART;
+}
+
+static void rl_start(struct perf_event *event, int flags)
+{
+	struct rl_event *s = event->pmu_private;
+
+	event->hw.state = 0;
+	hrtimer_start(&s->timer, ns_to_ktime(s->period_ns), HRTIMER_MODE_REL_PINNED_HARD);
+}
+
+static void rl_stop(struct perf_event *event, int flags)
+{
+	struct rl_event *s = event->pmu_private;
+
+	hrtimer_cancel(&s->timer);
+	event->hw.state |= PERF_HES_STOPPED | PERF_HES_UPTODATE;
+}
+
+static int rl_add(struct perf_event *event, int flags)
+{
+	event->hw.state = PERF_HES_STOPPED | PERF_HES_UPTODATE;
+	if (flags & PERF_EF_START)
+		rl_start(event, 0);
+	return 0;
+}
+
+static void rl_del(struct perf_event *event, int flags)
+{
+	rl_stop(event, PERF_EF_UPDATE);
+}
+
+static void rl_read(struct perf_event *event)
+{
+}
+
+static void rl_destroy(struct perf_event *event)
+{
+	kfree(event->pmu_private);
+	event->pmu_private = NULL;
+}
+
+static int rl_event_init(struct perf_event *event)
+{
+	u64 config = event->attr.config;
+	u64 period_us = event->attr.config1 ?: default_period_us;
+	struct rl_event *s;
+	u32 chunk;
+
+	if (event->attr.type != rl_pmu.type)
+		return -ENOENT;
+	if (config & ~RL_CONFIG_MASK)
+		return -EINVAL;
+	chunk = config & RL_CHUNK_MASK ?: PAGE_SIZE;
+	if (chunk % sizeof(u64) || period_us < 100)
+		return -EINVAL;
+
+	s = kzalloc(sizeof(*s), GFP_KERNEL);
+	if (!s)
+		return -ENOMEM;
+	hrtimer_init(&s->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED_HARD);
+	s->timer.function = rl_tick;
+	s->event = event;
+	s->chunk = chunk;
+	s->period_ns = period_us * NSEC_PER_USEC;
+	s->max_chunks = (config >> RL_MAX_SHIFT) & RL_MAX_MASK;
+	s->flags = (config & RL_PARTIAL ? PERF_AUX_FLAG_PARTIAL : 0) |
+		   (config & RL_COLLISION ? PERF_AUX_FLAG_COLLISION : 0);
+	event->pmu_private = s;
+	event->destroy = rl_destroy;
+	return 0;
+}
+
+static void *rl_setup_aux(struct perf_event *event, void **pages, int nr_pages,
+			  bool overwrite)
+{
+	struct rl_buf *buf;
+
+	if (!nr_pages || !is_power_of_2(nr_pages))
+		return NULL;
+	buf = kzalloc(struct_size(buf, pages, nr_pages), GFP_KERNEL);
+	if (!buf)
+		return NULL;
+	buf->overwrite = overwrite;
+	buf->nr_pages = nr_pages;
+	memcpy(buf->pages, pages, nr_pages * sizeof(*pages));
+	return buf;
+}
+
+static void rl_free_aux(void *aux)
+{
+	kfree(aux);
+}
+
+static struct pmu rl_pmu = {
+	.module		= THIS_MODULE,
+	.task_ctx_nr	= perf_hw_context,
+	.event_init	= rl_event_init,
+	.add		= rl_add,
+	.del		= rl_del,
+	.start		= rl_start,
+	.stop		= rl_stop,
+	.read		= rl_read,
+	.setup_aux	= rl_setup_aux,
+	.free_aux	= rl_free_aux,
+};
+
+static int __init rl_init(void)
+{
+	return perf_pmu_register(&rl_pmu, "ringlab_aux", -1);
+}
+
+static void __exit rl_exit(void)
+{
+	perf_pmu_unregister(&rl_pmu);
+}
+
+module_init(rl_init);
+module_exit(rl_exit);
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("ringlab test PMU with an AUX area");

@@ -1,0 +1,159 @@
+"""The perf AUX area: its mmap validation on any kernel, and its data path on the lab's test
+PMU (kernels/modules/ringlab_aux), which writes checkable data from a timer with
+perf_aux_output_begin()/perf_aux_output_end().
+
+Observations come from probes/probe_perf_aux.py. Sources: kernel/events/core.c perf_mmap()
+(the AUX branch), kernel/events/ring_buffer.c (rb_alloc_aux, perf_aux_output_*,
+rb_need_aux_wakeup), include/uapi/linux/perf_event.h (aux_* fields of the control page,
+PERF_RECORD_AUX, PERF_AUX_FLAG_*), seed 000, ../shared/reference/ring-buffer-abi.md section 2.
+"""
+from __future__ import annotations
+
+import pytest
+
+from harness.guest import Guest
+
+TRUNCATED, OVERWRITE, PARTIAL, COLLISION = 0x01, 0x02, 0x04, 0x08
+
+
+def aux(guest: Guest, check: str, *args: str, timeout: float = 180) -> dict:
+    data = guest.probe("probe_perf_aux", [check, *args], timeout=timeout).data
+    if "skip" in data:
+        pytest.skip(data["skip"])
+    assert "torn" not in data, f"a record in the data buffer did not parse: {data['torn']}"
+    return data
+
+
+# perf_mmap(), AUX branch: each refusal and its errno.
+RULES = {
+    "no_data_buffer": ("EINVAL", "AUX mmap before the data buffer: !event->rb"),
+    "offset_inside_data": ("EINVAL", "aux_offset < data size + control page"),
+    "offset_misaligned": ("EINVAL", "aux_offset != vm_pgoff << PAGE_SHIFT"),
+    "mmap_offset_differs": ("EINVAL", "the mmap offset is not aux_offset"),
+    "length_differs": ("EINVAL", "aux_size != the mapping's length"),
+    "not_power_of_two": ("EINVAL", "AUX pages not a power of two"),
+    "read_only_control_page": ("EINVAL", "a read-only control page leaves aux_offset 0"),
+}
+
+
+def test_aux_mmap_validation_on_a_software_event(guest: Guest) -> None:
+    v = aux(guest, "validation", "300")
+    sw = v["software"]
+    wrong = {k: f"expected {want} ({why}), got {sw[k]}" for k, (want, why) in RULES.items()
+             if sw[k] != want}
+    # rb_alloc_aux(): !has_aux(event) -> EOPNOTSUPP for a PMU without setup_aux.
+    if sw["well_formed"] != "EOPNOTSUPP":
+        wrong["well_formed"] = f"expected EOPNOTSUPP (no AUX support), got {sw['well_formed']}"
+    assert not wrong, f"AUX mmap rules: {wrong}"
+    assert v["software_consistent"], "the same requests gave other errnos in later rounds"
+    assert sw["data_buffer_maps_after"] == "ok", "the data buffer must still map after them"
+    assert v["vm_pin_kb"] == [0, 0], \
+        f"{v['rounds']} rounds of refused AUX mmaps with perf_event_mlock_kb 0 left VmPin at " \
+        f"{v['vm_pin_kb'][1]} kB: a refused mmap must charge nothing"
+
+
+def test_aux_mmap_validation_on_the_test_pmu(guest: Guest, test_pmu: int) -> None:
+    v = aux(guest, "validation", "50")
+    t = v["test_pmu"]
+    assert "skip" not in t, t
+    wrong = {k: f"expected {want} ({why}), got {t[k]}" for k, (want, why) in RULES.items()
+             if t[k] != want}
+    if t["well_formed"] != "ok":
+        wrong["well_formed"] = f"expected ok on a PMU with AUX support, got {t['well_formed']}"
+    r = v["test_pmu_remap"]
+    # perf_mmap(): once mapped, a further AUX mapping must have the same offset and size.
+    if r != {"same": "ok", "other_size": "EINVAL", "other_offset": "EINVAL"}:
+        wrong["remap"] = f"same ok, other size/offset EINVAL expected; got {r}"
+    assert not wrong, f"AUX mmap rules with a real AUX area: {wrong}"
+    assert v["vm_pin_kb_after_test_pmu"] == 0, "the AUX charge must come back on munmap"
+
+
+@pytest.mark.parametrize("chunk", ["4096", "3000"])
+def test_aux_records_tile_the_stream_and_match_the_data(guest: Guest, test_pmu: int,
+                                                        chunk: str) -> None:
+    d = aux(guest, "datapath")[chunk]
+    assert d["records"] > 10, f"only {d['records']} PERF_RECORD_AUX in 0.8 s: {d}"
+    assert d["first_offset"] == 0 and d["contiguous"], \
+        f"PERF_RECORD_AUX offsets must start at 0 and follow each other: {d}"
+    assert d["sum_sizes"] == d["aux_head"], \
+        f"aux_head {d['aux_head']} != the sizes recorded {d['sum_sizes']}"
+    assert not d["bad_words"], f"AUX data differs from what the PMU wrote at {d['bad_words']}"
+    assert d["wrapped"], f"the stream must wrap the {d['aux_size']}-byte area: {d}"
+    assert d["ids_ok"] and d["head_monotonic"], d
+    # A reader keeping up sees no flags; if it fell behind, only the last record may be cut.
+    assert set(d["flags"]) <= {0, TRUNCATED}, f"unexpected flags {d['flags']}"
+
+
+def test_a_full_aux_area_is_truncated(guest: Guest, test_pmu: int) -> None:
+    t = aux(guest, "truncated")
+    size = t["aux_size"]
+    # perf_aux_output_begin(): the space is CIRC_SPACE(head, tail, size), the size less one
+    # byte; the PMU writes whole words, so it can fill size - 8 at most.
+    assert t["aux_head"] == t["sum_sizes"] == size - 8, \
+        f"with aux_tail never advanced the area fills to aux_size - 8 and no further: {t}"
+    first = size // 3000
+    assert t["truncated"] and t["truncated"][0] == first, \
+        f"the chunk that did not fit (record {first}) must be TRUNCATED: {t['truncated'][:5]}"
+    assert not t["bad_words"], t["bad_words"]
+
+
+def test_a_truncation_stops_the_event(guest: Guest, test_pmu: int) -> None:
+    t = aux(guest, "truncated")
+    # perf_aux_output_end(): PERF_AUX_FLAG_TRUNCATED disables the event (pending disable),
+    # so the PMU's next chunk never comes: one TRUNCATED record, the last one.
+    assert len(t["truncated"]) == 1 and t["truncated"][0] == t["records"] - 1, \
+        f"after the TRUNCATED record the event went on: {t['records'] - t['truncated'][0] - 1}" \
+        f" more records, {len(t['truncated'])} of them TRUNCATED"
+    assert not t["head_moved_after_stop"], "aux_head moved after the probe stopped"
+
+
+def test_pmu_flags_reach_the_record(guest: Guest, test_pmu: int) -> None:
+    f = aux(guest, "flags")
+    assert f == {**f, "partial": [PARTIAL], "collision": [COLLISION],
+                 "both": [PARTIAL | COLLISION]}, f"PERF_RECORD_AUX.flags: {f}"
+
+
+def test_overwrite_mode_keeps_the_newest_data(guest: Guest, test_pmu: int) -> None:
+    o = aux(guest, "overwrite")
+    # rb_alloc_aux(): a read-only AUX mapping is overwrite mode; perf_aux_output_end() sets
+    # PERF_AUX_FLAG_OVERWRITE and takes aux_head from the PMU.
+    assert o["aux_head"] > o["aux_size"], f"the PMU must write past the end: {o}"
+    assert o["records"] and all(fl & OVERWRITE for fl in o["flags"]), o["flags"]
+    assert not o["newest_bad_words"], \
+        f"the newest {o['aux_size']} bytes before aux_head are wrong: {o['newest_bad_words']}"
+
+
+def test_aux_watermark_wakes_the_reader(guest: Guest, test_pmu: int) -> None:
+    w = aux(guest, "watermark")
+    assert not w["early_pollin"], f"POLLIN before aux_watermark was reached: {w}"
+    assert w["later_pollin"] and w["head_at_wakeup"] >= w["watermark"], \
+        f"POLLIN must come once aux_head passes aux_watermark: {w}"
+
+
+def test_pause_output_stops_aux_records(guest: Guest, test_pmu: int) -> None:
+    p = aux(guest, "pause")
+    assert p["records_before"] > 0 and p["records_after"] > 0, p
+    assert p["records_while_paused"] == 0, \
+        f"{p['records_while_paused']} PERF_RECORD_AUX reached a paused buffer"
+    # The AUX area itself is not paused: what was written meanwhile is counted as lost
+    # records (one a chunk), so data and records still account for every byte.
+    assert p["recorded_bytes"] + p["lost_after"] * 4096 == p["aux_head"], \
+        f"recorded {p['recorded_bytes']} bytes + {p['lost_after']} lost records x 4096 != " \
+        f"aux_head {p['aux_head']}"
+    assert not p["bad_words"], p["bad_words"]
+
+
+def test_set_output_shares_one_aux_area(guest: Guest, test_pmu: int) -> None:
+    s = aux(guest, "set-output")
+    assert s["set_output"] == "ok", s
+    assert s["from_a"] > 0 and s["from_b"] > 0, \
+        f"records of both events must reach the shared buffer: {s}"
+    assert s["contiguous"] and s["sum_sizes"] == s["aux_head"] and not s["bad_words"], s
+
+
+def test_concurrent_map_unmap_of_a_shared_buffer(guest: Guest, test_pmu: int,
+                                                 new_splats) -> None:
+    r = aux(guest, "map-unmap-race", "4", timeout=300)
+    print(f"map/unmap race: {r['rounds']} rounds, errors {r['errors']}")
+    assert r["rounds"] > 0, r
+    assert not new_splats(), f"kernel splats: {new_splats()}"
