@@ -226,3 +226,36 @@ def trace_mmap_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 3,
                                   "pytest": last}, indent=2))
     print(f"\nfigures saved to {report}")
     return 0 if code == 0 else 1
+
+
+def aux_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 3, seconds: float = 2
+              ) -> int:
+    """`./lab bench aux`: AUX bytes/s through the test PMU (kernels/modules/ringlab_aux) and
+    the probe's reader, data moved only and every byte checked."""
+    lab = Lab(cfg)
+    out_dir = cfg.reports_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plan = lab.plan(kernel_name, out_dir / "bench-aux-console.log")
+    ko = lab.module("ringlab_aux", plan.kernel.name)
+    from harness.guest import boot
+    rates: dict[str, list[float]] = {"transport": [], "verified": []}
+    with boot(plan) as g:
+        g.insmod(ko)
+        for _ in range(runs):
+            d = g.probe("probe_perf_aux", ["throughput", str(seconds)], timeout=300).data
+            if "skip" in d:
+                raise LabError(f"the AUX benchmark cannot run: {d['skip']}")
+            for mode in rates:
+                if d[mode]["bad_records"]:
+                    raise LabError(f"AUX data was wrong in {d[mode]['bad_records']} records")
+                rates[mode].append(d[mode]["bytes_per_s"] / 1e6)
+    results = {k: _stats(v) for k, v in rates.items()}
+    print(f"\nringlab bench aux: kernel {plan.kernel.name} ({plan.kernel.release}), accel "
+          f"{plan.accel}, {plan.cpus} cpu, 64 KiB chunks every 100 us into 1 MiB, {seconds} s")
+    print(_line("AUX MB/s, records consumed", results["transport"], "MB/s", None))
+    print(_line("AUX MB/s, every byte checked", results["verified"], "MB/s", None))
+    report = out_dir / time.strftime("bench-aux-%Y%m%d-%H%M%S.json")
+    report.write_text(json.dumps({"kernel": plan.kernel.release, "accel": plan.accel,
+                                  "results_mb_per_s": results}, indent=2))
+    print(f"\nfigures saved to {report}")
+    return 0

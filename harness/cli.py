@@ -205,6 +205,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if args.bench == "perf-ring":
         return bench.perf_ring_bench(cfg, args.kernel, runs=args.runs)
+    if args.bench == "aux":
+        return bench.aux_bench(cfg, args.kernel, runs=args.runs)
     if args.bench == "trace-mmap":
         return bench.trace_mmap_bench(cfg, args.kernel, runs=args.runs, events=args.events)
     return bench.boot_bench(cfg, args.kernel, runs=args.runs, probe_runs=args.probe_runs,
@@ -276,6 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "Events/s consumed from a tracefs CPU buffer through the mapping, read() "
                        "and splice() of trace_pipe_raw (transport only and parsed), and the "
                        "wall time of tests/kernel/test_trace_mmap.py.")
+    _bench_parser(bsub, "aux", "perf AUX: bytes/s through the test PMU and a reader",
+                  "AUX bytes/s through the lab's test PMU and the probe's reader (records "
+                  "consumed; every byte checked).")
     bt.add_argument("--events", type=int, default=20000,
                     help="trace_marker events a run (default 20000)")
     return p

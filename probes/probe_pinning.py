@@ -114,29 +114,6 @@ def sysctls(**values: str) -> Iterator[dict[str, str]]:
                 f.write(v)
 
 
-def in_child(fn, *args) -> dict:
-    """fn(*args) in a forked child; its JSON result, or how it died."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            out = fn(*args)
-        except BaseException as e:  # noqa: BLE001 - report anything to the parent
-            out = {"error": f"{type(e).__name__}: {e}"}
-        os.write(w, json.dumps(out).encode())
-        os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 1 << 16):
-        data += chunk
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        return {"error": f"killed by {signal.Signals(os.WTERMSIG(status)).name}"}
-    return json.loads(data)
-
-
 # --- script --------------------------------------------------------------------------------
 
 class Script:
@@ -233,7 +210,7 @@ class Script:
         return "ok"
 
     def op_fork_map(self, pages: str) -> str:
-        out = in_child(_map_and_exit, int(pages))
+        out = probelib.in_child(_map_and_exit, int(pages))
         return out.get("result", out.get("error", "?"))
 
     def op_tracefs_map(self, _: str) -> str:
@@ -276,7 +253,7 @@ def check_script(args: list[str]) -> dict:
     if args and args[0].startswith("paranoid="):
         paranoid, args = args[0].split("=", 1)[1], args[1:]
     with sysctls(paranoid=paranoid) as saved, own_instance() as inst:
-        out = in_child(Script(inst).run, args)
+        out = probelib.in_child(Script(inst).run, args)
     return {"paranoid": int(paranoid), "saved_sysctls": saved, **out}
 
 
@@ -418,7 +395,7 @@ def check_pressure(args: list[str]) -> dict:
         sub, nr = tmeta.u32(8), tmeta.u32(12)
         tdata = Mapping(tfd, sub * nr, offset=msize)
         trace_before = tdata.read(0, sub * nr)
-        out["hog"] = in_child(_hog, 24 * 1024, 2.0)
+        out["hog"] = probelib.in_child(_hog, 24 * 1024, 2.0)
         out["perf_bytes_unchanged"] = rb.map.read(PAGE, rb.length - PAGE) == perf_before
         out["trace_bytes_unchanged"] = tdata.read(0, sub * nr) == trace_before
         records = parse_records(rb.map.read(rb.data_offset, rb.data_size), rb.data_size, 0,

@@ -16,7 +16,6 @@ import errno
 import fcntl
 import mmap
 import os
-import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -588,30 +587,6 @@ def _busy_writes(inst: Instance, undo: bool = False) -> dict:
 
 # --- 5. lifetime --------------------------------------------------------------------------
 
-def _child(fn) -> dict:
-    """Run fn() in a forked child; its dict, or how it died."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            out = fn()
-        except BaseException as e:  # noqa: BLE001 - report anything to the parent
-            out = {"error": repr(e)}
-        os.write(w, repr(out).encode())
-        os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        return {"signal": signal.Signals(os.WTERMSIG(status)).name}
-    import ast
-    return ast.literal_eval(data.decode())
-
-
 def _remap_works(inst: Instance, cpu: int = 0) -> bool:
     inst.mark("remap-check")
     fd = inst.open_cpu(cpu)
@@ -645,13 +620,13 @@ def _lifetime_fork(inst: Instance) -> dict:
     fd = inst.open_cpu(0)
     with TraceMap(fd) as tm:
         addr = tm.meta_map.addr
-        out["child_without_dofork"] = _child(
+        out["child_without_dofork"] = probelib.in_child(
             lambda: {"meta_page_size": ctypes.c_uint32.from_address(addr).value})
         out["madv_dofork"] = _libc_result(_libc.madvise(addr, tm.meta_map.length, MADV_DOFORK))
         out["madv_dofork_data"] = _libc_result(_libc.madvise(tm.data.addr, tm.data.length,
                                                              MADV_DOFORK))
         out["expected_meta_page_size"] = tm.meta().meta_page_size
-        out["child_with_dofork"] = _child(
+        out["child_with_dofork"] = probelib.in_child(
             lambda: {"meta_page_size": ctypes.c_uint32.from_address(addr).value})
         inst.mark("after-fork")
         out["parent_reads_after_child_exit"] = \

@@ -11,6 +11,7 @@ import errno
 import json
 import mmap
 import os
+import signal
 import sys
 from collections.abc import Callable
 
@@ -49,6 +50,30 @@ def parse_check(argv: list[str], name: str, description: str, checks: dict,
     p.add_argument("check", choices=sorted(checks), help="which rules to probe")
     p.add_argument("args", nargs="*", help=f"check arguments ({args_help})")
     return p.parse_args(argv)
+
+
+def in_child(fn: Callable[..., dict], *args: object) -> dict:
+    """fn(*args) in a forked child; its dict (through JSON), {"signal": NAME} if a signal
+    killed it, {"error": ...} if it raised."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            out = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - report anything to the parent
+            out = {"error": f"{type(e).__name__}: {e}"}
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 1 << 16):
+        data += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return {"signal": signal.Signals(os.WTERMSIG(status)).name}
+    return json.loads(data)
 
 
 def run(main: Callable[[list[str]], int]) -> None:

@@ -29,7 +29,7 @@ def run_script(guest: Guest, ops: list[str], paranoid: int = 2, allowance: bool 
                        timeout=300).data
     if "skip" in data:
         pytest.skip(data["skip"])
-    assert "error" not in data, f"the script's process failed: {data['error']}"
+    assert "error" not in data and "signal" not in data, f"the script's process failed: {data}"
     model = ChargeModel(ncpus=data["ncpus"], page_kb=data["page_size"] // 1024,
                         mlock_kb=data["mlock_kb_start"],
                         rlimit_kb=data["rlimit_memlock_kb_start"], paranoid=paranoid)
