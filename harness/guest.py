@@ -78,6 +78,7 @@ class Guest:
         # Every kernel log line read so far, so that a test and the plugin can each take the
         # lines since their own mark (kmsg() itself returns only what is new).
         self.kernel_log: list[str] = []
+        self._observed: dict[tuple, ProbeResult] = {}
         ssh.watchdog = self._raise_if_dead
 
     def _raise_if_dead(self) -> None:
@@ -104,6 +105,16 @@ class Guest:
               timeout: float = 60.0) -> ProbeResult:
         """Run probes/<name>.py in the guest and return its parsed JSON."""
         return self.runner.run(name, args, user=user, timeout=timeout)
+
+    def observe(self, name: str, args: list[str] | tuple[str, ...] = (), user: str = "root",
+                timeout: float = 60.0) -> ProbeResult:
+        """probe(), run once per guest for these arguments: when several tests judge one set
+        of observations, the guest does the work once (a splat it causes lands in the log of
+        the first of those tests)."""
+        key = (name, tuple(args), user)
+        if key not in self._observed:
+            self._observed[key] = self.probe(name, args, user=user, timeout=timeout)
+        return self._observed[key]
 
     def insmod(self, ko: Path, params: str = "") -> None:
         """Load a module built on the host (harness/modules.py), unless it is loaded already."""

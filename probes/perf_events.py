@@ -2,12 +2,12 @@
 software event, event ids, and this process's VmPin. Stdlib only: this runs in the guest."""
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import struct
 
 import perf_abi as perf
+import probelib
 
 TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 TRACEPOINT = "syscalls/sys_enter_getppid"
@@ -23,7 +23,7 @@ def tracepoint_id(name: str = TRACEPOINT) -> int:
             return int(open(f"{root}/events/{name}/id").read())
         except OSError:
             continue
-    raise OSError(errno.ENOENT, f"no tracepoint {name} under {' or '.join(TRACEFS)}")
+    raise probelib.Skip(f"kernel has no tracepoint {name} under {' or '.join(TRACEFS)}")
 
 
 def open_counter(flags: int = perf.ATTR_DISABLED, wakeup: int = 0, pid: int = 0, cpu: int = -1,

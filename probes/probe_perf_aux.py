@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import perf_abi as perf
 import probelib
-from perf_buffer import RingBuffer, TornRecord
+from perf_buffer import RingBuffer
 from perf_events import open_dummy, vm_pin_kb
 from probelib import Mapping
 
@@ -39,10 +39,6 @@ CFG_PARTIAL, CFG_COLLISION, CFG_MAX_SHIFT = 1 << 32, 1 << 33, 40
 AUX_FLAG_TRUNCATED, AUX_FLAG_OVERWRITE = 0x01, 0x02
 AUX_FLAG_PARTIAL, AUX_FLAG_COLLISION = 0x04, 0x08
 SW_FLAGS = perf.ATTR_DISABLED | perf.ATTR_EXCLUDE_KERNEL | perf.ATTR_EXCLUDE_HV
-
-
-class Skip(Exception):
-    pass
 
 
 def errno_of(fn) -> str:
@@ -104,7 +100,7 @@ def pmu_type() -> int:
     try:
         return int(open(f"{PMU_DIR}/type").read())
     except OSError:
-        raise Skip("the test PMU ringlab_aux is not loaded (kernels/modules/ringlab_aux)") \
+        raise probelib.Skip("the test PMU ringlab_aux is not loaded (kernels/modules/ringlab_aux)") \
             from None
 
 
@@ -205,7 +201,7 @@ def check_validation(args: list[str]) -> dict:
         out["vm_pin_kb"] = [start, vm_pin_kb()]
         try:
             pfd = open_test_pmu()
-        except Skip as e:
+        except probelib.Skip as e:
             out["test_pmu"] = {"skip": str(e)}
         else:
             out["test_pmu"] = _validation_round(pfd)
@@ -525,17 +521,8 @@ CHECKS = probelib.check_table(globals())
 
 
 def main(argv: list[str]) -> int:
-    ns = probelib.parse_check(argv, "probe_perf_aux", "Probe the perf AUX area; prints one "
-                              "JSON document of observations for CHECK.", CHECKS,
-                              "rounds, seconds")
-    try:
-        result = CHECKS[ns.check](ns.args)
-    except Skip as e:
-        result = {"skip": str(e)}
-    except TornRecord as e:
-        result = {"torn": str(e)}
-    probelib.emit({"probe": "perf_aux", "check": ns.check, **result})
-    return 0
+    return probelib.check_main(argv, "perf_aux", "Probe the perf AUX area; prints one JSON "
+                               "document of observations for CHECK.", CHECKS, "rounds, seconds")
 
 
 if __name__ == "__main__":

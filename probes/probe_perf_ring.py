@@ -9,7 +9,6 @@ every os.getppid() is one PERF_RECORD_SAMPLE. Stdlib only.
 from __future__ import annotations
 
 import ctypes
-import errno
 import fcntl
 import mmap
 import os
@@ -22,7 +21,7 @@ from itertools import pairwise
 
 import perf_abi as perf
 import probelib
-from perf_events import (SAMPLE_SIZE, SAMPLE_TYPE, TRACEPOINT, event_id, fire, open_counter,
+from perf_events import (SAMPLE_SIZE, SAMPLE_TYPE, event_id, fire, open_counter,
                          open_dummy, tracepoint_id, vm_pin_kb)
 from perf_buffer import RingBuffer, TornRecord, parse_records, sample_id
 
@@ -605,18 +604,9 @@ CHECKS = probelib.check_table(globals())
 
 
 def main(argv: list[str]) -> int:
-    ns = probelib.parse_check(argv, "probe_perf_ring", "Probe the perf ring buffer; prints one "
-                              "JSON document of observations for CHECK.", CHECKS,
-                              "rounds, seconds, ...")
-    try:
-        result = CHECKS[ns.check](ns.args)
-    except OSError as e:
-        if e.errno == errno.ENOENT and "tracepoint" in str(e):
-            result = {"skip": f"kernel has no tracepoint {TRACEPOINT}: {e.strerror}"}
-        else:
-            raise
-    probelib.emit({"probe": "perf_ring", "check": ns.check, **result})
-    return 0
+    return probelib.check_main(argv, "perf_ring", "Probe the perf ring buffer; prints one JSON "
+                               "document of observations for CHECK.", CHECKS,
+                               "rounds, seconds, ...")
 
 
 if __name__ == "__main__":

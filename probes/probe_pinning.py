@@ -25,7 +25,6 @@ Run by hand in a guest: python3 probe_pinning.py CHECK [ARGS]   (-h). Stdlib onl
 from __future__ import annotations
 
 import ctypes
-import errno
 import fcntl
 import json
 import mmap
@@ -446,22 +445,15 @@ def check_detached(args: list[str]) -> dict:
 CHECKS = probelib.check_table(globals())
 
 
-def main(argv: list[str]) -> int:
-    ns = probelib.parse_check(argv, "probe_pinning", "Probe pinning and accounting of mapped "
-                              "ring buffers; prints one JSON document of observations for "
-                              "CHECK.", CHECKS, "script operations, seconds, processes")
+def _gate(check: str) -> None:
     if os.geteuid() != 0:
-        result = {"skip": "probe_pinning runs as root (it sets sysctls and changes identity)"}
-    else:
-        try:
-            result = CHECKS[ns.check](ns.args)
-        except OSError as e:
-            if e.errno == errno.ENOENT and "tracepoint" in str(e):
-                result = {"skip": f"kernel has no tracepoint for the samples: {e.strerror}"}
-            else:
-                raise
-    probelib.emit({"probe": "pinning", "check": ns.check, **result})
-    return 0
+        raise probelib.Skip("probe_pinning runs as root (it sets sysctls and changes identity)")
+
+
+def main(argv: list[str]) -> int:
+    return probelib.check_main(argv, "pinning", "Probe pinning and accounting of mapped ring "
+                               "buffers; prints one JSON document of observations for CHECK.",
+                               CHECKS, "script operations, seconds, processes", _gate)
 
 
 if __name__ == "__main__":

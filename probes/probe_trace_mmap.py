@@ -40,15 +40,11 @@ def _libc_result(rc: int) -> str:
     return "ok" if rc == 0 else probelib.errname(ctypes.get_errno())
 
 
-class NoTracefs(Exception):
-    pass
-
-
 def tracefs_root() -> str:
     for root in TRACEFS:
         if os.path.exists(f"{root}/trace_marker"):
             return root
-    raise NoTracefs(f"no tracefs mounted at {' or '.join(TRACEFS)}")
+    raise probelib.Skip(f"no tracefs mounted at {' or '.join(TRACEFS)}")
 
 
 def write_file(path: str, value: str) -> str:
@@ -344,12 +340,8 @@ def check_abi(args: list[str]) -> dict:
 def _mainline_or_skip(root: str) -> None:
     found = detect_abi(root)
     if found["abi"] != "mainline":
-        raise Skip(f"mapping ABI is {found['abi']}, these checks need the mainline (v6.10+) "
+        raise probelib.Skip(f"mapping ABI is {found['abi']}, these checks need the mainline (v6.10+) "
                    f"trace_mmap.h ABI: {found['why']}")
-
-
-class Skip(Exception):
-    pass
 
 
 # --- 1. meta page ------------------------------------------------------------------------
@@ -395,7 +387,7 @@ def check_data(args: list[str]) -> dict:
     subbuf_kb, cpu = int(args[0]), int(args[1])
     n = int(args[2]) if len(args) > 2 else 300
     if cpu not in os.sched_getaffinity(0):
-        raise Skip(f"the guest has no CPU {cpu}")
+        raise probelib.Skip(f"the guest has no CPU {cpu}")
     written = texts(n, f"c{cpu}s{subbuf_kb}-")
     size_kb = max(256, subbuf_kb * 8)
     with instance(subbuf_kb=subbuf_kb, size_kb=size_kb) as inst, pinned(cpu):
@@ -709,7 +701,7 @@ def check_lifetime(args: list[str]) -> dict:
     instance must still be removable (no reference left behind)."""
     part = args[0] if args else ""
     if part not in LIFETIME:
-        raise Skip(f"lifetime needs one of: {', '.join(LIFETIME)}")
+        raise probelib.Skip(f"lifetime needs one of: {', '.join(LIFETIME)}")
     with instance(subbuf_kb=4, size_kb=64) as inst, pinned(0):
         out = LIFETIME[part](inst)
         path = inst.path
@@ -924,19 +916,17 @@ CONSUMERS = {"mmap": _consume_mmap, "read": _consume_read, "splice": _consume_sp
 CHECKS = probelib.check_table(globals())
 
 
+def _gate(check: str) -> None:
+    """tracefs must be there; every check but `abi` needs the mainline mapping ABI."""
+    root = tracefs_root()
+    if check != "abi":
+        _mainline_or_skip(root)
+
+
 def main(argv: list[str]) -> int:
-    ns = probelib.parse_check(argv, "probe_trace_mmap", "Probe the tracefs ring buffer mmap "
-                              "(trace_pipe_raw); prints one JSON document of observations for "
-                              "CHECK.", CHECKS, "sub-buffer KB, CPU, counts")
-    try:
-        root = tracefs_root()
-        if ns.check != "abi":
-            _mainline_or_skip(root)
-        result = CHECKS[ns.check](ns.args)
-    except (Skip, NoTracefs) as e:
-        result = {"skip": str(e)}
-    probelib.emit({"probe": "trace_mmap", "check": ns.check, **result})
-    return 0
+    return probelib.check_main(argv, "trace_mmap", "Probe the tracefs ring buffer mmap "
+                               "(trace_pipe_raw); prints one JSON document of observations "
+                               "for CHECK.", CHECKS, "sub-buffer KB, CPU, counts", _gate)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,26 @@ def parser(name: str, description: str) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(prog=f"python3 {name}.py", description=description)
 
 
+class Skip(Exception):
+    """The kernel lacks what a check needs; the message is the exact reason (the test skips
+    with it)."""
+
+
+def check_main(argv: list[str], probe: str, description: str, checks: dict, args_help: str,
+               gate: Callable[[str], None] | None = None) -> int:
+    """main() of a multi-check probe: parse CHECK [ARGS], run it (after gate(check), which
+    may raise Skip), print {"probe", "check", ...observations} or {"skip": reason}."""
+    ns = parse_check(argv, f"probe_{probe}", description, checks, args_help)
+    try:
+        if gate is not None:
+            gate(ns.check)
+        result = checks[ns.check](ns.args)
+    except Skip as e:
+        result = {"skip": str(e)}
+    emit({"probe": probe, "check": ns.check, **result})
+    return 0
+
+
 def check_table(namespace: dict) -> dict[str, Callable[[list[str]], dict]]:
     """A probe's checks by name: its check_foo_bar functions as 'foo-bar'."""
     return {name[len("check_"):].replace("_", "-"): fn for name, fn in namespace.items()

@@ -19,9 +19,13 @@ from harness.guest import Guest
 VMA_SPLIT_FIX = {(6, 16): 1, (6, 15): 10, (6, 12): 42, (6, 6): 102, (6, 1): 148}
 
 
-def ring(guest: Guest, check: str, *args: str, user: str = "root", timeout: float = 120
-         ) -> dict:
-    data = guest.probe("probe_perf_ring", [check, *args], user=user, timeout=timeout).data
+def ring(guest: Guest, check: str, *args: str, user: str = "root", timeout: float = 120,
+         once: bool = True) -> dict:
+    """The check's observations; with once, shared by the tests that judge them (the checks
+    make their own events, so a rerun would see the same). once=False where the outcome
+    depends on guest state a test sets (perf_event_paranoid)."""
+    run = guest.observe if once else guest.probe
+    data = run("probe_perf_ring", [check, *args], user=user, timeout=timeout).data
     if "skip" in data:
         pytest.skip(data["skip"])
     return data
@@ -217,7 +221,7 @@ def test_map_unmap_close_in_any_order_leaks_nothing(guest: Guest, user: str, par
     would exhaust perf_event_mlock_kb plus RLIMIT_MEMLOCK (EPERM) if a round leaked its
     charge (ring-buffer ABI section 3)."""
     paranoid(2)  # the unprivileged user may use its own user-space events
-    leak = ring(guest, "leak", "300", user=user)
+    leak = ring(guest, "leak", "300", user=user, once=False)
     assert leak["failure"] is None, \
         f"open/mmap/close/munmap round {leak['failure']} failed: a leaked charge?"
     assert leak["vm_pin_kb_end"] == leak["vm_pin_kb_start"], \
@@ -273,7 +277,7 @@ def paranoid(guest: Guest):
 
 def test_unprivileged_user_at_paranoid_2(guest: Guest, paranoid) -> None:
     paranoid(2)
-    u = ring(guest, "unprivileged", user="lab")
+    u = ring(guest, "unprivileged", user="lab", once=False)
     assert u["euid"] != 0 and u["perf_event_paranoid"] == 2
     # perf-security.rst, paranoid 2: user-space measurement of own tasks only.
     assert u["self_user_only"] == "ok", f"own task, user space only: {u['self_user_only']}"
@@ -291,7 +295,7 @@ def test_unprivileged_user_at_debian_paranoid_3(guest: Guest, paranoid) -> None:
         pytest.skip("kernel has no perf_event_paranoid level 3 "
                     "(CONFIG_SECURITY_PERF_EVENTS_RESTRICT, a Debian/Android patch)")
     paranoid(3)
-    u = ring(guest, "unprivileged", user="lab")
+    u = ring(guest, "unprivileged", user="lab", once=False)
     # Debian's "security,perf: Allow further restriction of perf_event_open": level 3
     # refuses perf_event_open to unprivileged users altogether.
     refused = {k: u[k] for k in ("self_user_only", "self_with_kernel", "cpu_wide_user_only",

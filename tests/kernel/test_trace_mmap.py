@@ -18,7 +18,7 @@ META_STRUCT_LEN = 80  # sizeof(struct trace_buffer_meta) in trace_mmap.h since v
 
 
 def trace(guest: Guest, check: str, *args: str, timeout: float = 180) -> dict:
-    data = guest.probe("probe_trace_mmap", [check, *args], timeout=timeout).data
+    data = guest.observe("probe_trace_mmap", [check, *args], timeout=timeout).data
     if "skip" in data:
         pytest.skip(data["skip"])
     return data
