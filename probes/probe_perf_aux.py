@@ -41,14 +41,6 @@ AUX_FLAG_PARTIAL, AUX_FLAG_COLLISION = 0x04, 0x08
 SW_FLAGS = perf.ATTR_DISABLED | perf.ATTR_EXCLUDE_KERNEL | perf.ATTR_EXCLUDE_HV
 
 
-def errno_of(fn) -> str:
-    try:
-        fn()
-        return "ok"
-    except OSError as e:
-        return probelib.errname(e)
-
-
 # --- the AUX mapping ------------------------------------------------------------------------
 
 class AuxArea:
@@ -157,7 +149,7 @@ def run_for(fd: int, seconds: float) -> None:
 def _validation_round(fd: int) -> dict:
     """Each rule of perf_mmap()'s AUX branch once, on an event with an 8-page data buffer."""
     out = {}
-    out["no_data_buffer"] = errno_of(lambda: Mapping(fd, 4 * PAGE, offset=16 * PAGE).close())
+    out["no_data_buffer"] = probelib.outcome(lambda: Mapping(fd, 4 * PAGE, offset=16 * PAGE).close())
     rb = RingBuffer(fd, 8)
     end = rb.length  # the first byte past the data area: where an AUX area may start
     ctl = perf.PerfEventMmapPage.from_address(rb.base)
@@ -165,7 +157,7 @@ def _validation_round(fd: int) -> dict:
     def aux(aux_offset: int, aux_size: int, map_offset: int, length: int,
             prot: int = mmap.PROT_READ | mmap.PROT_WRITE) -> str:
         ctl.aux_offset, ctl.aux_size = aux_offset, aux_size
-        return errno_of(lambda: Mapping(fd, length, prot, offset=map_offset).close())
+        return probelib.outcome(lambda: Mapping(fd, length, prot, offset=map_offset).close())
 
     out["offset_inside_data"] = aux(end - PAGE, 4 * PAGE, end - PAGE, 4 * PAGE)
     out["offset_misaligned"] = aux(end + 8, 4 * PAGE, end, 4 * PAGE)
@@ -175,10 +167,10 @@ def _validation_round(fd: int) -> dict:
     out["well_formed"] = aux(end, 4 * PAGE, end, 4 * PAGE)
     rb.close()
     ro = RingBuffer(fd, 8, writable=False)  # a read-only control page: aux_offset stays 0
-    out["read_only_control_page"] = errno_of(
+    out["read_only_control_page"] = probelib.outcome(
         lambda: Mapping(fd, 4 * PAGE, offset=ro.length).close())
     ro.close()
-    out["data_buffer_maps_after"] = errno_of(lambda: RingBuffer(fd, 8).close())
+    out["data_buffer_maps_after"] = probelib.outcome(lambda: RingBuffer(fd, 8).close())
     return out
 
 
@@ -219,10 +211,10 @@ def _remap_rules(fd: int) -> dict:
     rb = RingBuffer(fd, 8)
     aux = AuxArea(fd, rb, 4)
     out = {
-        "same": errno_of(lambda: Mapping(fd, aux.size, mmap.PROT_READ | mmap.PROT_WRITE,
+        "same": probelib.outcome(lambda: Mapping(fd, aux.size, mmap.PROT_READ | mmap.PROT_WRITE,
                                          offset=aux.offset).close()),
-        "other_size": errno_of(lambda: Mapping(fd, 2 * aux.size, offset=aux.offset).close()),
-        "other_offset": errno_of(lambda: Mapping(fd, aux.size,
+        "other_size": probelib.outcome(lambda: Mapping(fd, 2 * aux.size, offset=aux.offset).close()),
+        "other_offset": probelib.outcome(lambda: Mapping(fd, aux.size,
                                                  offset=aux.offset + aux.size).close()),
     }
     aux.close()
@@ -397,7 +389,7 @@ def check_set_output(args: list[str]) -> dict:
     b = open_test_pmu(chunk=1024, period_us=3000)
     rb = RingBuffer(a, 16)
     aux = AuxArea(a, rb, 32)
-    out = {"set_output": errno_of(lambda: fcntl.ioctl(b, perf.PERF_EVENT_IOC_SET_OUTPUT, a))}
+    out = {"set_output": probelib.outcome(lambda: fcntl.ioctl(b, perf.PERF_EVENT_IOC_SET_OUTPUT, a))}
     ida, idb = event_id(a), event_id(b)
     fcntl.ioctl(a, perf.PERF_EVENT_IOC_ENABLE)
     fcntl.ioctl(b, perf.PERF_EVENT_IOC_ENABLE)

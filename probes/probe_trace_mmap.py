@@ -551,11 +551,7 @@ def _noexec(root: str) -> bool:
 
 
 def _ioctl_result(fd: int, cmd: int) -> str:
-    try:
-        fcntl.ioctl(fd, cmd)
-        return "ok"
-    except OSError as e:
-        return probelib.errname(e)
+    return probelib.outcome(lambda: fcntl.ioctl(fd, cmd))
 
 
 def _busy_writes(inst: Instance, undo: bool = False) -> dict:
@@ -661,7 +657,7 @@ def _lifetime_close_first(inst: Instance) -> dict:
     tm = TraceMap(fd)
     os.close(fd)
     out = {"meta_readable_after_close": tm.meta().meta_page_size == tm.meta_page_size,
-           "rmdir_while_mapped_fd_closed": _result(lambda: os.rmdir(inst.path))}
+           "rmdir_while_mapped_fd_closed": probelib.outcome(lambda: os.rmdir(inst.path))}
     tm.close()
     out["remap_works"] = _remap_works(inst)
     return out
@@ -673,9 +669,9 @@ def _lifetime_instances(inst: Instance) -> dict:
     fd = inst.open_cpu(0)
     with TraceMap(fd):
         other = f"{inst.root}/instances/ringlab-{os.getpid()}-other"
-        out["mkdir_other"] = _result(lambda: os.mkdir(other))
-        out["rmdir_other"] = _result(lambda: os.rmdir(other))
-        out["rmdir_mapped_instance"] = _result(lambda: os.rmdir(inst.path))
+        out["mkdir_other"] = probelib.outcome(lambda: os.mkdir(other))
+        out["rmdir_other"] = probelib.outcome(lambda: os.rmdir(other))
+        out["rmdir_mapped_instance"] = probelib.outcome(lambda: os.rmdir(inst.path))
     os.close(fd)
     out["remap_works"] = _remap_works(inst)
     return out
@@ -707,14 +703,6 @@ def check_lifetime(args: list[str]) -> dict:
         path = inst.path
     out["instance_removed"] = not os.path.exists(path)
     return {"part": part, **out}
-
-
-def _result(fn) -> str:
-    try:
-        fn()
-        return "ok"
-    except OSError as e:
-        return probelib.errname(e)
 
 
 # --- 7. readers side by side ---------------------------------------------------------------

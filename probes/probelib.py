@@ -26,6 +26,15 @@ def errname(e: OSError | int) -> str:
 _PREFERRED = {errno.EOPNOTSUPP: "EOPNOTSUPP", errno.EAGAIN: "EAGAIN"}
 
 
+def outcome(fn: Callable[[], object]) -> str:
+    """'ok' if fn() returns, else the name of the errno its OSError carries."""
+    try:
+        fn()
+        return "ok"
+    except OSError as e:
+        return errname(e)
+
+
 def emit(doc: dict) -> None:
     """Print the probe's one JSON document."""
     json.dump(doc, sys.stdout, indent=None, sort_keys=True)
