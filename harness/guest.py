@@ -78,6 +78,7 @@ class Guest:
         # Every kernel log line read so far, so that a test and the plugin can each take the
         # lines since their own mark (kmsg() itself returns only what is new).
         self.kernel_log: list[str] = []
+        self.tainted = -1  # the kernel's taint mask as of the last kmsg()
         self._observed: dict[tuple, ProbeResult] = {}
         ssh.watchdog = self._raise_if_dead
 
@@ -130,7 +131,7 @@ class Guest:
 
     def kmsg(self) -> list[str]:
         """Kernel log lines since the previous call; all are also kept in kernel_log."""
-        lines = self.runner.kmsg()
+        lines, self.tainted = self.runner.kmsg()
         self.kernel_log.extend(lines)
         return lines
 

@@ -133,9 +133,10 @@ class ProbeRunner:
         log.debug("probe %s: %s in %.3f s", probe, resp.get("status"), resp.get("duration_s", 0))
         return interpret(resp, user, tuple(args))
 
-    def kmsg(self) -> list[str]:
-        """Kernel log lines since the previous call."""
-        return self.request({"op": "kmsg"}, 30).get("lines", [])
+    def kmsg(self) -> tuple[list[str], int]:
+        """Kernel log lines since the previous call, and the taint mask now (-1: unknown)."""
+        resp = self.request({"op": "kmsg"}, 30)
+        return resp.get("lines", []), int(resp.get("tainted", -1))
 
     def close(self) -> None:
         if self._chan is not None:

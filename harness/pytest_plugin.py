@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness import config as lab_config
-from harness import console, known_issues
+from harness import console, known_issues, splats
 from harness.errors import GuestHang, LabError
 from harness.guest import Guest
 from harness.lab import Lab
@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent
 GUEST_KEY = pytest.StashKey[Guest]()
 LOG_MARK_KEY = pytest.StashKey[int]()
+TAINT_KEY = pytest.StashKey[int]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -112,6 +113,8 @@ class LabSession:
         self.error: LabError | None = None
         self.results: list[dict] = []
         self.facts: dict[str, str] = {}
+        self.between_tests: list[dict] = []   # splats logged while no test was running
+        self._reviewed: dict[int, int] = {}   # id(guest) -> kernel_log lines already judged
         self.started = time.time()
         cfg_path = config.getoption("--lab-config") or os.environ.get("RINGLAB_CONFIG") or \
             str(REPO / "lab.yaml")
@@ -154,8 +157,10 @@ class LabSession:
                 self.error = e
             pytest.fail(f"no guest: {e}", pytrace=False)
         g.kmsg()  # what the kernel logged before this test is not this test's
+        self._judge_between(g, request.node.nodeid)
         request.node.stash[GUEST_KEY] = g
         request.node.stash[LOG_MARK_KEY] = len(g.kernel_log)
+        request.node.stash[TAINT_KEY] = g.tainted
         issue = known_issues.matching(self.known, request.node.nodeid, g.kernel.release)
         if issue is not None:
             request.applymarker(pytest.mark.xfail(strict=True, reason=issue.summary))
@@ -182,12 +187,14 @@ class LabSession:
                 lines = g.kernel_log[item.stash.get(LOG_MARK_KEY, len(g.kernel_log)):]
             except LabError as e:
                 lines, dead = [], f"guest stopped answering: {e}"
+            self._reviewed[id(g)] = len(g.kernel_log)
             if lines:
                 text = "\n".join(lines) + "\n"
                 # On the call report for the terminal; on the item for the teardown report,
                 # which is the one the JUnit writer takes captured output from.
                 report.sections.append(("Captured stdout guest dmesg call", text))
                 item.add_report_section("call", "stdout guest dmesg", text)
+            self._judge_splats(item, report, g, lines)
         if dead is not None:
             # The test that was running when the guest died is the one that failed.
             tail = console.tail(g.vm.console_text(), 40)
@@ -198,6 +205,37 @@ class LabSession:
                 if pooled is g:
                     self.pool.discard(n)
 
+    def _judge_splats(self, item: pytest.Item, report: pytest.TestReport, g: Guest,
+                      lines: list[str]) -> None:
+        """A kernel splat during a test fails it, even if its assertions held; a TCG artefact
+        (harness/console.py) is reported but fails nothing. Taint changes are recorded."""
+        found = splats.find(lines)
+        bugs = [s for s in found if not (g.plan.accel == "tcg" and
+                                         console.tcg_artefact_in(s.lines[0]))]
+        report.ringlab_splats = [s.as_dict() for s in found]  # type: ignore[attr-defined]
+        before, after = item.stash.get(TAINT_KEY, -1), g.tainted
+        if before != after:
+            report.ringlab_taint = [before, after]  # type: ignore[attr-defined]
+            report.sections.append(("guest kernel taint", f"{before} -> {after}\n"))
+        if not found:
+            return
+        text = "\n\n".join(s.text for s in found) + "\n"
+        report.sections.append(("guest kernel splats", text))
+        item.add_report_section("call", "stdout guest kernel splats", text)
+        if bugs and report.passed:
+            report.outcome = "failed"
+            report.longrepr = (f"the kernel splatted during this test: "
+                               f"{'; '.join(s.title for s in bugs)}\n{bugs[0].text}")
+
+    def _judge_between(self, g: Guest, next_test: str) -> None:
+        """Splats the kernel logged while no test ran are reported on their own."""
+        start = self._reviewed.get(id(g), len(g.kernel_log))
+        found = splats.find(g.kernel_log[start:])
+        if found:
+            self.between_tests.append({"before_test": next_test,
+                                       "splats": [s.as_dict() for s in found]})
+        self._reviewed[id(g)] = len(g.kernel_log)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             reason, outcome = "", report.outcome
@@ -207,8 +245,13 @@ class LabSession:
                 reason = report.longrepr[2]
             elif report.failed or outcome == "rerun":  # rerun: pytest-rerunfailures
                 reason = _reason(report)
-            self.results.append({"test": report.nodeid, "outcome": outcome,
-                                 "duration_s": round(report.duration, 3), "reason": reason})
+            entry = {"test": report.nodeid, "outcome": outcome,
+                     "duration_s": round(report.duration, 3), "reason": reason}
+            if getattr(report, "ringlab_splats", None):
+                entry["splats"] = report.ringlab_splats
+            if getattr(report, "ringlab_taint", None):
+                entry["taint"] = report.ringlab_taint
+            self.results.append(entry)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         try:
@@ -243,7 +286,8 @@ class LabSession:
                "kernel_description": k.description if k else None,
                "boots": self.pool.boots if self.pool else [], "counts": counts,
                "exit_status": int(exitstatus), "duration_s": round(time.time() - self.started, 1),
-               "kernel_facts": self.facts, "results": self.results}
+               "kernel_facts": self.facts, "splats_between_tests": self.between_tests,
+               "results": self.results}
         (self.report_dir / "summary.json").write_text(json.dumps(doc, indent=2))
         lines = [f"ringlab run on kernel {self.kernel_name} "
                  f"({doc['kernel_description'] or 'not prepared'})",
@@ -253,6 +297,9 @@ class LabSession:
                  "results: " + (", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
                                 or "no tests ran")]
         lines += [f"kernel: {name}: {value}" for name, value in sorted(self.facts.items())]
+        for b in self.between_tests:
+            lines += [f"  SPLAT between tests (before {b['before_test']}): {s['title']}"
+                      for s in b["splats"]]
         for r in self.results:
             if r["outcome"] != "passed":
                 lines.append(f"  {r['outcome'].upper():7s} {r['test']}: {r['reason']}")
@@ -281,5 +328,6 @@ def _reason(report: pytest.TestReport) -> str:
     """One line on why a test failed: the guest's death if that was it, else the last line."""
     text = str(report.longrepr).strip() if report.longrepr else ""
     died = next((line for line in text.splitlines()
-                 if line.startswith("the guest died during this test")), None)
+                 if line.startswith(("the guest died during this test",
+                                     "the kernel splatted during this test"))), None)
     return (died or (text.splitlines()[-1] if text else ""))[:300]

@@ -25,6 +25,14 @@ _TRACE_END = re.compile(r"---\[ end (?:trace|Kernel panic)")
 _TAINT = re.compile(r"\b(?:(?P<none>Not tainted)|Tainted: (?P<flags>[A-Z ]+?)\s+\d)")
 
 
+# "Modules linked in: ringlab_aux(OE) virtio_net": a flag in parentheses marks a module that
+# taints the kernel (O out of tree, E unsigned, P proprietary, ...: kernel/panic.c taint_flags).
+_MODULES = re.compile(r"^Modules linked in:(?P<mods>.*)$")
+_MODULE = re.compile(r"(?P<name>[\w-]+)(?:\((?P<flags>[A-Z]+)\))?")
+# A call trace frame: " remove_vma+0x2f/0x70" (a "? " prefix marks an unreliable one).
+_FRAME = re.compile(r"^\s*(?:\? )?(?P<fn>[\w.]+)\+0x[0-9a-f]+/0x[0-9a-f]+(?: \[(?P<mod>\w+)\])?")
+
+
 @dataclass
 class Splat:
     title: str
@@ -34,6 +42,39 @@ class Splat:
     @property
     def text(self) -> str:
         return "\n".join(self.lines)
+
+    @property
+    def call_trace(self) -> list[str]:
+        """The reliable frames after 'Call Trace:', innermost first ('? ' frames left out)."""
+        frames, inside = [], False
+        for line in self.lines:
+            text = line.strip()
+            if text == "Call Trace:":
+                inside = True
+            elif inside and (text == "</TASK>" or text.startswith("---[ end")):
+                break
+            elif inside and not text.startswith("? ") and (m := _FRAME.match(line)):
+                frames.append(m.group("fn"))
+        return frames
+
+    @property
+    def modules(self) -> dict[str, str]:
+        """Modules linked in when it happened, with their taint flags ('' for none)."""
+        for line in self.lines:
+            m = _MODULES.match(line)
+            if m:
+                return {x.group("name"): x.group("flags") or ""
+                        for x in _MODULE.finditer(m.group("mods"))}
+        return {}
+
+    @property
+    def tainting_modules(self) -> list[str]:
+        """The modules that taint the kernel (out of tree, unsigned, proprietary...)."""
+        return [name for name, flags in self.modules.items() if flags]
+
+    def as_dict(self) -> dict:
+        return {"title": self.title, "call_trace": self.call_trace[:16],
+                "tainting_modules": self.tainting_modules, "text": self.text}
 
 
 def find(lines: list[str]) -> list[Splat]:

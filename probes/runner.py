@@ -8,7 +8,8 @@ SSH exec ~125 ms; a warm server that forks per request answers in a few tens of 
 still runs in its own process (a fork), with its own stdout, stderr, user and time limit.
 
 Requests:  {"op": "run", "id": N, "probe": NAME, "args": [...], "user": "root", "timeout": S}
-           {"op": "kmsg", "id": N}     kernel log records since the previous kmsg request
+           {"op": "kmsg", "id": N}     kernel log records since the previous kmsg request,
+                                       and the kernel's taint mask
            {"op": "ping", "id": N}
 Responses: {"id": N, "status": "exited"|"signaled"|"timeout", "code": C, "stdout": ..., ...}
 Stdlib only.
@@ -166,7 +167,7 @@ def serve() -> int:
                 resp = run_probe(req["probe"], req.get("args", []), req.get("user", "root"),
                                  float(req.get("timeout", 60)))
             elif op == "kmsg":
-                resp = {"status": "ok", "lines": kmsg.drain()}
+                resp = {"status": "ok", "lines": kmsg.drain(), "tainted": _tainted()}
             elif op == "ping":
                 resp = {"status": "ok"}
             else:
@@ -177,6 +178,15 @@ def serve() -> int:
         resp["id"] = req.get("id")
         print(json.dumps(resp), flush=True)
     return 0
+
+
+def _tainted() -> int:
+    """/proc/sys/kernel/tainted: the taint flags as a bit mask (kernel/panic.c)."""
+    try:
+        with open("/proc/sys/kernel/tainted") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return -1
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,7 @@
 """`./lab run` and the pytest plugin, as a user runs them."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -117,3 +118,32 @@ def test_a_test_whose_guest_died_is_rerun_in_a_fresh_guest(tmp_path: Path,
     summary = (tmp_path / "run" / "summary.json").read_text()
     assert '"rerun"' in summary and "the guest died during this test" in summary
     assert summary.count('"boot_s"') == 2
+
+
+def test_a_kernel_splat_fails_its_test_and_one_between_tests_is_reported(
+        tmp_path: Path, make_lab_yaml) -> None:
+    junit = tmp_path / "junit.xml"
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin",
+                        "-p", "no:cacheprovider", "tests/suites/suite_splats.py",
+                        "--lab-config", str(make_lab_yaml()), "--lab-report-dir",
+                        str(tmp_path / "run"), "--junitxml", str(junit),
+                        "-o", "junit_logging=system-out"],
+                       cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 1, p.stdout[-3000:]
+    cases = _cases(junit)
+    failed = [n for n, c in cases.items() if c.find("failure") is not None]
+    assert failed == ["test_b_warns"], p.stdout[-3000:]
+    failure = cases["test_b_warns"].find("failure")
+    text = failure.get("message", "") + (failure.text or "")
+    assert "the kernel splatted during this test: WARNING at" in text and "ringlab_splat" in text
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    by_test = {r["test"].split("::")[-1]: r for r in summary["results"]}
+    splat = by_test["test_b_warns"]["splats"][0]
+    assert "ringlab_splat_warn" in splat["title"] and splat["call_trace"][0] == "warn_set"
+    assert splat["tainting_modules"] == ["ringlab_splat"]
+    before, after = by_test["test_b_warns"]["taint"]
+    assert after & (1 << 9) and not before & (1 << 9)  # TAINT_WARN (kernel/panic.c)
+    [between] = summary["splats_between_tests"]
+    assert between["before_test"].endswith("test_d_after")
+    assert "ringlab_splat" in between["splats"][0]["text"]
+    assert "SPLAT between tests" in (tmp_path / "run" / "summary.txt").read_text()

@@ -55,3 +55,23 @@ def test_each_kind_is_recognised(line: str) -> None:
 def test_ordinary_lines_are_not_splats() -> None:
     assert splats.find(["ringlab: ready", "Speculative Return Stack Overflow: WARNING: See x",
                         "perf: interrupt took too long"]) == []
+
+
+def test_call_trace_and_modules_of_a_real_warning() -> None:
+    lines = (DATA / "console-trace-mmap-warn-6.12.log").read_text().splitlines()
+    first = splats.find(lines)[0]
+    assert first.call_trace[:3] == ["remove_vma", "vms_complete_munmap_vmas",
+                                    "do_vmi_align_munmap"]
+    assert "entry_SYSCALL_64_after_hwframe" in first.call_trace
+    assert first.modules == {"virtio_net": "", "net_failover": "", "failover": "",
+                             "virtio_blk": ""}
+    assert first.tainting_modules == []
+
+
+def test_the_tainting_module_is_named() -> None:
+    [s] = splats.find(["WARNING: CPU: 0 PID: 7 at drivers/x.c:9 f+0x1/0x2",
+                       "Modules linked in: ringlab_aux(OE) virtio_net",
+                       "Call Trace:", " <TASK>", " ? noise+0x1/0x2",
+                       " rl_tick+0x3/0x4 [ringlab_aux]", " </TASK>", "---[ end trace ]---"])
+    assert s.call_trace == ["rl_tick"] and s.tainting_modules == ["ringlab_aux"]
+    assert s.as_dict()["title"] == "WARNING at drivers/x.c:9 f+0x1/0x2"

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ringlab_splat: makes the kernel splat on request, so the lab's own tests can prove that a
+ * kernel WARNING during a test fails that test and is reported with its call trace and the
+ * module that taints the kernel.
+ *
+ *   echo 1 > /sys/module/ringlab_splat/parameters/warn     a WARNING (the kernel goes on)
+ */
+#include <linux/bug.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+
+static noinline void ringlab_splat_warn(void)
+{
+	WARN(1, "ringlab_splat: warning requested through its 'warn' parameter\n");
+}
+
+static int warn_set(const char *val, const struct kernel_param *kp)
+{
+	bool on;
+	int ret = kstrtobool(val, &on);
+
+	if (ret)
+		return ret;
+	if (on)
+		ringlab_splat_warn();
+	return 0;
+}
+
+static const struct kernel_param_ops warn_ops = {
+	.set = warn_set,
+	.get = param_get_bool,
+};
+
+static bool warn;
+module_param_cb(warn, &warn_ops, &warn, 0200);
+MODULE_PARM_DESC(warn, "write 1 to make the kernel WARN");
+
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("ringlab: kernel splats on request, for the lab's own tests");
