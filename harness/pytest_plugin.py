@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness import config as lab_config
-from harness import console, known_issues, splats
+from harness import console, kcidb, known_issues, splats
 from harness.errors import GuestHang, LabError
 from harness.guest import Guest
 from harness.lab import Lab
@@ -289,6 +289,8 @@ class LabSession:
                "kernel_facts": self.facts, "splats_between_tests": self.between_tests,
                "results": self.results}
         (self.report_dir / "summary.json").write_text(json.dumps(doc, indent=2))
+        (self.report_dir / "kcidb.json").write_text(
+            json.dumps(kcidb.from_summary(doc, self.started), indent=2))
         lines = [f"ringlab run on kernel {self.kernel_name} "
                  f"({doc['kernel_description'] or 'not prepared'})",
                  "boots: " + (", ".join(f"{b['cpus']} cpu {b['memory_mb']} MB {b['boot_s']} s "

@@ -1,0 +1,69 @@
+"""A run's results in KernelCI's KCIDB format, so a nightly run can be submitted to KernelCI.
+
+One checkout (the kernel under test), one build (its prepared image), one test per result of
+summary.json. Checked against the schema with kcidb-io, KernelCI's own package, before it is
+written: an invalid document is a bug of ours and fails loudly.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime, timezone
+
+import kcidb_io
+
+ORIGIN = "ringlab"
+# summary.json outcome -> KCIDB status. A known kernel issue (xfail) is still a faulty kernel;
+# the first attempt of a rerun test is not a result of its own and is left out.
+STATUS = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "xfailed": "FAIL",
+          "xpassed": "PASS", "error": "ERROR"}
+
+
+def test_path(nodeid: str) -> str:
+    """'tests/kernel/test_perf_aux.py::test_x[4096]' -> 'ringlab.test_perf_aux.test_x.4096'
+    (KCIDB paths are dot-separated [A-Za-z0-9_-] names)."""
+    file, _, name = nodeid.partition("::")
+    stem = file.rsplit("/", 1)[-1].removesuffix(".py")
+    parts = [ORIGIN, stem, *re.split(r"[\[\]]+", name)]
+    return ".".join(re.sub(r"[^A-Za-z0-9_-]+", "_", p).strip("_") or "_" for p in parts if p)
+
+
+def from_summary(summary: dict, started: float) -> dict:
+    """The KCIDB document (schema v5) for one run's summary.json content."""
+    release = summary.get("release") or "unknown"
+    run = hashlib.sha256(f"{release} {started}".encode()).hexdigest()[:16]
+    when = datetime.fromtimestamp(started, timezone.utc).isoformat()
+    checkout_id = f"{ORIGIN}:{hashlib.sha256(release.encode()).hexdigest()[:16]}"
+    build_id = f"{ORIGIN}:{run}-build"
+    accel = ", ".join(sorted({f"{b['cpus']} cpu {b['accel']}" for b in summary.get("boots", [])}))
+    tests = []
+    for i, r in enumerate(summary.get("results", [])):
+        status = STATUS.get(r["outcome"])
+        if status is None:
+            continue
+        misc = {"outcome": r["outcome"]}
+        if r.get("splats"):
+            misc["splats"] = [s["title"] for s in r["splats"]]
+        if r.get("taint"):
+            misc["taint"] = r["taint"]
+        test = {"id": f"{ORIGIN}:{run}-{i}", "build_id": build_id, "origin": ORIGIN,
+                "path": test_path(r["test"]), "status": status, "start_time": when,
+                "duration": r.get("duration_s", 0.0), "comment": r["test"], "misc": misc,
+                "environment": {"comment": f"QEMU guest ({accel or 'not booted'})"}}
+        if r.get("reason"):
+            test["log_excerpt"] = r["reason"][:16384].replace("\0", "")
+        tests.append(test)
+    doc = {
+        "version": {"major": kcidb_io.schema.LATEST.major,
+                    "minor": kcidb_io.schema.LATEST.minor},
+        "checkouts": [{"id": checkout_id, "origin": ORIGIN, "start_time": when,
+                       "comment": summary.get("kernel_description") or release,
+                       "valid": True, "misc": {"kernel": summary.get("kernel"),
+                                               "release": release}}],
+        "builds": [{"id": build_id, "checkout_id": checkout_id, "origin": ORIGIN,
+                    "architecture": "x86_64", "start_time": when, "status": "PASS",
+                    "comment": f"{release} prepared for QEMU by ringlab"}],
+        "tests": tests,
+    }
+    kcidb_io.schema.LATEST.validate(doc)
+    return doc
