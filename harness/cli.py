@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import accel, cache, config as lab_config, host, kernel, known_issues, mirror
+from harness import accel, cache, config as lab_config, history, host, kernel, known_issues, mirror
 from harness.errors import LabError
 from harness.lab import Lab
 
@@ -83,6 +83,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     code = pytest.main(argv)
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         log.error("no test was selected (check -k / the test path)")
+    elif args.history and (report_dir / "summary.json").exists():
+        kept, comparison = history.record(Path(args.history), report_dir / "summary.json")
+        text = "\n".join(comparison.lines()) + "\n"
+        (report_dir / "history.txt").write_text(text)
+        (report_dir / "history.json").write_text(history.as_json(comparison))
+        print(text, end="")
+        log.info("run kept in %s", kept)
     log.info("reports in %s", report_dir)
     return int(code)
 
@@ -227,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-k", metavar="EXPR", help="only tests matching EXPR (pytest -k)")
     r.add_argument("--keep-guest", action="store_true", help="keep the guest up at the end")
     r.add_argument("--refresh", action="store_true", help="look for a newer kernel package")
+    r.add_argument("--history", metavar="DIR", help="keep this run's summary in DIR and compare "
+                   "it with the previous run of the same kernel (new failures, fixed, flaky)")
     r.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     r.set_defaults(func=cmd_run)
 

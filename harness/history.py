@@ -1,0 +1,105 @@
+"""Nightly history: every run's summary.json kept by kernel line, and each run compared with
+the previous run of the same line: new failures, fixed tests, flaky ones.
+
+A kernel line is the lab.yaml kernel name (e.g. trixie-cloud): its release moves night to
+night, and that is what a nightly wants compared. A test whose guest died and that passed on
+its rerun in a fresh guest is flaky, not passed.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from harness.errors import ConfigError
+
+FAILING = {"failed", "error"}
+
+
+@dataclass
+class Comparison:
+    kernel: str
+    previous: str | None                 # the file compared with, if any
+    new_failures: list[str] = field(default_factory=list)
+    fixed: list[str] = field(default_factory=list)
+    still_failing: list[str] = field(default_factory=list)
+    flaky: list[str] = field(default_factory=list)
+    new_tests: list[str] = field(default_factory=list)
+    gone_tests: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        if self.previous is None:
+            head = [f"history: first run of kernel line {self.kernel}"]
+        else:
+            head = [f"history: compared with {self.previous}"]
+        for label, tests in (("NEW FAILURE", self.new_failures), ("FIXED", self.fixed),
+                             ("STILL FAILING", self.still_failing), ("FLAKY", self.flaky),
+                             ("NEW TEST", self.new_tests), ("GONE", self.gone_tests)):
+            head += [f"  {label:13s} {t}" for t in tests]
+        return head
+
+
+def outcomes(summary: dict) -> dict[str, str]:
+    """Each test's final outcome; 'flaky' for one that passed only on its rerun."""
+    final: dict[str, str] = {}
+    reran: set[str] = set()
+    for r in summary.get("results", []):
+        if r["outcome"] == "rerun":
+            reran.add(r["test"])
+        else:
+            final[r["test"]] = r["outcome"]
+    return {t: ("flaky" if t in reran and o == "passed" else o) for t, o in final.items()}
+
+
+def compare(previous: dict | None, current: dict, previous_name: str | None = None
+            ) -> Comparison:
+    now = outcomes(current)
+    before = outcomes(previous) if previous else {}
+    c = Comparison(kernel=current.get("kernel", "?"), previous=previous_name)
+    for test, o in sorted(now.items()):
+        was = before.get(test)
+        if o == "flaky":
+            c.flaky.append(test)
+        if previous is None:
+            continue
+        if was is None:
+            c.new_tests.append(test)
+        elif o in FAILING and was not in FAILING:
+            c.new_failures.append(test)
+        elif o in FAILING:
+            c.still_failing.append(test)
+        elif was in FAILING and o == "passed":
+            c.fixed.append(test)
+    if previous is not None:
+        c.gone_tests = sorted(set(before) - set(now))
+    return c
+
+
+def record(history_dir: Path, summary_path: Path) -> tuple[Path, Comparison]:
+    """Keep this run's summary under history_dir/<kernel>/ and compare it with the newest run
+    of the same kernel line kept before it."""
+    try:
+        summary = json.loads(summary_path.read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{summary_path}: cannot read this run's summary: {e}") from None
+    line_dir = history_dir / summary.get("kernel", "unknown")
+    try:
+        line_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--history {history_dir}: cannot create {line_dir}: "
+                          f"{e.strerror}") from None
+    earlier = sorted(line_dir.glob("*.json"))
+    previous = json.loads(earlier[-1].read_text()) if earlier else None
+    stem = time.strftime(f"%Y%m%d-%H%M%S-{summary.get('release') or 'unknown'}")
+    kept, n = line_dir / f"{stem}.json", 1
+    while kept.exists():  # two runs in one second: keep both
+        n += 1
+        kept = line_dir / f"{stem}-{n}.json"
+    shutil.copyfile(summary_path, kept)
+    return kept, compare(previous, summary, earlier[-1].name if earlier else None)
+
+
+def as_json(c: Comparison) -> str:
+    return json.dumps(asdict(c), indent=2)

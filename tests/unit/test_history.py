@@ -1,0 +1,59 @@
+"""harness/history.py: runs kept by kernel line and compared with the previous one."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import history
+from harness.errors import ConfigError
+
+
+def summary(kernel: str, release: str, **outcomes: str) -> dict:
+    results = []
+    for test, outcome in outcomes.items():
+        if outcome == "flaky":   # died once, passed on its rerun in a fresh guest
+            results += [{"test": test, "outcome": "rerun"}, {"test": test, "outcome": "passed"}]
+        else:
+            results.append({"test": test, "outcome": outcome})
+    return {"kernel": kernel, "release": release, "results": results}
+
+
+def test_new_failures_fixed_flaky_new_and_gone() -> None:
+    before = summary("k", "6.12.106", a="passed", b="failed", c="failed", d="passed",
+                     gone="passed", e="failed")
+    now = summary("k", "6.12.107", a="failed", b="passed", c="failed", d="flaky",
+                  new="passed", e="xfailed")
+    c = history.compare(before, now, "earlier.json")
+    assert c.new_failures == ["a"] and c.fixed == ["b"] and c.still_failing == ["c"]
+    assert c.flaky == ["d"] and c.new_tests == ["new"] and c.gone_tests == ["gone"]
+    # e went from failing to a known issue: not fixed, not failing.
+    assert "e" not in c.fixed + c.new_failures + c.still_failing
+    text = "\n".join(c.lines())
+    assert "compared with earlier.json" in text and "NEW FAILURE   a" in text
+
+
+def test_runs_are_kept_per_kernel_line_and_compared_with_the_last(tmp_path: Path) -> None:
+    hist = tmp_path / "history"
+    run = tmp_path / "summary.json"
+    run.write_text(json.dumps(summary("trixie-cloud", "6.12.106", a="passed")))
+    kept, first = history.record(hist, run)
+    assert kept.parent == hist / "trixie-cloud" and first.previous is None
+    assert "first run" in first.lines()[0]
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(summary("trixie-generic", "6.12.107", a="failed")))
+    history.record(hist, other)   # another line: not compared with trixie-cloud
+    kept.rename(kept.with_name("20260101-000000-6.12.106.json"))  # an earlier night
+    run.write_text(json.dumps(summary("trixie-cloud", "6.12.107", a="failed")))
+    _, second = history.record(hist, run)
+    assert second.previous == "20260101-000000-6.12.106.json" and second.new_failures == ["a"]
+
+
+def test_an_unwritable_history_dir_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    run = tmp_path / "summary.json"
+    run.write_text(json.dumps(summary("k", "1", a="passed")))
+    with pytest.raises(ConfigError, match="--history"):
+        history.record(blocker / "sub", run)
