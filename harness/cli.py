@@ -12,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from harness import accel, cache, config as lab_config, history, host, kernel, known_issues, mirror
+from harness import (accel, cache, config as lab_config, history, host, kernel, known_issues,
+                     matrix, mirror)
 from harness.errors import LabError
 from harness.lab import Lab
 
@@ -54,21 +55,42 @@ def _config(args: argparse.Namespace) -> lab_config.LabConfig:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """The main job: the kernel test suite on one kernel, with reports."""
-    import pytest
-
+    """The main job: the kernel test suite on one kernel (or several), with reports."""
     cfg = _config(args)
-    k = cfg.kernel(args.kernel)
+    names = _kernel_names(cfg, args.kernel)
     known_issues.load()  # a broken list is a clear error here, not a pytest INTERNALERROR
-    report_dir = cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-{k.name}")
+    if len(names) > 1:
+        return _run_many(cfg, args, names)
+    report_dir = Path(args.report_dir) if args.report_dir else \
+        cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-{names[0]}")
     report_dir.mkdir(parents=True, exist_ok=True)
     _setup_logging(args.verbose, report_dir / "lab.log")
+    if not args.report_dir:
+        _point_latest(cfg, report_dir)
+    return _run_suite(cfg, args, names[0], report_dir)
+
+
+def _kernel_names(cfg: lab_config.LabConfig, arg: str | None) -> list[str]:
+    """--kernel: one name, a comma-separated list, or 'all' (every kernel of lab.yaml)."""
+    if arg == "all":
+        return sorted(cfg.kernels)
+    names = [n.strip() for n in (arg or "").split(",") if n.strip()] or [cfg.kernel(None).name]
+    return [cfg.kernel(n).name for n in names]  # each checked: unknown names are an error
+
+
+def _point_latest(cfg: lab_config.LabConfig, report_dir: Path) -> None:
     latest = cfg.reports_dir / "latest"
     if latest.is_symlink() or not latest.exists():
         latest.unlink(missing_ok=True)
         latest.symlink_to(report_dir.name)
+
+
+def _run_suite(cfg: lab_config.LabConfig, args: argparse.Namespace, kernel_name: str,
+               report_dir: Path) -> int:
+    import pytest
+
     argv = [str(SUITE), "-p", "harness.pytest_plugin", "--lab-config", str(cfg.path),
-            "--kernel", k.name, "--lab-report-dir", str(report_dir),
+            "--kernel", kernel_name, "--lab-report-dir", str(report_dir),
             "--junitxml", str(report_dir / "junit.xml"), "-o", "junit_logging=system-out",
             "-o", "junit_suite_name=ringlab", "-p", "no:cacheprovider", "-rfEsxXR",
             *RERUN_ARGS]
@@ -92,6 +114,32 @@ def cmd_run(args: argparse.Namespace) -> int:
         log.info("run kept in %s", kept)
     log.info("reports in %s", report_dir)
     return int(code)
+
+
+def _run_many(cfg: lab_config.LabConfig, args: argparse.Namespace, names: list[str]) -> int:
+    """The suite on each kernel, one after the other (each in its own process, with its own
+    reports in a sub-folder), then one table with a column per kernel."""
+    parent = cfg.reports_dir / time.strftime("%Y%m%d-%H%M%S-" + "+".join(names))
+    parent.mkdir(parents=True, exist_ok=True)
+    _setup_logging(args.verbose, parent / "lab.log")
+    _point_latest(cfg, parent)
+    codes = {}
+    for name in names:
+        argv = [sys.executable, "-m", "harness.cli", "--lab-config", str(cfg.path), "run",
+                "--kernel", name, "--report-dir", str(parent / name)]
+        argv += ["-k", args.k] if args.k else []
+        argv += ["--refresh"] if args.refresh else []
+        argv += ["--history", args.history] if args.history else []
+        argv += ["--", *args.pytest_args] if args.pytest_args else []
+        log.info("kernel %s: %s", name, " ".join(argv))
+        codes[name] = subprocess.run(argv, cwd=REPO).returncode
+    table = matrix.build({n: parent / n / "summary.json" for n in names})
+    (parent / "summary.json").write_text(json.dumps(table, indent=2))
+    text = matrix.render(table)
+    (parent / "summary.txt").write_text(text)
+    print(text, end="")
+    log.info("reports in %s", parent)
+    return max(codes.values())
 
 
 def _state_path(lab: Lab) -> Path:
@@ -230,7 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run the kernel test suite on a kernel, write reports",
                        description=cmd_run.__doc__)
-    r.add_argument("--kernel", help="kernel name from lab.yaml")
+    r.add_argument("--kernel", help="kernel name from lab.yaml; several joined by commas, or "
+                   "'all', run one after the other into one report with a column per kernel")
+    r.add_argument("--report-dir", help=argparse.SUPPRESS)  # set by a multi-kernel run
     r.add_argument("-k", metavar="EXPR", help="only tests matching EXPR (pytest -k)")
     r.add_argument("--keep-guest", action="store_true", help="keep the guest up at the end")
     r.add_argument("--refresh", action="store_true", help="look for a newer kernel package")

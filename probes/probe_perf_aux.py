@@ -359,8 +359,10 @@ def check_pause(args: list[str]) -> dict:
     aux = AuxArea(fd, rb, 64)
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
     time.sleep(0.05)
-    before = aux_records(_drain(rb))
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_PAUSE_OUTPUT, 1)
+    # Whatever the PMU wrote before the ioctl returned is "before": a tick can land between
+    # a drain and the ioctl.
+    before = aux_records(_drain(rb))
     head_paused = aux.head
     time.sleep(0.05)
     during = aux_records(_drain(rb))

@@ -147,3 +147,20 @@ def test_a_kernel_splat_fails_its_test_and_one_between_tests_is_reported(
     assert between["before_test"].endswith("test_d_after")
     assert "ringlab_splat" in between["splats"][0]["text"]
     assert "SPLAT between tests" in (tmp_path / "run" / "summary.txt").read_text()
+
+
+def test_several_kernels_in_one_run_make_one_table(tmp_path: Path, make_lab_yaml) -> None:
+    twin = {"twin": {"debian": {"suite": "trixie", "flavour": "cloud-amd64"}}}
+    env = dict(os.environ, RINGLAB_CONFIG=str(make_lab_yaml(kernels=twin)))
+    p = subprocess.run(["./lab", "run", "--kernel", "trixie-cloud,twin", "-k",
+                        "test_release_is_the_booted_kernel or test_page_size"],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    run = (tmp_path / "reports" / "latest").resolve()
+    table = json.loads((run / "summary.json").read_text())
+    assert set(table["kernels"]) == {"trixie-cloud", "twin"}
+    assert table["tests"] and all(v == {"trixie-cloud": "passed", "twin": "passed"}
+                                  for v in table["tests"].values()), table["tests"]
+    text = (run / "summary.txt").read_text()
+    assert "trixie-cloud" in text and "twin" in text and "0 with different outcomes" in text
+    assert (run / "twin" / "junit.xml").exists() and (run / "trixie-cloud" / "kcidb.json").exists()

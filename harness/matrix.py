@@ -1,0 +1,47 @@
+"""One report for several kernels: each test's outcome in a column per kernel.
+
+Built from the summary.json each kernel's run wrote; a kernel whose run wrote none (it could
+not boot, say) shows in the table with why.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.history import outcomes
+
+CELL = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip",
+        "xfailed": "xfail", "xpassed": "XPASS", "flaky": "flaky"}
+
+
+def build(summaries: dict[str, Path]) -> dict:
+    """{"kernels": {name: {release, counts, ...}}, "tests": {test: {kernel: outcome}}}."""
+    kernels, tests = {}, {}
+    for name, path in summaries.items():
+        try:
+            s = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            kernels[name] = {"release": None, "error": f"no summary ({e})"}
+            continue
+        kernels[name] = {"release": s.get("release"), "counts": s.get("counts", {}),
+                         "boots": s.get("boots", []), "report": str(path.parent)}
+        for test, outcome in outcomes(s).items():
+            tests.setdefault(test, {})[name] = outcome
+    return {"kernels": kernels, "tests": dict(sorted(tests.items()))}
+
+
+def render(table: dict) -> str:
+    names = list(table["kernels"])
+    width = max([len(t.split("::")[-1]) for t in table["tests"]] + [20])
+    cols = [max(len(n), 6) for n in names]
+    lines = ["ringlab run on " + ", ".join(
+        f"{n} ({k.get('release') or k.get('error')})" for n, k in table["kernels"].items())]
+    lines.append(" " * width + "  " + "  ".join(n.ljust(c) for n, c in zip(names, cols)))
+    differ = 0
+    for test, by_kernel in table["tests"].items():
+        cells = [CELL.get(by_kernel.get(n, ""), "-") for n in names]
+        differ += len(set(cells)) > 1
+        lines.append(test.split("::")[-1].ljust(width) + "  " +
+                     "  ".join(c.ljust(w) for c, w in zip(cells, cols)))
+    lines.append(f"{len(table['tests'])} tests, {differ} with different outcomes across kernels")
+    return "\n".join(lines) + "\n"
