@@ -92,6 +92,7 @@ def _run_suite(cfg: lab_config.LabConfig, args: argparse.Namespace, kernel_name:
     argv = [str(SUITE), "-p", "harness.pytest_plugin", "--lab-config", str(cfg.path),
             "--kernel", kernel_name, "--lab-report-dir", str(report_dir),
             "--junitxml", str(report_dir / "junit.xml"), "-o", "junit_logging=system-out",
+            "--html", str(report_dir / "report.html"), "--self-contained-html",
             "-o", "junit_suite_name=ringlab", "-p", "no:cacheprovider", "-rfEsxXR",
             *RERUN_ARGS]
     if args.keep_guest:

@@ -80,6 +80,8 @@ class Guest:
         self.kernel_log: list[str] = []
         self.tainted = -1  # the kernel's taint mask as of the last kmsg()
         self._observed: dict[tuple, ProbeResult] = {}
+        # Every probe run, for the reports (each test shows the ones it ran).
+        self.probe_log: list[tuple[str, tuple[str, ...], str, ProbeResult]] = []
         ssh.watchdog = self._raise_if_dead
 
     def _raise_if_dead(self) -> None:
@@ -105,7 +107,9 @@ class Guest:
     def probe(self, name: str, args: list[str] | tuple[str, ...] = (), user: str = "root",
               timeout: float = 60.0) -> ProbeResult:
         """Run probes/<name>.py in the guest and return its parsed JSON."""
-        return self.runner.run(name, args, user=user, timeout=timeout)
+        result = self.runner.run(name, args, user=user, timeout=timeout)
+        self.probe_log.append((name, tuple(args), user, result))
+        return result
 
     def observe(self, name: str, args: list[str] | tuple[str, ...] = (), user: str = "root",
                 timeout: float = 60.0) -> ProbeResult:

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent
 GUEST_KEY = pytest.StashKey[Guest]()
 LOG_MARK_KEY = pytest.StashKey[int]()
+PROBE_MARK_KEY = pytest.StashKey[int]()
 TAINT_KEY = pytest.StashKey[int]()
 
 
@@ -113,6 +114,7 @@ class LabSession:
         self.error: LabError | None = None
         self.results: list[dict] = []
         self.facts: dict[str, str] = {}
+        self.commit = _git_commit()
         self.between_tests: list[dict] = []   # splats logged while no test was running
         self._reviewed: dict[int, int] = {}   # id(guest) -> kernel_log lines already judged
         self.started = time.time()
@@ -160,7 +162,9 @@ class LabSession:
         self._judge_between(g, request.node.nodeid)
         request.node.stash[GUEST_KEY] = g
         request.node.stash[LOG_MARK_KEY] = len(g.kernel_log)
+        request.node.stash[PROBE_MARK_KEY] = len(g.probe_log)
         request.node.stash[TAINT_KEY] = g.tainted
+        self._note_boot(g)
         issue = known_issues.matching(self.known, request.node.nodeid, g.kernel.release)
         if issue is not None:
             request.applymarker(pytest.mark.xfail(strict=True, reason=issue.summary))
@@ -195,6 +199,12 @@ class LabSession:
                 report.sections.append(("Captured stdout guest dmesg call", text))
                 item.add_report_section("call", "stdout guest dmesg", text)
             self._judge_splats(item, report, g, lines)
+            probes = g.probe_log[item.stash.get(PROBE_MARK_KEY, len(g.probe_log)):]
+            if probes:
+                report.sections.append(("probe output", "\n".join(
+                    f"{name} {' '.join(args)} (as {user}, {r.duration_s:.2f} s): "
+                    f"{json.dumps(r.data, sort_keys=True)[:4000]}"
+                    for name, args, user, r in probes) + "\n"))
         if dead is not None:
             # The test that was running when the guest died is the one that failed.
             tail = console.tail(g.vm.console_text(), 40)
@@ -204,6 +214,25 @@ class LabSession:
             for n, pooled in list((self.pool.guests if self.pool else {}).items()):
                 if pooled is g:
                     self.pool.discard(n)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_report_title(self, report) -> None:
+        report.title = f"ringlab: {self.kernel_name}"
+
+    def _note_boot(self, g: Guest) -> None:
+        """The run's facts (some known only once a guest is up) for report.html's environment
+        table; set per test, cheap, so a replacement guest updates them too."""
+        try:
+            from pytest_metadata.plugin import metadata_key
+        except ImportError:  # pytest-html not installed: no HTML report to fill
+            return
+        meta = self.config.stash.get(metadata_key, None)
+        if meta is not None:
+            meta.update({"lab.yaml": str(self.lab_config.path), "lab commit": self.commit,
+                         "host": os.uname().nodename, "host kernel": os.uname().release,
+                         "kernel release": g.kernel.release, "kernel": g.kernel.description,
+                         "accel": f"{g.plan.accel} ({g.plan.cpus} cpu, "
+                                  f"{g.plan.memory_mb} MB)"})
 
     def _judge_splats(self, item: pytest.Item, report: pytest.TestReport, g: Guest,
                       lines: list[str]) -> None:
@@ -333,3 +362,13 @@ def _reason(report: pytest.TestReport) -> str:
                  if line.startswith(("the guest died during this test",
                                      "the kernel splatted during this test"))), None)
     return (died or (text.splitlines()[-1] if text else ""))[:300]
+
+
+def _git_commit() -> str:
+    """The lab checkout's commit, if it is a git checkout."""
+    import subprocess
+    try:
+        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=5).stdout.strip() or "?"
+    except OSError:
+        return "?"

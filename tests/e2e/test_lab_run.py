@@ -164,3 +164,23 @@ def test_several_kernels_in_one_run_make_one_table(tmp_path: Path, make_lab_yaml
     text = (run / "summary.txt").read_text()
     assert "trixie-cloud" in text and "twin" in text and "0 with different outcomes" in text
     assert (run / "twin" / "junit.xml").exists() and (run / "trixie-cloud" / "kcidb.json").exists()
+
+
+def test_the_html_report_reads_in_a_headless_browser(tmp_path: Path, make_lab_yaml) -> None:
+    env = dict(os.environ, RINGLAB_CONFIG=str(make_lab_yaml()))
+    p = subprocess.run(["./lab", "run", "-k", "test_release_is_the_booted_kernel or "
+                        "test_page_size or test_detached_events_flag"],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    run = (tmp_path / "reports" / "latest").resolve()
+    browser = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                              "--virtual-time-budget=5000", "--dump-dom",
+                              (run / "report.html").as_uri()],
+                             capture_output=True, text=True, timeout=180)
+    dom = browser.stdout
+    assert "test_release_is_the_booted_kernel" in dom, browser.stderr[-2000:]
+    release = json.loads((run / "summary.json").read_text())["release"]
+    # The run's facts (environment table), per-test results, probe output and the guest dmesg.
+    assert release in dom and "accel" in dom and "lab commit" in dom
+    assert "Passed" in dom and "Skipped" in dom
+    assert "probe_capabilities" in dom and "probe output" in dom
