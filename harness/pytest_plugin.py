@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from harness import config as lab_config
-from harness import console, kcidb, known_issues, splats
-from harness.errors import GuestHang, LabError
+from harness import console, history, kcidb, known_issues, splats
+from harness.errors import ConfigError, GuestHang, LabError
 from harness.guest import Guest
 from harness.lab import Lab
 
@@ -126,7 +126,11 @@ class LabSession:
         rd = config.getoption("--lab-report-dir")
         self.report_dir = Path(rd) if rd else self.lab_config.reports_dir / time.strftime(
             f"%Y%m%d-%H%M%S-{self.kernel_name}")
-        self.report_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.report_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"cannot write reports to {self.report_dir}: {e.strerror}") \
+                from None
 
     def _pool(self) -> GuestPool:
         if self.error is not None:  # the lab could not boot a guest: fail fast, same reason
@@ -205,15 +209,22 @@ class LabSession:
                     f"{name} {' '.join(args)} (as {user}, {r.duration_s:.2f} s): "
                     f"{json.dumps(r.data, sort_keys=True)[:4000]}"
                     for name, args, user, r in probes) + "\n"))
+        if dead is None and call.when == "call" and report.failed:
+            # A rerun (./lab run) and the tests after it get a fresh guest, not this one.
+            log.info("%s failed: the next test gets a fresh guest", item.nodeid)
+            self._discard(g)
         if dead is not None:
             # The test that was running when the guest died is the one that failed.
             tail = console.tail(g.vm.console_text(), 40)
             report.outcome = "failed"
             report.longrepr = f"the guest died during this test: {dead}\n" \
                               f"last console lines:\n{tail}"
-            for n, pooled in list((self.pool.guests if self.pool else {}).items()):
-                if pooled is g:
-                    self.pool.discard(n)
+            self._discard(g)
+
+    def _discard(self, g: Guest) -> None:
+        for profile, pooled in list((self.pool.guests if self.pool else {}).items()):
+            if pooled is g:
+                self.pool.discard(profile)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_report_title(self, report) -> None:
@@ -331,8 +342,12 @@ class LabSession:
         for b in self.between_tests:
             lines += [f"  SPLAT between tests (before {b['before_test']}): {s['title']}"
                       for s in b["splats"]]
+        final = history.outcomes(doc)
         for r in self.results:
-            if r["outcome"] != "passed":
+            if r["outcome"] == "rerun" and final.get(r["test"]) == "flaky":
+                lines.append(f"  FLAKY   {r['test']}: passed on a rerun in a fresh guest after: "
+                             f"{r['reason']}")
+            elif r["outcome"] != "passed":
                 lines.append(f"  {r['outcome'].upper():7s} {r['test']}: {r['reason']}")
         (self.report_dir / "summary.txt").write_text("\n".join(lines) + "\n")
 

@@ -104,7 +104,7 @@ def test_a_broken_known_issues_list_is_a_clear_error(tmp_path: Path, make_lab_ya
     assert "Traceback" not in out, out[-3000:]
 
 
-def test_a_test_whose_guest_died_is_rerun_in_a_fresh_guest(tmp_path: Path,
+def test_a_failed_test_is_rerun_in_a_fresh_guest_and_called_flaky(tmp_path: Path,
                                                            make_lab_yaml) -> None:
     from harness.cli import RERUN_ARGS  # what ./lab run passes
     env = dict(os.environ, RINGLAB_DIES_ONCE_FLAG=str(tmp_path / "died"))
@@ -114,10 +114,12 @@ def test_a_test_whose_guest_died_is_rerun_in_a_fresh_guest(tmp_path: Path,
                         str(tmp_path / "run"), *RERUN_ARGS],
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stdout[-3000:]
-    assert "1 passed, 1 rerun" in p.stdout
+    assert "2 passed, 2 rerun" in p.stdout
     summary = (tmp_path / "run" / "summary.json").read_text()
     assert '"rerun"' in summary and "the guest died during this test" in summary
-    assert summary.count('"boot_s"') == 2
+    assert summary.count('"boot_s"') == 3  # first guest, after the death, after the failure
+    text = (tmp_path / "run" / "summary.txt").read_text()
+    assert text.count("FLAKY") == 2, text
 
 
 def test_a_kernel_splat_fails_its_test_and_one_between_tests_is_reported(

@@ -75,3 +75,14 @@ def test_the_tainting_module_is_named() -> None:
                        " rl_tick+0x3/0x4 [ringlab_aux]", " </TASK>", "---[ end trace ]---"])
     assert s.call_trace == ["rl_tick"] and s.tainting_modules == ["ringlab_aux"]
     assert s.as_dict()["title"] == "WARNING at drivers/x.c:9 f+0x1/0x2"
+
+
+def test_a_corrupted_log_is_read_without_error() -> None:
+    """Binary garbage, cut-off reports and control characters, as a crashed console leaves."""
+    garbage = bytes(range(256)).decode("latin-1") * 3
+    lines = [garbage, "WARNING: CPU: 0 PID: 1 at", "Call Trace:", " \x1b[31m<TASK>",
+             "\x00\x00", "BUG: kernel NULL pointer dereference, address: 0", garbage[:40]]
+    found = splats.find(lines)
+    assert [s.title for s in found] == ["BUG: kernel NULL pointer dereference, address: 0"]
+    assert splats.taint(lines) is None and found[0].call_trace == []
+    splats.console.find_panic("\n".join(lines))  # reads it without error
