@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -186,3 +187,21 @@ def test_the_html_report_reads_in_a_headless_browser(tmp_path: Path, make_lab_ya
     assert release in dom and "accel" in dom and "lab commit" in dom
     assert "Passed" in dom and "Skipped" in dom
     assert "probe_capabilities" in dom and "probe output" in dom
+
+
+def test_a_hung_guest_fails_its_test_in_bounded_time(tmp_path: Path, make_lab_yaml) -> None:
+    junit = tmp_path / "junit.xml"
+    start = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin",
+                        "-p", "no:cacheprovider", "tests/suites/suite_guest_hang.py",
+                        "--lab-config", str(make_lab_yaml()), "--lab-report-dir",
+                        str(tmp_path / "run"), "--junitxml", str(junit)],
+                       cwd=REPO, capture_output=True, text=True, timeout=900)
+    took = time.monotonic() - start
+    assert p.returncode == 1, p.stdout[-3000:]
+    cases = _cases(junit)
+    assert cases["test_a_hangs_the_guest"].find("failure") is not None
+    assert float(cases["test_a_hangs_the_guest"].get("time")) < 60
+    assert cases["test_b_gets_a_fresh_guest"].find("failure") is None
+    assert took < 150, f"a hung guest must not hold the run up: {took:.0f} s"
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["boots"][1]
