@@ -21,6 +21,19 @@ def _cases(junit: Path) -> dict[str, ET.Element]:
     return {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
 
 
+def run_suite(suite: str, tmp_path: Path, lab_yaml: Path, *extra: str,
+              env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    """pytest with the lab's plugin on tests/suites/<suite>, as ./lab run would: reports in
+    tmp_path/run, JUnit (with each test's output) in tmp_path/junit.xml."""
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin",
+                           "-p", "no:cacheprovider", str(REPO / "tests" / "suites" / suite),
+                           "--lab-config", str(lab_yaml), "--lab-report-dir",
+                           str(tmp_path / "run"), "--junitxml", str(tmp_path / "junit.xml"),
+                           "-o", "junit_logging=system-out", *extra],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+
 def test_lab_run_default_kernel_writes_reports(tmp_path: Path, make_lab_yaml) -> None:
     env = dict(os.environ, RINGLAB_CONFIG=str(make_lab_yaml()))
     p = subprocess.run(["./lab", "run"], cwd=REPO, env=env, capture_output=True, text=True,
@@ -37,15 +50,9 @@ def test_lab_run_default_kernel_writes_reports(tmp_path: Path, make_lab_yaml) ->
 
 
 def test_guest_crash_fails_that_test_and_the_run_goes_on(tmp_path: Path, make_lab_yaml) -> None:
-    junit = tmp_path / "junit.xml"
-    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin",
-                        "-p", "no:cacheprovider", str(REPO / "tests" / "suites" / "suite_guest_crash.py"),
-                        "--lab-config", str(make_lab_yaml()), "--lab-report-dir",
-                        str(tmp_path / "run"), "--junitxml", str(junit),
-                        "-o", "junit_logging=system-out"],
-                       cwd=REPO, capture_output=True, text=True, timeout=900)
+    p = run_suite("suite_guest_crash.py", tmp_path, make_lab_yaml())
     assert p.returncode == 1, p.stdout[-3000:]
-    cases = _cases(junit)
+    cases = _cases(tmp_path / "junit.xml")
     a, b, c = (cases[f"test_{x}"] for x in ("a_logs_to_dmesg", "b_crashes_the_guest",
                                             "c_gets_a_fresh_guest"))
     assert a.find("failure") is None and "ringlab-dmesg-marker" in ET.tostring(a, "unicode")
@@ -74,14 +81,10 @@ issues:
     reason: only old kernels are listed
     link: https://example.invalid/elsewhere
 """)
-    junit = tmp_path / "junit.xml"
-    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin",
-                        "-p", "no:cacheprovider", suite, "--known-issues", str(known),
-                        "--lab-config", str(make_lab_yaml()), "--lab-report-dir",
-                        str(tmp_path / "run"), "--junitxml", str(junit), "-rxX"],
-                       cwd=REPO, capture_output=True, text=True, timeout=900)
+    p = run_suite("suite_known_issues.py", tmp_path, make_lab_yaml(), "--known-issues",
+                  str(known), "-rxX")
     assert p.returncode == 1, p.stdout[-3000:]
-    cases = _cases(junit)
+    cases = _cases(tmp_path / "junit.xml")
     xfailed = cases["test_breaks_the_abi"].find("skipped")
     assert xfailed is not None and "listed-here" in xfailed.get("message", "")
     fixed = cases["test_got_fixed"].find("failure")
@@ -95,10 +98,8 @@ issues:
 def test_a_broken_known_issues_list_is_a_clear_error(tmp_path: Path, make_lab_yaml) -> None:
     broken = tmp_path / "known-issues.yaml"
     broken.write_text("issues:\n  - {id: a}\n")
-    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin",
-                        "-p", "no:cacheprovider", "tests/suites/suite_known_issues.py",
-                        "--known-issues", str(broken), "--lab-config", str(make_lab_yaml())],
-                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    p = run_suite("suite_known_issues.py", tmp_path, make_lab_yaml(), "--known-issues",
+                  str(broken), timeout=300)
     assert p.returncode != 0
     out = p.stdout + p.stderr
     assert f"{broken}: issues[0].link" in out or f"{broken}: issues[0]" in out, out[-2000:]
@@ -109,11 +110,7 @@ def test_a_failed_test_is_rerun_in_a_fresh_guest_and_called_flaky(tmp_path: Path
                                                            make_lab_yaml) -> None:
     from harness.cli import RERUN_ARGS  # what ./lab run passes
     env = dict(os.environ, RINGLAB_DIES_ONCE_FLAG=str(tmp_path / "died"))
-    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin",
-                        "-p", "no:cacheprovider", "tests/suites/suite_guest_dies_once.py",
-                        "--lab-config", str(make_lab_yaml()), "--lab-report-dir",
-                        str(tmp_path / "run"), *RERUN_ARGS],
-                       cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    p = run_suite("suite_guest_dies_once.py", tmp_path, make_lab_yaml(), *RERUN_ARGS, env=env)
     assert p.returncode == 0, p.stdout[-3000:]
     assert "2 passed, 2 rerun" in p.stdout
     summary = (tmp_path / "run" / "summary.json").read_text()
@@ -125,15 +122,9 @@ def test_a_failed_test_is_rerun_in_a_fresh_guest_and_called_flaky(tmp_path: Path
 
 def test_a_kernel_splat_fails_its_test_and_one_between_tests_is_reported(
         tmp_path: Path, make_lab_yaml) -> None:
-    junit = tmp_path / "junit.xml"
-    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin",
-                        "-p", "no:cacheprovider", "tests/suites/suite_splats.py",
-                        "--lab-config", str(make_lab_yaml()), "--lab-report-dir",
-                        str(tmp_path / "run"), "--junitxml", str(junit),
-                        "-o", "junit_logging=system-out"],
-                       cwd=REPO, capture_output=True, text=True, timeout=900)
+    p = run_suite("suite_splats.py", tmp_path, make_lab_yaml())
     assert p.returncode == 1, p.stdout[-3000:]
-    cases = _cases(junit)
+    cases = _cases(tmp_path / "junit.xml")
     failed = [n for n, c in cases.items() if c.find("failure") is not None]
     assert failed == ["test_b_warns"], p.stdout[-3000:]
     failure = cases["test_b_warns"].find("failure")
@@ -190,16 +181,11 @@ def test_the_html_report_reads_in_a_headless_browser(tmp_path: Path, make_lab_ya
 
 
 def test_a_hung_guest_fails_its_test_in_bounded_time(tmp_path: Path, make_lab_yaml) -> None:
-    junit = tmp_path / "junit.xml"
     start = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin",
-                        "-p", "no:cacheprovider", "tests/suites/suite_guest_hang.py",
-                        "--lab-config", str(make_lab_yaml()), "--lab-report-dir",
-                        str(tmp_path / "run"), "--junitxml", str(junit)],
-                       cwd=REPO, capture_output=True, text=True, timeout=900)
+    p = run_suite("suite_guest_hang.py", tmp_path, make_lab_yaml())
     took = time.monotonic() - start
     assert p.returncode == 1, p.stdout[-3000:]
-    cases = _cases(junit)
+    cases = _cases(tmp_path / "junit.xml")
     assert cases["test_a_hangs_the_guest"].find("failure") is not None
     assert float(cases["test_a_hangs_the_guest"].get("time")) < 60
     assert cases["test_b_gets_a_fresh_guest"].find("failure") is None
