@@ -60,6 +60,9 @@ class MachineSpec:
     tcg_threads: str = "auto"
     boot_timeout_s: float = 120.0
     cmdline: str = ""
+    # Console bytes kept per boot in the console log: the first part, then the tail (a guest
+    # flooding its console must not fill the disk, and its last words are what matter).
+    console_log_mb: int = 16
 
 
 @dataclass(frozen=True)
@@ -218,7 +221,8 @@ def parse(data: Any, path: Path) -> LabConfig:
                        for i, p in enumerate(packages)))
 
     m = r.mapping(top.get("machine"), "machine",
-                  {"cpus", "memory_mb", "accel", "tcg_threads", "boot_timeout_s", "cmdline"})
+                  {"cpus", "memory_mb", "accel", "tcg_threads", "boot_timeout_s", "cmdline",
+                   "console_log_mb"})
     machine = MachineSpec(
         cpus=r.optional(m, "cpus", "machine", lambda v, k: r.integer(v, k, 1, 64), 1),
         memory_mb=r.optional(m, "memory_mb", "machine",
@@ -228,7 +232,9 @@ def parse(data: Any, path: Path) -> LabConfig:
                                lambda v, k: r.choice(v, k, TCG_THREADS), "auto"),
         boot_timeout_s=r.optional(m, "boot_timeout_s", "machine",
                                   lambda v, k: r.number(v, k, 5, 3600), 120.0),
-        cmdline=r.optional(m, "cmdline", "machine", r.cmdline, ""))
+        cmdline=r.optional(m, "cmdline", "machine", r.cmdline, ""),
+        console_log_mb=r.optional(m, "console_log_mb", "machine",
+                                  lambda v, k: r.integer(v, k, 1, 4096), 16))
 
     mirror = None
     if top.get("mirror") is not None:

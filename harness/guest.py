@@ -40,6 +40,7 @@ class BootPlan:
     console_log: Path
     cmdline: str = ""
     extra_probe_dirs: tuple[Path, ...] = ()
+    console_log_bytes: int = 16 * 2**20
 
 
 @dataclass
@@ -56,6 +57,15 @@ class BootRecord:
 # within a few seconds, even under TCG. One stall was seen here right after the root mount
 # (no oops, no output), so a stall is retried once in a fresh guest, as the int3 artefact is.
 STALL_S = 30.0
+# A guest whose sshd has not answered the heartbeat (harness/ssh.py) for this long while its
+# console is silent too is hung: a working kernel, even under TCG with a busy probe, answers
+# within a second or two. This bounds hang detection below any command's own timeout. It is
+# longer than the kernel's own detectors (soft lockup after 2 * watchdog_thresh = 20 s, RCU
+# stall after CONFIG_RCU_CPU_STALL_TIMEOUT = 21 s), which say where the kernel is stuck.
+HANG_S = 30.0
+# A lockup or stall report (harness/splats.py) ends the test this long after its first line,
+# so that its call trace reaches the console log first.
+LOCKUP_GRACE_S = 3.0
 
 
 def free_port() -> int:
@@ -83,6 +93,7 @@ class Guest:
         # Every probe run, for the reports (each test shows the ones it ran).
         self.probe_log: list[tuple[str, tuple[str, ...], str, ProbeResult]] = []
         ssh.watchdog = self._raise_if_dead
+        ssh.start_heartbeat()
 
     def _raise_if_dead(self) -> None:
         if (dead := self.health()) is not None:
@@ -145,6 +156,11 @@ class Guest:
             return f"kernel panic: {self.vm.panic.title}"
         if self.vm.exited.is_set() or not self.vm.alive():
             return f"QEMU exited (status {self.vm.exit_status})"
+        if self.vm.lockup and time.monotonic() - self.vm.lockup_at > LOCKUP_GRACE_S:
+            return f"the kernel reports a lockup: {self.vm.lockup}"
+        quiet = min(time.monotonic() - self.ssh.last_answer, self.vm.silent_for())
+        if quiet > HANG_S:
+            return f"hung (no SSH answer and no console output for {quiet:.0f} s)"
         return None
 
     def stop(self) -> None:
@@ -206,7 +222,7 @@ def _start(plan: BootPlan, workdir: Path, attempt: int) -> Guest:
         f.write(f"\n==== ringlab: boot {plan.kernel.name} ({plan.kernel.release}), accel "
                 f"{plan.accel}, {plan.cpus} cpu(s), attempt {attempt}, "
                 f"{time.strftime('%Y-%m-%d %H:%M:%S')} ====\n")
-    vm = VM(qemu.command(spec), plan.console_log)
+    vm = VM(qemu.command(spec), plan.console_log, plan.console_log_bytes)
     start = time.monotonic()
     deadline = start + plan.boot_timeout_s
     vm.start()

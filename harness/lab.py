@@ -75,7 +75,8 @@ class Lab:
                         tcg_threads=qemu.tcg_threads(m.tcg_threads, n),
                         boot_timeout_s=m.boot_timeout_s, console_log=console_log,
                         cmdline=" ".join(filter(None, (m.cmdline, cmdline))),
-                        extra_probe_dirs=extra_probe_dirs)
+                        extra_probe_dirs=extra_probe_dirs,
+                        console_log_bytes=m.console_log_mb * 2**20)
 
     def boot(self, kernel_name: str | None, console_log: Path, cpus: int | None = None,
              cmdline: str = "", extra_probe_dirs: tuple[Path, ...] = (),

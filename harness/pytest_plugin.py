@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness import config as lab_config
-from harness import console, history, kcidb, known_issues, splats
+from harness import console, history, kcidb, known_issues, report as report_files, splats
 from harness.errors import ConfigError, GuestHang, LabError
 from harness.guest import Guest
 from harness.lab import Lab
@@ -131,6 +131,8 @@ class LabSession:
         except OSError as e:
             raise ConfigError(f"cannot write reports to {self.report_dir}: {e.strerror}") \
                 from None
+        self.result_log = report_files.ResultLog(self.report_dir / "results.jsonl")
+        self.written: report_files.Written | None = None
 
     def _pool(self) -> GuestPool:
         if self.error is not None:  # the lab could not boot a guest: fail fast, same reason
@@ -214,8 +216,13 @@ class LabSession:
             log.info("%s failed: the next test gets a fresh guest", item.nodeid)
             self._discard(g)
         if dead is not None:
-            # The test that was running when the guest died is the one that failed.
-            tail = console.tail(g.vm.console_text(), 40)
+            # The test that was running when the guest died is the one that failed; what
+            # the kernel said about it on the console goes with it.
+            text = g.vm.console_text()
+            tail = console.tail(text, 40)
+            found = splats.find(text.splitlines()[-400:])
+            if found:
+                report.ringlab_splats = [s.as_dict() for s in found]  # type: ignore[attr-defined]
             report.outcome = "failed"
             report.longrepr = f"the guest died during this test: {dead}\n" \
                               f"last console lines:\n{tail}"
@@ -292,6 +299,7 @@ class LabSession:
             if getattr(report, "ringlab_taint", None):
                 entry["taint"] = report.ringlab_taint
             self.results.append(entry)
+            self.result_log.append(entry)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         try:
@@ -301,6 +309,8 @@ class LabSession:
             if self.pool is not None:
                 self.pool.stop_all()
         self._write_summary(exitstatus)
+        if self.written is not None and self.written.error:
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def _keep_guest(self) -> None:
         assert self.pool is not None
@@ -328,9 +338,6 @@ class LabSession:
                "exit_status": int(exitstatus), "duration_s": round(time.time() - self.started, 1),
                "kernel_facts": self.facts, "splats_between_tests": self.between_tests,
                "results": self.results}
-        (self.report_dir / "summary.json").write_text(json.dumps(doc, indent=2))
-        (self.report_dir / "kcidb.json").write_text(
-            json.dumps(kcidb.from_summary(doc, self.started), indent=2))
         lines = [f"ringlab run on kernel {self.kernel_name} "
                  f"({doc['kernel_description'] or 'not prepared'})",
                  "boots: " + (", ".join(f"{b['cpus']} cpu {b['memory_mb']} MB {b['boot_s']} s "
@@ -349,12 +356,24 @@ class LabSession:
                              f"{r['reason']}")
             elif r["outcome"] != "passed":
                 lines.append(f"  {r['outcome'].upper():7s} {r['test']}: {r['reason']}")
-        (self.report_dir / "summary.txt").write_text("\n".join(lines) + "\n")
+        files = {"summary.json": json.dumps(doc, indent=2),
+                 "kcidb.json": json.dumps(kcidb.from_summary(doc, self.started), indent=2),
+                 "summary.txt": "\n".join(lines) + "\n"}
+        if self.result_log.error:  # the per-test log failed: write it whole, with the rest
+            files["results.jsonl"] = "".join(json.dumps(r, sort_keys=True) + "\n"
+                                             for r in self.results)
+        self.written = report_files.write_files(self.report_dir, files,
+                                                self.lab_config.cache_dir, self.kernel_name)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         terminalreporter.write_sep("-", "ringlab")
-        terminalreporter.write_line(f"reports: {self.report_dir}")
-        summary = self.report_dir / "summary.txt"
+        written = self.written or report_files.Written(self.report_dir)
+        if written.error:
+            terminalreporter.write_line(f"ERROR: could not write the reports to "
+                                        f"{self.report_dir} ({written.error}); the results "
+                                        f"are in {written.folder}", red=True, bold=True)
+        terminalreporter.write_line(f"reports: {written.folder}")
+        summary = written.folder / "summary.txt"
         if summary.exists():
             for line in summary.read_text().splitlines()[:3]:
                 terminalreporter.write_line(line)

@@ -20,6 +20,12 @@ _STARTS = re.compile(
     r"|(?:kernel )?BUG: |kernel BUG at |Oops: |general protection fault|UBSAN: "
     r"|rcu: INFO: .*detected stalls|watchdog: BUG: soft lockup|watchdog: Watchdog detected hard"
     r"|INFO: task .* blocked for more than |refcount_t: |Kernel panic - not syncing: )")
+# The reports of a CPU or task that stopped making progress (kernel/rcu/tree_stall.h,
+# kernel/watchdog.c, kernel/hung_task.c): the kernel will not finish what the test asked, so
+# the harness ends the test at once instead of waiting for its command timeout.
+_LOCKUP = re.compile(r"rcu: INFO: .*detected stalls|rcu: .*self-detected stall"
+                     r"|watchdog: BUG: soft lockup|watchdog: Watchdog detected hard LOCKUP"
+                     r"|INFO: task .* blocked for more than ")
 _TRACE_END = re.compile(r"---\[ end (?:trace|Kernel panic)")
 # The "CPU: 0 UID: 0 PID: 168 Comm: x Tainted: G        W          6.12.107" line of a report.
 _TAINT = re.compile(r"\b(?:(?P<none>Not tainted)|Tainted: (?P<flags>[A-Z ]+?)\s+\d)")
@@ -30,6 +36,8 @@ _TAINT = re.compile(r"\b(?:(?P<none>Not tainted)|Tainted: (?P<flags>[A-Z ]+?)\s+
 _MODULES = re.compile(r"^Modules linked in:(?P<mods>.*)$")
 _MODULE = re.compile(r"(?P<name>[\w-]+)(?:\((?P<flags>[A-Z]+)\))?")
 # A call trace frame: " remove_vma+0x2f/0x70" (a "? " prefix marks an unreliable one).
+# Where a CPU was in kernel mode: "RIP: 0010:hang_set+0x3f/0x60 [ringlab_splat]".
+_RIP = re.compile(r"^RIP: 0010:(?P<fn>[\w.]+\+0x[0-9a-f]+/0x[0-9a-f]+(?: \[\w+\])?)")
 _FRAME = re.compile(r"^\s*(?:\? )?(?P<fn>[\w.]+)\+0x[0-9a-f]+/0x[0-9a-f]+(?: \[(?P<mod>\w+)\])?")
 
 
@@ -58,6 +66,14 @@ class Splat:
         return frames
 
     @property
+    def rip(self) -> str | None:
+        """The first kernel-mode instruction pointer of the report ("fn+0x3f/0x60 [mod]")."""
+        for line in self.lines:
+            if (m := _RIP.match(line.strip())):
+                return m.group("fn")
+        return None
+
+    @property
     def modules(self) -> dict[str, str]:
         """Modules linked in when it happened, with their taint flags ('' for none)."""
         for line in self.lines:
@@ -73,7 +89,7 @@ class Splat:
         return [name for name, flags in self.modules.items() if flags]
 
     def as_dict(self) -> dict:
-        return {"title": self.title, "call_trace": self.call_trace[:16],
+        return {"title": self.title, "rip": self.rip, "call_trace": self.call_trace[:16],
                 "tainting_modules": self.tainting_modules, "text": self.text}
 
 
@@ -92,6 +108,12 @@ def find(lines: list[str]) -> list[Splat]:
             if _TRACE_END.search(line) or len(current.lines) >= 60:
                 current = None
     return out
+
+
+def lockup_in(line: str) -> str | None:
+    """The cleaned line if it starts a lockup, stall or hung-task report, else None."""
+    text = console.clean(line)
+    return text if _LOCKUP.search(text) else None
 
 
 def _title(m: re.Match[str], line: str) -> str:

@@ -6,6 +6,7 @@ import logging
 import os
 import select
 import stat
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -68,6 +69,8 @@ class GuestSSH:
         # Called at least once a second while waiting on the guest; raises if the guest died
         # (set by guest.py), so a crash is reported at once rather than at the timeout.
         self.watchdog: Callable[[], None] = lambda: None
+        self.last_answer = time.monotonic()  # when sshd last answered (start_heartbeat)
+        self._beating = threading.Event()
 
     def _connect_once(self, timeout: float) -> paramiko.SSHClient:
         client = paramiko.SSHClient()
@@ -79,9 +82,6 @@ class GuestSSH:
                        pkey=paramiko.ECDSAKey.from_private_key_file(str(self.key.private)),
                        look_for_keys=False, allow_agent=False, timeout=timeout,
                        banner_timeout=timeout, auth_timeout=timeout)
-        transport = client.get_transport()
-        assert transport is not None
-        transport.set_keepalive(5)
         return client
 
     def connect(self, deadline: float, alive: Callable[[], None] = lambda: None) -> None:
@@ -198,7 +198,29 @@ class GuestSSH:
         finally:
             sftp.close()
 
+    def start_heartbeat(self, period_s: float = 2.0) -> None:
+        """Ask sshd for an answer every `period_s` from a daemon thread, noting the time of
+        each in `last_answer`: a hung guest then shows as one that stopped answering, however
+        long the command it was given may run. The thread ends when the connection closes."""
+        transport = self.client.get_transport()
+        assert transport is not None
+        self.last_answer = time.monotonic()
+        self._beating.clear()
+
+        def beat() -> None:
+            while not self._beating.is_set():
+                # Blocks until sshd answers (OpenSSH refuses this request: that is an answer)
+                # or the connection closes.
+                transport.global_request("keepalive@openssh.com", wait=True)
+                if not transport.is_active():
+                    return
+                self.last_answer = time.monotonic()
+                self._beating.wait(period_s)
+
+        threading.Thread(target=beat, name=f"ssh-heartbeat-{self.port}", daemon=True).start()
+
     def close(self) -> None:
+        self._beating.set()
         if self._client is not None:
             self._client.close()
             self._client = None

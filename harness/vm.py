@@ -13,11 +13,12 @@ import logging
 import signal
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 import pexpect
 
-from harness import console
+from harness import console, splats
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
@@ -28,18 +29,67 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
+class ConsoleLog:
+    """One boot's share of the console log file, capped: the first three quarters of `limit`
+    bytes are written as they come, then only the last quarter is kept (in memory) and written
+    at close() after a note of how much was dropped. A guest flooding its console neither fills
+    the disk nor loses its last words (a panic after the flood). pexpect writes to it."""
+
+    def __init__(self, path: Path, limit: int) -> None:
+        self.path = path
+        self._file = path.open("ab")
+        self._head_room = limit - limit // 4
+        self._tail_limit = limit // 4
+        self._tail = bytearray()
+        self.dropped = 0
+
+    def write(self, data: bytes) -> None:
+        if self._head_room > 0:
+            head = data[:self._head_room]
+            self._file.write(head)
+            self._head_room -= len(head)
+            data = data[len(head):]
+        if data:
+            self._tail += data
+            if (excess := len(self._tail) - self._tail_limit) > 0:
+                del self._tail[:excess]
+                self.dropped += excess
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def _flood_note(self) -> bytes:
+        return (f"\n==== ringlab: console flood: {self.dropped} bytes not kept here "
+                f"(machine.console_log_mb); the last {len(self._tail)} bytes follow ====\n"
+                ).encode()
+
+    def unwritten(self) -> bytes:
+        """What close() will still write: the flood note and the kept tail."""
+        return self._flood_note() + bytes(self._tail) if self._tail else b""
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.write(self.unwritten())
+            self._file.close()
+
+
 class VM:
     """One QEMU process; `start()` it, watch its events, and always `stop()` it."""
 
-    def __init__(self, argv: list[str], console_log: Path) -> None:
+    def __init__(self, argv: list[str], console_log: Path,
+                 console_log_bytes: int = 16 * 2**20) -> None:
         self.argv = argv
         self.console_log = console_log
+        self.console_log_bytes = console_log_bytes
         self.ready = threading.Event()
         self.check_ok = threading.Event()
         self.exited = threading.Event()
         self.panicked = threading.Event()
         self.panic: console.Panic | None = None
         self.tcg_artefact: str | None = None  # the first known TCG artefact line seen
+        # The first lockup / stall / hung-task report line (harness/splats.py), and when.
+        self.lockup: str | None = None
+        self.lockup_at = 0.0
         self.stages: dict[str, float] = {}
         self.exit_status: int | None = None
         self.started_at = 0.0
@@ -47,13 +97,13 @@ class VM:
         self._child: pexpect.spawn | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._recent: list[str] = []
-        self._log_file = None
+        self._recent: deque[str] = deque(maxlen=80)
+        self._log_file: ConsoleLog | None = None
 
     def start(self) -> None:
         log.debug("qemu: %s", " ".join(self.argv))
         self.console_log.parent.mkdir(parents=True, exist_ok=True)
-        self._log_file = self.console_log.open("ab")
+        self._log_file = ConsoleLog(self.console_log, self.console_log_bytes)
         self.started_at = self.last_output_at = time.monotonic()
         self._child = pexpect.spawn(self.argv[0], self.argv[1:], logfile=None, echo=False,
                                     timeout=None, preexec_fn=_die_with_parent,
@@ -96,12 +146,15 @@ class VM:
             self.ready.set()
         if console.CHECK_OK in line:
             self.check_ok.set()
+        if self.lockup is None and (lockup := splats.lockup_in(line)):
+            self.lockup, self.lockup_at = lockup, time.monotonic()
+            log.debug("console: lockup: %s", lockup)
         if not self.panicked.is_set():
             if (p := console.panic_in(line, "\n".join(self._recent))):
                 self.panic = p
                 self.panicked.set()
                 log.debug("console: panic: %s", p.title)
-        self._recent = (self._recent + [line])[-80:]
+        self._recent.append(line)
 
     def _reap(self) -> None:
         child = self._child
@@ -114,10 +167,13 @@ class VM:
         return self._child is not None and self._child.isalive()
 
     def console_text(self) -> str:
+        """The console log as written so far, with the kept tail of a flood after it."""
         try:
-            return self.console_log.read_text(errors="replace")
+            text = self.console_log.read_text(errors="replace")
         except OSError:
             return ""
+        pending = self._log_file.unwritten() if self._log_file is not None else b""
+        return text + pending.decode("utf-8", "replace")
 
     def stop(self) -> None:
         """Stop QEMU (SIGTERM, then SIGKILL) and the watcher; safe to call more than once."""

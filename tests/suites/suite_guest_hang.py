@@ -1,7 +1,15 @@
-"""A suite for tests/e2e: test_a hangs its 1-CPU guest for good (a CPU spinning with interrupts
-off: no console output, no SSH answer, no panic); it must fail within its command timeout,
-not the run's, and test_b must pass on a fresh guest."""
+"""A suite for tests/e2e: two ways a guest stops making progress, each given a command that
+would wait 300 s. The lab must end each test well before that and give the next test a fresh
+guest.
+
+- test_a hangs its 1-CPU guest for good (a CPU spinning with interrupts off): no console
+  output, no SSH answer, no panic. The SSH heartbeat notices (harness/guest.py HANG_S).
+- test_b spins one CPU of a 2-CPU guest: the other CPU soon waits on it too (SSH stops), and
+  the kernel reports a soft lockup or an RCU stall on the console, which ends the test.
+"""
 from __future__ import annotations
+
+import pytest
 
 from harness.guest import Guest
 from harness.lab import Lab
@@ -9,8 +17,15 @@ from harness.lab import Lab
 
 def test_a_hangs_the_guest(guest: Guest, lab: Lab) -> None:
     guest.insmod(lab.module("ringlab_splat", guest.kernel.name))
-    guest.run("echo 1 > /sys/module/ringlab_splat/parameters/hang", timeout=20)
+    guest.run("echo 1 > /sys/module/ringlab_splat/parameters/hang", timeout=300)
 
 
-def test_b_gets_a_fresh_guest(guest: Guest) -> None:
+@pytest.mark.guest(cpus=2)
+def test_b_stalls_one_cpu(guest: Guest, lab: Lab) -> None:
+    guest.insmod(lab.module("ringlab_splat", guest.kernel.name))
+    guest.run("taskset -c 1 sh -c 'echo 1 > /sys/module/ringlab_splat/parameters/hang'",
+              timeout=300)
+
+
+def test_c_gets_a_fresh_guest(guest: Guest) -> None:
     assert guest.run("test -d /sys/module/ringlab_splat").exit_status == 1

@@ -63,6 +63,7 @@ def test_wrong_type_names_key_and_expectation(tmp_path: Path) -> None:
     ("{boot_timeout_s: -1}", "machine.boot_timeout_s"),
     ("{tcg_threads: many}", "machine.tcg_threads"),
     ("{cpus: true}", "machine.cpus"),
+    ("{console_log_mb: 0}", "machine.console_log_mb"),
 ])
 def test_bad_machine_values(tmp_path: Path, machine: str, key: str) -> None:
     msg = error_of(tmp_path, "kernels: {k: {debian: {suite: trixie, flavour: amd64}}}\n"

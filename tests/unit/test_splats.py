@@ -86,3 +86,34 @@ def test_a_corrupted_log_is_read_without_error() -> None:
     assert [s.title for s in found] == ["BUG: kernel NULL pointer dereference, address: 0"]
     assert splats.taint(lines) is None and found[0].call_trace == []
     splats.console.find_panic("\n".join(lines))  # reads it without error
+
+
+@pytest.mark.parametrize("line", [
+    "[   45.1] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:",
+    "rcu: INFO: rcu_sched self-detected stall on CPU",
+    "watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [python3:181]",
+    "watchdog: Watchdog detected hard LOCKUP on cpu 1",
+    "INFO: task python3:212 blocked for more than 120 seconds.",
+])
+def test_lockup_reports_end_a_test_early(line: str) -> None:
+    assert splats.lockup_in(line) == splats.console.clean(line)
+
+
+@pytest.mark.parametrize("line", [
+    "WARNING: CPU: 0 PID: 1 at kernel/trace/trace.c:8274 f+0x1/0x2",
+    "rcu: Hierarchical RCU implementation.",
+    "watchdog: Delayed init of the lockup detector failed: -19",
+])
+def test_other_lines_are_not_lockups(line: str) -> None:
+    assert splats.lockup_in(line) is None
+
+
+def test_real_rcu_stall_names_where_the_cpu_spins() -> None:
+    lines = (DATA / "console-rcu-stall-6.12.log").read_text().splitlines()
+    found = splats.find(lines)
+    assert [s.title for s in found] == ["rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:"]
+    stall = found[0]
+    assert stall.rip == "hang_set+0x3f/0x60 [ringlab_splat]"
+    assert stall.call_trace[:2] == ["param_attr_store", "module_attr_store"]
+    assert splats.taint(stall.lines) == "GOE"
+    assert [i for i, line in enumerate(lines) if splats.lockup_in(line)] == [stall.first_line]

@@ -7,11 +7,18 @@
  *   echo 1 > /sys/module/ringlab_splat/parameters/warn     a WARNING (the kernel goes on)
  *   echo 1 > /sys/module/ringlab_splat/parameters/hang     this CPU spins with interrupts off
  *                                                          (on a 1-CPU guest: a silent hang)
+ *   echo N > /sys/module/ringlab_splat/parameters/flood    a kernel thread printks N lines as
+ *                                                          fast as the console takes them;
+ *                                                          parameters/flood reads the lines
+ *                                                          still to print
  */
 #include <linux/bug.h>
+#include <linux/atomic.h>
 #include <linux/irqflags.h>
+#include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/sched.h>
 
 static noinline void ringlab_splat_warn(void)
 {
@@ -60,6 +67,63 @@ static const struct kernel_param_ops hang_ops = {
 static bool hang;
 module_param_cb(hang, &hang_ops, &hang, 0200);
 MODULE_PARM_DESC(hang, "write 1 to hang this CPU with interrupts off");
+
+static atomic_t flood_left = ATOMIC_INIT(0);
+static struct task_struct *flooder;
+
+static int flood_fn(void *unused)
+{
+	unsigned int n = 0;
+
+	while (!kthread_should_stop() && atomic_read(&flood_left) > 0) {
+		pr_info("ringlab_splat: flood line %u, %d to go\n", ++n,
+			atomic_dec_return(&flood_left));
+		cond_resched();
+	}
+	atomic_set(&flood_left, 0);
+	while (!kthread_should_stop())
+		schedule_timeout_interruptible(HZ);
+	return 0;
+}
+
+static int flood_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int lines;
+	int ret = kstrtouint(val, 0, &lines);
+
+	if (ret)
+		return ret;
+	if (flooder || !lines)
+		return -EBUSY;
+	atomic_set(&flood_left, lines);
+	flooder = kthread_run(flood_fn, NULL, "ringlab_flood");
+	if (IS_ERR(flooder)) {
+		ret = PTR_ERR(flooder);
+		flooder = NULL;
+		return ret;
+	}
+	return 0;
+}
+
+static int flood_get(char *buffer, const struct kernel_param *kp)
+{
+	return sysfs_emit(buffer, "%d\n", atomic_read(&flood_left));
+}
+
+static const struct kernel_param_ops flood_ops = {
+	.set = flood_set,
+	.get = flood_get,
+};
+
+module_param_cb(flood, &flood_ops, NULL, 0600);
+MODULE_PARM_DESC(flood, "write N to printk N lines from a kernel thread; reads lines to go");
+
+static void __exit ringlab_splat_exit(void)
+{
+	if (flooder)
+		kthread_stop(flooder);
+}
+module_exit(ringlab_splat_exit);
 
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("ringlab: kernel splats on request, for the lab's own tests");

@@ -1,0 +1,44 @@
+"""harness/vm.py ConsoleLog: a flooding guest's console is capped per boot, keeping its head
+and its last words."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.vm import ConsoleLog
+
+
+def test_a_quiet_boot_is_written_whole(tmp_path: Path) -> None:
+    log = ConsoleLog(tmp_path / "console.log", limit=1024)
+    log.write(b"line one\n")
+    log.write(b"line two\n")
+    assert log.unwritten() == b""
+    log.close()
+    assert (tmp_path / "console.log").read_bytes() == b"line one\nline two\n"
+
+
+def test_a_flood_keeps_the_head_and_the_tail(tmp_path: Path) -> None:
+    path = tmp_path / "console.log"
+    path.write_bytes(b"earlier boot\n")  # the file is shared by a kernel's boots: append
+    log = ConsoleLog(path, limit=400)
+    lines = [f"flood {i:05d}\n".encode() for i in range(1000)]  # 12 bytes each
+    for line in lines:
+        log.write(line)
+    log.write(b"Kernel panic - not syncing: the end\n")
+    log.close()
+    text = path.read_bytes()
+    assert text.startswith(b"earlier boot\nflood 00000\n")
+    assert text.endswith(b"Kernel panic - not syncing: the end\n")
+    body = text[len(b"earlier boot\n"):]
+    head, note_and_tail = body.split(b"\n==== ringlab: console flood: ", 1)
+    assert len(head) == 300
+    dropped = int(note_and_tail.split()[0])
+    tail = note_and_tail.split(b"====\n", 1)[1]
+    assert len(tail) == 100
+    assert len(head) + dropped + len(tail) == 12 * 1000 + 36
+
+
+def test_unwritten_shows_the_tail_before_close(tmp_path: Path) -> None:
+    log = ConsoleLog(tmp_path / "c.log", limit=40)
+    log.write(b"x" * 100)
+    assert log.unwritten().endswith(b"x" * 10) and b"60 bytes not kept" in log.unwritten()
+    log.close()
