@@ -259,3 +259,104 @@ def aux_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 3, seconds: f
                                   "results_mb_per_s": results}, indent=2))
     print(f"\nfigures saved to {report}")
     return 0
+
+
+def review_figures(cfg: LabConfig, kernel_name: str, console_log: Path, runs: int = 3
+                   ) -> dict[str, list[float]]:
+    """Throughput samples `./lab review` compares between base and patched kernels: perf
+    records/s through the mapping, and tracefs events/s through the mapping and read(). A path
+    the kernel lacks gives no figure (the suite reports why)."""
+    from harness.guest import boot
+    plan = Lab(cfg).plan(kernel_name, console_log)
+    figures: dict[str, list[float]] = {}
+    with boot(plan) as g:
+        for _ in range(runs):
+            d = g.probe("probe_perf_ring", ["throughput", "20000"], timeout=300).data
+            if "mmap_records_per_s" in d:
+                figures.setdefault("perf mmap records/s", []).append(d["mmap_records_per_s"])
+            d = g.probe("probe_trace_mmap", ["throughput", "5000", "4"], timeout=300).data
+            for key in ("mmap_transport", "read_transport"):
+                if isinstance(d.get(key), dict) and d[key].get("events_per_s"):
+                    figures.setdefault(f"tracefs {key.replace('_', ' ')} events/s",
+                                       []).append(d[key]["events_per_s"])
+    return figures
+
+
+def build_bench(cfg: LabConfig, ringbuf: bool = True) -> int:
+    """`./lab bench build`: kernel build times on this host, from Debian's linux-source-6.12
+    (a hard-link copy of it in the cache, so a file can be touched): a full build with
+    minimal.config (on tinyconfig) and, with `ringbuf`, with ringbuf.config (on defconfig),
+    both without ccache; an incremental rebuild after touching kernel/trace/ring_buffer.c; and
+    one bisect step's work end to end (touch kernel/events/core.c, rebuild, boot, one probe)."""
+    import shutil
+
+    from harness import mirror, trees
+    from harness.config import BuildKernel, DebianSource, KernelSpec
+    from harness.guest import boot
+    from harness.kbuild import Builder
+
+    lab = Lab(cfg)
+    out_dir = cfg.reports_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fragments = Path(__file__).resolve().parent.parent / "kernels" / "fragments"
+    source = trees.debian_tree(DebianSource("trixie", "linux-source-6.12"), lab.cache_root,
+                               lambda: mirror.resolve(cfg.mirror))
+    copy = lab.cache_root / "bench" / "linux"
+    if not copy.exists():
+        trees.link_farm(source, copy)
+
+    def touch(rel: str) -> None:
+        # A new inode: the hard-linked original in the cache keeps its mtime.
+        path = copy / rel
+        data = path.read_bytes()
+        path.unlink()
+        path.write_bytes(data)
+
+    def spec(name: str, base: str, fragment: str) -> KernelSpec:
+        return KernelSpec(name, BuildKernel(copy, (), base, (fragments / fragment,)))
+
+    def timed_build(k: KernelSpec, fresh: bool) -> tuple[float, int]:
+        builder = Builder(lab.cache_root, lambda: None, lambda n: None, ccache=not fresh)
+        if fresh:
+            shutil.rmtree(builder.work_dir(copy, k.source, *builder.keys(k, k.source)),
+                          ignore_errors=True)
+        _, report = builder.prepare(k, k.source)
+        return report.make_seconds, report.compiled
+
+    results: dict[str, dict] = {}
+    minimal = spec("bench-min", "tinyconfig", "minimal.config")
+    touch("README")  # a tree state no earlier bench built: the full build cannot be a cache hit
+    s, n = timed_build(minimal, fresh=True)
+    results["full_build_minimal_s"] = {"s": s, "steps": n}
+    touch("kernel/trace/ring_buffer.c")
+    s, n = timed_build(minimal, fresh=False)
+    results["incremental_ring_buffer_c_s"] = {"s": s, "steps": n}
+    touch("kernel/events/core.c")
+    start = time.monotonic()
+    _, report = Builder(lab.cache_root, lambda: None, lambda n: None).prepare(minimal,
+                                                                              minimal.source)
+    build_s = time.monotonic() - start
+    import dataclasses
+    bench_cfg = dataclasses.replace(cfg, kernels={**cfg.kernels, "bench-min": minimal})
+    blab = Lab(bench_cfg)
+    t = time.monotonic()
+    with boot(blab.plan("bench-min", out_dir / "bench-build-console.log")) as g:
+        boot_s = time.monotonic() - t
+        d = g.probe("probe_perf_ring", ["lengths"], timeout=120).data
+    results["bisect_step_s"] = {"s": time.monotonic() - start, "build_s": build_s,
+                                "boot_s": boot_s, "probe_ok": "results" in d}
+    if ringbuf:
+        touch("README")
+        s, n = timed_build(spec("bench-ringbuf", "defconfig", "ringbuf.config"), fresh=True)
+        results["full_build_ringbuf_s"] = {"s": s, "steps": n}
+    print(f"\nringlab bench build: linux-source-6.12 on {os.cpu_count()} cpu(s)")
+    for name, r in results.items():
+        extra = ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
+                          for k, v in r.items() if k != "s")
+        print(f"{name:34s} {r['s']:8.1f} s  ({extra})")
+    target = results["bisect_step_s"]["s"]
+    print(f"bisect step target <= 180 s: {'met' if target <= 180 else 'MISSED'}")
+    report_path = out_dir / time.strftime("bench-build-%Y%m%d-%H%M%S.json")
+    report_path.write_text(json.dumps(results, indent=2))
+    print(f"\nfigures saved to {report_path}")
+    return 0

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from harness import (accel, cache, config as lab_config, history, host, kernel, known_issues,
-                     matrix, mirror)
+                     matrix, mirror, progress)
 from harness.errors import LabError
 from harness.lab import Lab
 
@@ -66,6 +66,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     _setup_logging(args.verbose, report_dir / "lab.log")
     if not args.report_dir:
         _point_latest(cfg, report_dir)
+    if isinstance(cfg.kernel(names[0]).source, lab_config.BuildKernel):
+        # Build before pytest starts: progress on screen, and a build error is one clear
+        # message rather than every test failing with it.
+        varied = lab_config.with_build(cfg, names[0], tuple(Path(s).resolve()
+                                                            for s in args.series),
+                                       Path(args.tree).resolve() if args.tree else None)
+        Lab(varied).kernel(names[0])
     return _run_suite(cfg, args, names[0], report_dir)
 
 
@@ -104,6 +111,10 @@ def _run_suite(cfg: lab_config.LabConfig, args: argparse.Namespace, kernel_name:
             "--html", str(report_dir / "report.html"), "--self-contained-html",
             "-o", "junit_suite_name=ringlab", "-p", "no:cacheprovider", "-rfEsxXR",
             *RERUN_ARGS]
+    for s in args.series:
+        argv += ["--lab-series", s]
+    if args.tree:
+        argv += ["--lab-tree", args.tree]
     if args.keep_guest:
         argv.append("--keep-guest")
     if args.refresh:
@@ -217,6 +228,104 @@ def cmd_module(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_build(args: argparse.Namespace) -> int:
+    """Build a `build` kernel of lab.yaml (nothing happens if it is built already): its tree,
+    series and config fragments; print the image, the release and any fragment option that did
+    not survive olddefconfig."""
+    cfg = _config(args)
+    spec = cfg.kernel(args.kernel)
+    if not isinstance(spec.source, lab_config.BuildKernel):
+        raise LabError(f"kernel {spec.name} is not a `build` kernel of {cfg.path}; the build "
+                       f"kernels are: {', '.join(_build_kernels(cfg)) or 'none'}")
+    k, report = Lab(cfg).builder().prepare(spec, spec.source)
+    print(f"{spec.name}: {k.release}: {k.vmlinuz}")
+    print(f"  {'cached (nothing changed)' if report.cached else f'built in {report.seconds:.0f} s'}"
+          + (f", {report.compiled} make steps, log {report.log}" if not report.cached else ""))
+    for d in report.dropped:
+        print(f"  fragment option not in the final .config: {d}")
+    return 0
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    """Review a patch series: build the kernel without and with it, run the same tests on
+    both, measure both, and print what the series changed. Exit 1 if it regresses anything
+    (a test newly failing or skipped, a new kernel warning, a benchmark worse beyond noise)."""
+    from harness import bench, review
+
+    cfg = _config(args)
+    name = cfg.kernel(args.kernel).name
+    series = Path(args.series).resolve()
+    patched_cfg = lab_config.with_build(cfg, name, (series,))
+    out = cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-review-{name}")
+    _make_report_dir(out)
+    _setup_logging(args.verbose, out / "lab.log")
+    _point_latest(cfg, out)
+    # Both builds first: a series that does not apply, or a build error, stops here.
+    Lab(cfg).kernel(name)
+    Lab(patched_cfg).kernel(name)
+    for label, extra in (("base", []), ("patched", ["--series", str(series)])):
+        argv = [sys.executable, "-m", "harness.cli", "--lab-config", str(cfg.path), "run",
+                "--kernel", name, "--report-dir", str(out / label), *extra]
+        argv += ["-k", args.k] if args.k else []
+        argv += ["--", *args.pytest_args] if args.pytest_args else []
+        log.info("review: %s: %s", label, " ".join(argv))
+        code = subprocess.run(argv, cwd=REPO).returncode
+        if code not in (0, 1):
+            raise LabError(f"the {label} run could not complete (exit {code}); see {out / label}")
+    figures: dict[str, dict[str, list[float]]] = {"base": {}, "patched": {}}
+    if args.bench_runs:
+        for label, c in (("base", cfg), ("patched", patched_cfg)):
+            with progress.step(f"review: throughput of the {label} kernel "
+                               f"({args.bench_runs} runs)"):
+                figures[label] = bench.review_figures(c, name, out / f"bench-{label}-console.log",
+                                                      args.bench_runs)
+    docs = {label: json.loads((out / label / "summary.json").read_text())
+            for label in ("base", "patched")}
+    result = review.compare(docs["base"], docs["patched"], figures["base"], figures["patched"])
+    text = "\n".join([f"review of {series} on {name}", *result.lines()]) + "\n"
+    (out / "review.txt").write_text(text)
+    (out / "review.json").write_text(result.as_json())
+    print(text, end="")
+    log.info("review reports in %s", out)
+    return 1 if result.regressed else 0
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    """Find the first bad commit between --good and --bad of a `build` kernel's git tree: git
+    bisect run with a step that builds, boots and runs the selected tests."""
+    from harness import bisect
+
+    cfg = _config(args)
+    name = cfg.kernel(args.kernel).name
+    out = cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-bisect-{name}")
+    _make_report_dir(out)
+    _setup_logging(args.verbose, out / "lab.log")
+    _point_latest(cfg, out)
+    return bisect.run(cfg, name, args.good, args.bad, args.k, args.on_build_failure, out,
+                      args.pytest_args)
+
+
+def cmd_bisect_step(args: argparse.Namespace) -> int:
+    """One bisect step on the commit checked out in --tree (default: the current folder):
+    build, boot, run the selected tests; exit 0 good, 1 bad, 125 skip (build failure), 255
+    abort. Usable by hand: git bisect run ./lab bisect-step --kernel NAME -k EXPR"""
+    from harness import bisect
+
+    cfg = _config(args)
+    name = cfg.kernel(args.kernel).name
+    tree = Path(args.tree or os.getcwd()).resolve()
+    out = Path(args.report_dir) if args.report_dir else \
+        cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-bisect-step-{name}")
+    _make_report_dir(out)
+    steps = Path(args.steps_log) if args.steps_log else out / "steps.jsonl"
+    return bisect.step(cfg, name, tree, args.k, args.on_build_failure, steps, out,
+                       args.pytest_args)
+
+
+def _build_kernels(cfg: lab_config.LabConfig) -> list[str]:
+    return [n for n, s in cfg.kernels.items() if isinstance(s.source, lab_config.BuildKernel)]
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Host dependencies, the KVM verdict, the mirror, the cache."""
     ok = True
@@ -253,13 +362,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
-    """The project's own tests, through tox (unit, then the end-to-end tier)."""
+    """The project's own tests, through tox: unit, then the end-to-end tier; with --all also
+    the slow kernel-build tier (kbuild)."""
     tox = shutil.which("tox")
     if tox is None:
         raise LabError("tox is not installed in the lab's virtualenv",
                        hint="rm -rf .venv and run ./lab again")
-    argv = [tox, "-c", str(REPO / "tox.ini")] + (["-e", args.env] if args.env else []) \
-        + args.tox_args
+    env = args.env or ("unit,e2e,kbuild" if args.all else None)
+    argv = [tox, "-c", str(REPO / "tox.ini")] + (["-e", env] if env else []) + args.tox_args
     log.info("selftest: %s", " ".join(argv))
     return subprocess.call(argv, cwd=REPO)
 
@@ -274,6 +384,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return bench.aux_bench(cfg, args.kernel, runs=args.runs)
     if args.bench == "trace-mmap":
         return bench.trace_mmap_bench(cfg, args.kernel, runs=args.runs, events=args.events)
+    if args.bench == "build":
+        _setup_logging(args.verbose)
+        return bench.build_bench(cfg, ringbuf=not args.no_ringbuf)
     return bench.boot_bench(cfg, args.kernel, runs=args.runs, probe_runs=args.probe_runs,
                             cold=args.cold, cpus=args.cpus)
 
@@ -291,6 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--kernel", help="kernel name from lab.yaml; several joined by commas, or "
                    "'all', run one after the other into one report with a column per kernel")
     r.add_argument("--report-dir", help=argparse.SUPPRESS)  # set by a multi-kernel run
+    # Set by ./lab review and ./lab bisect-step: the build kernel with a series, another tree.
+    r.add_argument("--series", action="append", default=[], help=argparse.SUPPRESS)
+    r.add_argument("--tree", help=argparse.SUPPRESS)
     r.add_argument("-k", metavar="EXPR", help="only tests matching EXPR (pytest -k)")
     r.add_argument("--keep-guest", action="store_true", help="keep the guest up at the end")
     r.add_argument("--refresh", action="store_true", help="look for a newer kernel package")
@@ -318,13 +434,53 @@ def build_parser() -> argparse.ArgumentParser:
     mo.add_argument("--kernel", help="kernel name from lab.yaml")
     mo.set_defaults(func=cmd_module)
 
+    bu = sub.add_parser("build", help="build a kernel from a tree + series + config fragments",
+                        description=cmd_build.__doc__)
+    bu.add_argument("--kernel", help="a `build` kernel of lab.yaml")
+    bu.set_defaults(func=cmd_build)
+
+    rv = sub.add_parser("review", help="a patch series: base vs base+series, one table",
+                        description=cmd_review.__doc__)
+    rv.add_argument("series", help="a folder of *.patch, a series file, or an mbox (b4 am)")
+    rv.add_argument("--kernel", help="the `build` kernel of lab.yaml to patch (its own series, "
+                    "if any, is part of the base)")
+    rv.add_argument("-k", metavar="EXPR", help="only tests matching EXPR (pytest -k)")
+    rv.add_argument("--bench-runs", type=int, default=3, help="throughput runs per kernel "
+                    "(0: no benchmark; default 3)")
+    rv.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
+    rv.set_defaults(func=cmd_review)
+
+    bi = sub.add_parser("bisect", help="find the commit that broke a test (git bisect run)",
+                        description=cmd_bisect.__doc__)
+    bi.add_argument("--good", required=True, metavar="REV", help="a commit where the tests pass")
+    bi.add_argument("--bad", required=True, metavar="REV", help="a later commit where they fail")
+    bi.add_argument("--kernel", help="a `build` kernel of lab.yaml whose tree is a git checkout")
+    bi.add_argument("-k", metavar="EXPR", help="the tests that decide (pytest -k)")
+    bi.add_argument("--on-build-failure", choices=("skip", "bad", "abort"), default="skip",
+                    help="what a commit that does not build is (default: skip)")
+    bi.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
+    bi.set_defaults(func=cmd_bisect)
+
+    bs = sub.add_parser("bisect-step", help="one bisect step: build, boot, test; exit "
+                        "0/1/125 for git bisect run", description=cmd_bisect_step.__doc__)
+    bs.add_argument("--kernel", help="a `build` kernel of lab.yaml")
+    bs.add_argument("--tree", help="the checkout to build (default: the current folder)")
+    bs.add_argument("-k", metavar="EXPR", help="the tests that decide (pytest -k)")
+    bs.add_argument("--on-build-failure", choices=("skip", "bad", "abort"), default="skip")
+    bs.add_argument("--steps-log", help=argparse.SUPPRESS)
+    bs.add_argument("--report-dir", help=argparse.SUPPRESS)
+    bs.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
+    bs.set_defaults(func=cmd_bisect_step)
+
     d = sub.add_parser("doctor", help="check the host, KVM, mirror and cache",
                        description=cmd_doctor.__doc__)
     d.set_defaults(func=cmd_doctor)
 
     t = sub.add_parser("selftest", help="run the project's own tests (via tox)",
                        description=cmd_selftest.__doc__)
-    t.add_argument("-e", "--env", help="tox environments (default: all: unit,e2e)")
+    t.add_argument("-e", "--env", help="tox environments (default: unit,e2e)")
+    t.add_argument("--all", action="store_true", help="also the slow tier that builds and "
+                   "bisects real kernels (tox env kbuild)")
     t.add_argument("tox_args", nargs="*", help="more tox arguments (after --)")
     t.set_defaults(func=cmd_selftest)
 
@@ -350,6 +506,13 @@ def build_parser() -> argparse.ArgumentParser:
     _bench_parser(bsub, "aux", "perf AUX: bytes/s through the test PMU and a reader",
                   "AUX bytes/s through the lab's test PMU and the probe's reader (records "
                   "consumed; every byte checked).")
+    bk = bsub.add_parser("build", help="kernel build times: full, incremental, a bisect step",
+                         description="Full builds of Debian's linux-source-6.12 with "
+                         "minimal.config and ringbuf.config (no ccache), an incremental rebuild "
+                         "after touching kernel/trace/ring_buffer.c, and one bisect step end to "
+                         "end (rebuild after a one-file change, boot, one probe).")
+    bk.add_argument("--no-ringbuf", action="store_true", help="skip the ~15 min ringbuf build")
+    bk.set_defaults(func=cmd_bench)
     bt.add_argument("--events", type=int, default=20000,
                     help="trace_marker events a run (default 20000)")
     return p

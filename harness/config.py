@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable
@@ -38,10 +38,39 @@ class PathKernel:
     modules: Path | None = None
 
 
+# The bases a build's config can start from: a make target of the kernel tree (the fragments
+# then go on top), a .config file, or `debian:<kernel>` (that Debian kernel's own config).
+CONFIG_TARGETS = ("defconfig", "tinyconfig", "allnoconfig")
+
+
+@dataclass(frozen=True)
+class DebianSource:
+    """A kernel source package of a Debian suite (linux-source-<x.y>): its tarball is the tree."""
+    suite: str
+    package: str
+    version: str | None = None  # default: the newest in the suite
+
+
+@dataclass(frozen=True)
+class BuildKernel:
+    """A kernel the lab builds: a tree (a directory, or a Debian source package), an optional
+    patch series applied to a throw-away copy, and a config: a base plus fragments in order."""
+    tree: Path | DebianSource
+    series: tuple[Path, ...] = ()
+    base: str = "defconfig"  # a CONFIG_TARGETS name, a .config path, or debian:<kernel name>
+    fragments: tuple[Path, ...] = ()
+
+    def with_series(self, extra: Path) -> BuildKernel:
+        return BuildKernel(self.tree, self.series + (extra,), self.base, self.fragments)
+
+    def with_tree(self, tree: Path) -> BuildKernel:
+        return BuildKernel(tree, self.series, self.base, self.fragments)
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     name: str
-    source: DebianKernel | PathKernel
+    source: DebianKernel | PathKernel | BuildKernel
     cmdline: str = ""
 
 
@@ -90,6 +119,24 @@ class LabConfig:
             raise ConfigError(
                 f"unknown kernel {name!r}; {self.path} defines: {', '.join(sorted(self.kernels))}")
         return self.kernels[name]
+
+
+def with_build(cfg: LabConfig, name: str, series: tuple[Path, ...] = (),
+               tree: Path | None = None) -> LabConfig:
+    """`cfg` with the build kernel `name` given more patches and/or another tree (what
+    `./lab review` and `./lab bisect` run: the user's kernel, varied)."""
+    spec = cfg.kernel(name)
+    if not isinstance(spec.source, BuildKernel):
+        raise ConfigError(f"{cfg.path}: kernels.{name}: not a `build` kernel (a tree + series "
+                          "+ config), so the lab cannot patch or bisect it")
+    src = spec.source
+    for extra in series:
+        if not extra.exists():
+            raise ConfigError(f"series {extra} does not exist")
+        src = src.with_series(extra)
+    if tree is not None:
+        src = src.with_tree(tree)
+    return replace(cfg, kernels={**cfg.kernels, name: replace(spec, source=src)})
 
 
 class _Reader:
@@ -166,13 +213,12 @@ def _kernel(r: _Reader, name: str, value: Any) -> KernelSpec:
     data = r.mapping(value, key, {"debian", "path", "build", "cmdline"})
     sources = [s for s in ("debian", "path", "build") if s in data]
     if len(sources) != 1:
-        raise r.fail(key, "exactly one kernel source: debian, path (or build, in a later version)",
-                     sorted(data))
+        raise r.fail(key, "exactly one kernel source: debian, path or build", sorted(data))
     cmdline = r.optional(data, "cmdline", key, r.cmdline, "")
     kind = sources[0]
     if kind == "build":
-        raise ConfigError(f"{r.file}: {key}.build: kernel builds are not supported yet; "
-                          "use a debian or path kernel")
+        return KernelSpec(name=name, source=_build(r, f"{key}.build", data["build"]),
+                          cmdline=cmdline)
     if kind == "debian":
         d = r.mapping(data["debian"], f"{key}.debian", {"suite", "flavour", "arch"},
                       {"suite", "flavour"})
@@ -190,6 +236,48 @@ def _kernel(r: _Reader, name: str, value: Any) -> KernelSpec:
     return KernelSpec(name=name, source=source, cmdline=cmdline)
 
 
+def _build(r: _Reader, key: str, value: Any) -> BuildKernel:
+    b = r.mapping(value, key, {"tree", "debian_source", "series", "config"})
+    trees = [t for t in ("tree", "debian_source") if t in b]
+    if len(trees) != 1:
+        raise r.fail(key, "exactly one of: tree (a kernel source directory), debian_source "
+                     "(a Debian source package)", sorted(b))
+    tree: Path | DebianSource
+    if "tree" in b:
+        tree = r.path(b["tree"], f"{key}.tree")
+        if not tree.is_dir():
+            raise ConfigError(f"{r.file}: {key}.tree: {tree} is not a directory")
+    else:
+        d = r.mapping(b["debian_source"], f"{key}.debian_source", {"suite", "package", "version"},
+                      {"suite", "package"})
+        tree = DebianSource(
+            suite=r.string(d["suite"], f"{key}.debian_source.suite", _DEBIAN_NAME,
+                           "a Debian suite name"),
+            package=r.string(d["package"], f"{key}.debian_source.package",
+                             re.compile(r"^linux-source-[0-9.]+$"), "linux-source-<x.y>"),
+            version=r.optional(d, "version", f"{key}.debian_source",
+                               lambda v, k: r.string(v, k, re.compile(r"^[0-9][\w.+~:-]*$"),
+                                                     "a Debian version"), None))
+    series = b.get("series", [])
+    series = [series] if isinstance(series, str) else series
+    if not isinstance(series, list):
+        raise r.fail(f"{key}.series", "a path or a list of paths (patch folders, series files, "
+                     "mboxes)", series)
+    c = r.mapping(b.get("config"), f"{key}.config", {"base", "fragments"})
+    base = r.optional(c, "base", f"{key}.config", r.string, "defconfig")
+    if base not in CONFIG_TARGETS and not base.startswith("debian:"):
+        base = str(r.path(base, f"{key}.config.base"))
+    fragments = c.get("fragments", [])
+    if not isinstance(fragments, list):
+        raise r.fail(f"{key}.config.fragments", "a list of config fragment files", fragments)
+    return BuildKernel(
+        tree=tree,
+        series=tuple(r.path(s, f"{key}.series[{i}]") for i, s in enumerate(series)),
+        base=base,
+        fragments=tuple(r.path(f, f"{key}.config.fragments[{i}]")
+                        for i, f in enumerate(fragments)))
+
+
 def parse(data: Any, path: Path) -> LabConfig:
     """Validate parsed YAML into a LabConfig; raise ConfigError on the first mistake."""
     r = _Reader(path)
@@ -203,6 +291,12 @@ def parse(data: Any, path: Path) -> LabConfig:
         r.string(name, f"kernels.{name}", re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"),
                  "a kernel name of letters, digits, '.', '_' and '-'")
         kernels[name] = _kernel(r, name, value)
+    for spec in kernels.values():
+        if isinstance(spec.source, BuildKernel) and spec.source.base.startswith("debian:"):
+            other = spec.source.base.removeprefix("debian:")
+            if not isinstance(getattr(kernels.get(other), "source", None), DebianKernel):
+                raise r.fail(f"kernels.{spec.name}.build.config.base", "debian:<the name of a "
+                             "debian kernel of this file>", spec.source.base)
     default = top.get("default_kernel", next(iter(kernels)))
     r.string(default, "default_kernel")
     if default not in kernels:

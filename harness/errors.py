@@ -35,6 +35,18 @@ class KernelError(LabError):
     """A kernel cannot be resolved, fetched, or prepared for booting."""
 
 
+class BuildError(KernelError):
+    """A kernel build failed: a bad tree, a bad config fragment, or make itself."""
+
+
+class PatchError(BuildError):
+    """A patch series cannot be read or does not apply."""
+
+
+class BisectError(LabError):
+    """A bisect cannot start or cannot go on (bad revisions, not a git tree)."""
+
+
 class ModuleError(LabError):
     """A test module could not be built."""
 

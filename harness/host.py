@@ -33,6 +33,17 @@ ROOTFS_TOOLS = (
     Tool("mmdebstrap", "mmdebstrap", "builds the guest root filesystem"),
     Tool("mkfs.ext4", "e2fsprogs", "makes the root filesystem image"),
 )
+BUILD_TOOLS = (
+    Tool("make", "make", "builds kernels"),
+    Tool("gcc", "gcc", "compiles kernels"),
+    Tool("flex", "flex", "generates the Kconfig parser"),
+    Tool("bison", "bison", "generates the Kconfig parser"),
+    Tool("bc", "bc", "computes kernel constants at build time"),
+    Tool("git", "git", "applies patch series and bisects"),
+    Tool("pkg-config", "pkgconf", "finds libelf for objtool"),
+)
+# Headers a kernel build needs (objtool links libelf; certificate tools link OpenSSL).
+BUILD_HEADERS = (("/usr/include/gelf.h", "libelf-dev"), ("/usr/include/openssl/ssl.h", "libssl-dev"))
 ALL_TOOLS = tuple({t.command: t for t in BOOT_TOOLS + KERNEL_TOOLS + ROOTFS_TOOLS}.values()) + (
     Tool("ssh", "openssh-client", "./lab ssh opens a shell in a guest"),)
 
@@ -53,3 +64,11 @@ def require(tools: tuple[Tool, ...]) -> None:
         names = ", ".join(f"{t.command} ({t.why})" for t in gone)
         packages = " ".join(sorted({t.package for t in gone}))
         raise HostError(f"missing on this host: {names}; install with: apt-get install {packages}")
+
+
+def require_headers(headers: tuple[tuple[str, str], ...]) -> None:
+    """Raise a HostError naming the -dev packages whose headers are missing."""
+    gone = sorted({package for path, package in headers if not os.path.exists(path)})
+    if gone:
+        raise HostError(f"missing development headers for kernel builds; install with: "
+                        f"apt-get install {' '.join(gone)}")

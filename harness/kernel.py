@@ -38,6 +38,11 @@ class BootableKernel:
     description: str
     cmdline: str = ""
     package_version: str | None = None  # the Debian image package's version, if any
+    # For a kernel the lab built (harness/kbuild.py): the make O= folder (test modules build
+    # against it), the tree's git commit, and the series applied.
+    build_dir: Path | None = None
+    commit: str | None = None
+    series: tuple[str, ...] = ()
 
     def config_option(self, option: str) -> str | None:
         """The value of CONFIG_<option> in the kernel's .config ('y', 'm', ...), None if unset."""
@@ -77,7 +82,7 @@ def _modules_image(modules_root: Path, out: Path) -> None:
           f"{size_mb}M"], "making the modules image")
 
 
-def _finish(scratch: Path, name: str, release: str, vmlinuz: Path, modules_base: Path | None,
+def finish(scratch: Path, name: str, release: str, vmlinuz: Path, modules_base: Path | None,
             config: Path | None, description: str, cmdline: str) -> dict:
     """Build initramfs and modules image in `scratch` and return kernel.json's content.
 
@@ -98,7 +103,7 @@ def _finish(scratch: Path, name: str, release: str, vmlinuz: Path, modules_base:
             "cmdline": cmdline}
 
 
-def _load(entry: Path) -> BootableKernel | None:
+def load_prepared(entry: Path) -> BootableKernel | None:
     try:
         meta = json.loads((entry / "kernel.json").read_text())
     except (OSError, ValueError):
@@ -111,15 +116,18 @@ def _load(entry: Path) -> BootableKernel | None:
         modules_image=entry / "modules.ext4" if meta["has_modules"] else None,
         config=entry / "config" if meta["has_config"] else None,
         description=meta["description"], cmdline=meta.get("cmdline", ""),
-        package_version=(meta.get("package") or {}).get("version"))
+        package_version=(meta.get("package") or {}).get("version"),
+        build_dir=Path(meta["build"]["out"]) if meta.get("build") else None,
+        commit=(meta.get("build") or {}).get("commit"),
+        series=tuple((meta.get("build") or {}).get("series", ())))
 
 
 def _prepare_debian(spec: KernelSpec, src: DebianKernel, root: Path,
                     mirror_spec: MirrorSpec | None, refresh: bool) -> BootableKernel:
     entry = root / "kernels" / f"debian-{src.suite}-{src.flavour}-{src.arch}"
-    if not refresh and (k := _load(entry)):
+    if not refresh and (k := load_prepared(entry)):
         log.debug("kernel %s: cached in %s", spec.name, entry)
-        return _with_name(k, spec)
+        return with_name(k, spec)
     m = mirror.resolve(mirror_spec)
     arc = archive.Archive(m, src.suite)
     meta_name = f"linux-image-{src.flavour}"
@@ -145,15 +153,15 @@ def _prepare_debian(spec: KernelSpec, src: DebianKernel, root: Path,
         release = vmlinuz.name.removeprefix("vmlinuz-")
         base = unpacked / "usr" if (unpacked / "usr/lib/modules").is_dir() else unpacked
         config = unpacked / "boot" / f"config-{release}"
-        meta = _finish(scratch, spec.name, release, vmlinuz, base,
+        meta = finish(scratch, spec.name, release, vmlinuz, base,
                        config if config.exists() else None,
                        f"Debian {src.suite} {rec.name} {rec.version}", spec.cmdline)
         meta["package"] = asdict(rec)
         shutil.rmtree(unpacked)
         (scratch / "kernel.json").write_text(json.dumps(meta, indent=2))
-    k = _load(entry)
+    k = load_prepared(entry)
     assert k is not None
-    return _with_name(k, spec)
+    return with_name(k, spec)
 
 
 def _flavours(records: dict[str, archive.PackageRecord], arch: str) -> str:
@@ -177,22 +185,22 @@ def _prepare_path(spec: KernelSpec, src: PathKernel, root: Path) -> BootableKern
                   if (mods / "modules.order").exists() else mods.stat().st_mtime_ns]
     key = hashlib.sha256(json.dumps(stamp).encode()).hexdigest()[:16]
     entry = root / "kernels" / f"path-{key}"
-    if (k := _load(entry)):
-        return _with_name(k, spec)
+    if (k := load_prepared(entry)):
+        return with_name(k, spec)
     with progress.step(f"preparing {src.image}"), cache.building(entry) as scratch:
         base = None
         if mods is not None:
             base = scratch / "staging"
             shutil.copytree(mods, base / "lib" / "modules" / release, symlinks=False,
                             ignore=shutil.ignore_patterns("build", "source"))
-        meta = _finish(scratch, spec.name, release, src.image, base, _build_config(src.image),
+        meta = finish(scratch, spec.name, release, src.image, base, _build_config(src.image),
                        f"{src.image} ({release})", spec.cmdline)
         if base is not None:
             shutil.rmtree(base)
         (scratch / "kernel.json").write_text(json.dumps(meta, indent=2))
-    k = _load(entry)
+    k = load_prepared(entry)
     assert k is not None
-    return _with_name(k, spec)
+    return with_name(k, spec)
 
 
 def _build_config(image: Path) -> Path | None:
@@ -203,17 +211,20 @@ def _build_config(image: Path) -> Path | None:
     return next((c for c in candidates if c.is_file()), None)
 
 
-def _with_name(k: BootableKernel, spec: KernelSpec) -> BootableKernel:
+def with_name(k: BootableKernel, spec: KernelSpec) -> BootableKernel:
     # One cache entry can serve several lab.yaml names; the name and cmdline are the caller's.
     return BootableKernel(**{**asdict(k), "name": spec.name, "cmdline": spec.cmdline})
 
 
 def prepare(spec: KernelSpec, cache_root: Path, mirror_spec: MirrorSpec | None,
             refresh: bool = False) -> BootableKernel:
-    """Fetch (if needed) and prepare the kernel `spec` for booting."""
+    """Fetch (if needed) and prepare the kernel `spec` for booting (not `build` kernels:
+    harness/kbuild.py builds those)."""
     if isinstance(spec.source, DebianKernel):
         return _prepare_debian(spec, spec.source, cache_root, mirror_spec, refresh)
-    return _prepare_path(spec, spec.source, cache_root)
+    if isinstance(spec.source, PathKernel):
+        return _prepare_path(spec, spec.source, cache_root)
+    raise KernelError(f"kernel {spec.name} is built by the lab, not prepared (harness/kbuild.py)")
 
 
 def cache_usage(cache_root: Path) -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from harness import accel, cache, host, kernel, mirror, modules, qemu, rootfs, ssh
-from harness.config import LabConfig
+from harness import accel, cache, host, kbuild, kernel, mirror, modules, qemu, rootfs, ssh
+from harness.config import BuildKernel, LabConfig
 from harness.guest import BootPlan, Guest, boot
 
 log = logging.getLogger(__name__)
@@ -21,13 +21,23 @@ class Lab:
         self._rootfs: rootfs.RootfsImage | None = None
         self._key: ssh.ClientKey | None = None
         self._accel: tuple[str, str] | None = None
+        self.builds: dict[str, kbuild.BuildReport] = {}  # the build kernels of this session
+
+    def builder(self) -> kbuild.Builder:
+        return kbuild.Builder(self.cache_root, lambda: mirror.resolve(self.config.mirror),
+                              lambda name: self.kernel(name).config)
 
     def kernel(self, name: str | None = None) -> kernel.BootableKernel:
         spec = self.config.kernel(name)
         if spec.name not in self._kernels:
             host.require(host.KERNEL_TOOLS)
-            self._kernels[spec.name] = kernel.prepare(spec, self.cache_root, self.config.mirror,
-                                                      self.refresh)
+            if isinstance(spec.source, BuildKernel):
+                k, report = self.builder().prepare(spec, spec.source)
+                self.builds[spec.name] = report
+                self._kernels[spec.name] = k
+            else:
+                self._kernels[spec.name] = kernel.prepare(spec, self.cache_root,
+                                                          self.config.mirror, self.refresh)
         return self._kernels[spec.name]
 
     def prepared(self, name: str) -> kernel.BootableKernel | None:

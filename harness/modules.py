@@ -1,5 +1,8 @@
 """Out-of-tree test modules (kernels/modules/NAME) built against a guest kernel.
 
+A kernel the lab built (harness/kbuild.py) has its build folder: the module is built against
+it on the host, with the compiler that built the kernel.
+
 A Debian kernel's modules are built in a Debian root of the kernel's own suite that holds the
 compiler that built the kernel (its CONFIG_CC_VERSION_TEXT) and the kernel's headers package
 at the image's exact version: made once with mmdebstrap and cached, then `make -C
@@ -59,9 +62,9 @@ def compiler_package(k: BootableKernel) -> str:
 
 def build_root_recipe(spec: KernelSpec, k: BootableKernel) -> dict:
     if not isinstance(spec.source, DebianKernel):
-        raise ModuleUnavailable(f"kernel {k.name} is not a Debian package kernel: the lab "
-                                "has no headers to build test modules against (a `build` "
-                                "kernel's tree will serve, in a later version)")
+        raise ModuleUnavailable(f"kernel {k.name} is neither a Debian package kernel nor "
+                                "built by the lab: there are no headers to build test modules "
+                                "against")
     if k.config_option("MODULES") != "y":
         raise ModuleUnavailable(f"kernel {k.name} ({k.release}) has no module support "
                                 "(CONFIG_MODULES is not set)")
@@ -117,6 +120,8 @@ def build(name: str, spec: KernelSpec, k: BootableKernel, cache_root: Path,
           mirror_for: Callable[[], Mirror]) -> Path:
     """kernels/modules/NAME built for kernel k: the path of the cached NAME.ko."""
     src = sources(name)
+    if k.build_dir is not None:
+        return _build_against_tree(name, src, k, cache_root)
     root = build_root(spec, k, cache_root, mirror_for)
     key = hashlib.sha256(f"{source_hash(src)} {k.release} {root}".encode()).hexdigest()[:16]
     entry = cache_root / "modules" / f"{name}-{key}"
@@ -146,10 +151,48 @@ def build(name: str, spec: KernelSpec, k: BootableKernel, cache_root: Path,
     return ko
 
 
+def _build_against_tree(name: str, src: Path, k: BootableKernel, cache_root: Path) -> Path:
+    """NAME.ko built on the host against the build folder of a kernel the lab built."""
+    assert k.build_dir is not None
+    if k.config_option("MODULES") != "y":
+        raise ModuleUnavailable(f"kernel {k.name} ({k.release}) has no module support "
+                                "(CONFIG_MODULES is not set)")
+    if not (k.build_dir / "Module.symvers").exists():
+        raise ModuleUnavailable(f"kernel {k.name}: its build folder {k.build_dir} is gone "
+                                "or incomplete (no Module.symvers); build it again")
+    symvers = (k.build_dir / "Module.symvers").stat().st_mtime_ns
+    key = hashlib.sha256(f"{source_hash(src)} {k.release} {k.build_dir} {symvers}".encode()
+                         ).hexdigest()[:16]
+    entry = cache_root / "modules" / f"{name}-{key}"
+    ko = entry / f"{name}.ko"
+    if ko.exists():
+        return ko
+    work = cache_root / "modules" / f".work-{name}-{key}"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(src, work)
+    log_path = cache_root / "modules" / f"{name}-{key}.build.log"
+    cmd = ["make", "-C", str(k.build_dir), f"M={work}", "modules"]
+    log.debug("run: %s", " ".join(cmd))
+    try:
+        with progress.step(f"building test module {name} for {k.name} ({k.release})"), \
+                log_path.open("w") as out:
+            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "LANG": "C"})
+        if proc.returncode != 0:
+            raise ModuleError(f"test module {name} does not build for {k.name}: "
+                              f"{first_error(log_path.read_text())}", hint=f"log: {log_path}")
+        with cache.building(entry) as scratch:
+            shutil.copy2(work / f"{name}.ko", scratch / f"{name}.ko")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return ko
+
+
 def first_error(log_text: str) -> str:
-    """The compiler's first error line of a failed build, else the last line."""
+    """The compiler's (or modpost's "ERROR: modpost: ... undefined!") first error line of a
+    failed build, else the last line."""
     lines = log_text.strip().splitlines()
     for line in lines:
-        if re.search(r"\berror\b", line) and not line.startswith("make"):
+        if re.search(r"\berror\b", line, re.I) and not line.startswith("make"):
             return line.strip()
     return lines[-1].strip() if lines else "(empty build log)"

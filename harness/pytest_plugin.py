@@ -43,6 +43,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="the known kernel issues list (default: kernels/known-issues.yaml)")
     g.addoption("--lab-refresh", action="store_true",
                 help="look for a newer Debian kernel package instead of using the cached one")
+    g.addoption("--lab-series", action="append", default=[], metavar="PATH",
+                help="apply this patch series too (the --kernel must be a `build` kernel)")
+    g.addoption("--lab-tree", default=None, metavar="DIR",
+                help="build the --kernel from this tree instead (a `build` kernel)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -122,6 +126,11 @@ class LabSession:
             str(REPO / "lab.yaml")
         self.lab_config = lab_config.load(Path(cfg_path))
         self.kernel_name = self.lab_config.kernel(config.getoption("--kernel")).name
+        series = tuple(Path(s).resolve() for s in config.getoption("--lab-series"))
+        tree = config.getoption("--lab-tree")
+        if series or tree:  # ./lab review and ./lab bisect vary the user's build kernel
+            self.lab_config = lab_config.with_build(self.lab_config, self.kernel_name, series,
+                                                    Path(tree).resolve() if tree else None)
         self.known = known_issues.load(Path(config.getoption("--known-issues")))
         rd = config.getoption("--lab-report-dir")
         self.report_dir = Path(rd) if rd else self.lab_config.reports_dir / time.strftime(
@@ -249,6 +258,9 @@ class LabSession:
             meta.update({"lab.yaml": str(self.lab_config.path), "lab commit": self.commit,
                          "host": os.uname().nodename, "host kernel": os.uname().release,
                          "kernel release": g.kernel.release, "kernel": g.kernel.description,
+                         **({"kernel commit": g.kernel.commit} if g.kernel.commit else {}),
+                         **({"series": ", ".join(g.kernel.series)} if g.kernel.series else {}),
+                         **({"kernel config": str(g.kernel.config)} if g.kernel.config else {}),
                          "accel": f"{g.plan.accel} ({g.plan.cpus} cpu, "
                                   f"{g.plan.memory_mb} MB)"})
 
@@ -334,6 +346,8 @@ class LabSession:
         k = self.pool.lab.prepared(self.kernel_name) if self.pool else None
         doc = {"kernel": self.kernel_name, "release": k.release if k else None,
                "kernel_description": k.description if k else None,
+               "kernel_commit": k.commit if k else None,
+               "series": list(k.series) if k else [],
                "boots": self.pool.boots if self.pool else [], "counts": counts,
                "exit_status": int(exitstatus), "duration_s": round(time.time() - self.started, 1),
                "kernel_facts": self.facts, "splats_between_tests": self.between_tests,

@@ -145,3 +145,59 @@ class RingBuffer:
 
     def close(self) -> None:
         self.map.close()
+
+
+# --- rings written with perf_output_begin_forward_in_page() (seed 001, kernels/series/inpage) --
+
+@dataclass(frozen=True)
+class Gap:
+    """The rest of a page that an in-page writer skipped: `length` bytes from `position` (a
+    data_head-style count) to the next page boundary. `nonzero` is the offset in the gap of its
+    first byte that is not 0, None if the kernel zero-filled all of it as the seed promises."""
+    position: int
+    length: int
+    nonzero: int | None
+
+
+def parse_records_in_page(data: bytes, data_size: int, start: int, end: int,
+                          page_size: int) -> tuple[list[Record], list[Gap]]:
+    """parse_records() for a ring written with perf_output_begin_forward_in_page(), which
+    never lets a reservation cross a page of the data area: when the next one does not fit in
+    the rest of the page, the kernel reserves that rest too, fills it with zeros and starts
+    the record on the next page (seed 001 changelog; __perf_output_begin(), stay_in_page).
+
+    So here, and only here, a header whose size is 0 is not torn: it marks that zero fill,
+    and reading goes on at the next page boundary. It is torn at a page boundary (any request
+    up to a page fits an empty page, so no gap starts there) and when data_head is inside the
+    gap (the fill and the record after it are one reservation, published together). Every
+    other rule is parse_records()'s. Returns the records and the gaps, in ring order."""
+    if data_size % page_size:
+        raise ValueError(f"data area of {data_size} bytes is not whole {page_size}-byte pages")
+    records: list[Record] = []
+    gaps: list[Gap] = []
+    pos = start
+    while pos < end:
+        if end - pos < perf.HEADER_SIZE:
+            raise TornRecord(f"{end - pos} bytes left at {pos}: less than a header")
+        off = pos % data_size
+        rtype, misc, size = struct.unpack("<IHH", _ring_bytes(data, data_size, off,
+                                                              perf.HEADER_SIZE))
+        if size == 0:
+            room = page_size - pos % page_size
+            if room == page_size:
+                raise TornRecord(f"size-0 header at {pos}, a page boundary: no gap starts there")
+            if pos + room >= end:
+                raise TornRecord(f"zero fill at {pos} runs to {pos + room}, at or past "
+                                 f"data_head {end}: no record after it")
+            fill = bytes(data[off:off + room])  # a page never straddles the end of the area
+            nonzero = next((i for i, b in enumerate(fill) if b), None)
+            gaps.append(Gap(pos, room, nonzero))
+            pos += room
+            continue
+        if size < perf.HEADER_SIZE or size % 8 or pos + size > end:
+            raise TornRecord(f"record at {pos} has type {rtype} size {size} "
+                             f"(data_head {end})")
+        body = _ring_bytes(data, data_size, off, size)[perf.HEADER_SIZE:]
+        records.append(Record(rtype, misc, size, body, pos, off + size > data_size))
+        pos += size
+    return records, gaps

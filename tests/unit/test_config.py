@@ -81,9 +81,36 @@ def test_two_kernel_sources(tmp_path: Path) -> None:
     assert "kernels.k: expected exactly one kernel source" in msg
 
 
-def test_build_source_is_reserved(tmp_path: Path) -> None:
-    msg = error_of(tmp_path, "kernels: {k: {build: {tree: /src}}}\n")
-    assert "kernels.k.build: kernel builds are not supported yet" in msg
+def test_build_kernel_is_parsed(tmp_path: Path) -> None:
+    (tmp_path / "linux").mkdir()
+    (tmp_path / "frag.config").write_text("CONFIG_PERF_EVENTS=y\n")
+    cfg = load_text(tmp_path, "kernels:\n  k: {build: {tree: linux, series: linux, config: "
+                              "{base: tinyconfig, fragments: [frag.config]}}}\n")
+    src = cfg.kernel("k").source
+    assert isinstance(src, config.BuildKernel)
+    assert src.tree == tmp_path / "linux" and src.series == (tmp_path / "linux",)
+    assert src.base == "tinyconfig" and src.fragments == (tmp_path / "frag.config",)
+
+
+def test_build_kernel_from_a_debian_source_package(tmp_path: Path) -> None:
+    cfg = load_text(tmp_path, "kernels:\n  d: {debian: {suite: trixie, flavour: amd64}}\n"
+                              "  k: {build: {debian_source: {suite: trixie, package: "
+                              "linux-source-6.12}, config: {base: 'debian:d'}}}\n")
+    src = cfg.kernel("k").source
+    assert src.tree == config.DebianSource("trixie", "linux-source-6.12") and src.base == "debian:d"
+
+
+@pytest.mark.parametrize("build,key", [
+    ("{tree: nope}", "kernels.k.build.tree"),
+    ("{}", "kernels.k.build: expected exactly one of: tree"),
+    ("{debian_source: {suite: trixie, package: linux}}", "kernels.k.build.debian_source.package"),
+    ("{tree: ., config: {base: nope.config}}", "kernels.k.build.config.base"),
+    ("{tree: ., config: {base: 'debian:k'}}", "kernels.k.build.config.base"),
+    ("{tree: ., config: {fragments: [missing.config]}}", "kernels.k.build.config.fragments[0]"),
+    ("{tree: ., series: 3}", "kernels.k.build.series"),
+])
+def test_bad_build_kernels_name_the_key(tmp_path: Path, build: str, key: str) -> None:
+    assert key in error_of(tmp_path, f"kernels: {{k: {{build: {build}}}}}\n")
 
 
 def test_path_kernel_must_exist(tmp_path: Path) -> None:

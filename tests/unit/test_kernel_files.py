@@ -67,6 +67,6 @@ def test_prepared_kernel_from_another_initramfs_recipe_is_stale(tmp_path: Path) 
     meta = {"layout": kernel.LAYOUT, "initramfs_recipe": initramfs.recipe_hash(), "name": "k",
             "release": "6.12", "description": "d", "has_modules": False, "has_config": False}
     (entry / "kernel.json").write_text(json.dumps(meta))
-    assert kernel._load(entry) is not None
+    assert kernel.load_prepared(entry) is not None
     (entry / "kernel.json").write_text(json.dumps({**meta, "initramfs_recipe": "old"}))
-    assert kernel._load(entry) is None
+    assert kernel.load_prepared(entry) is None

@@ -42,7 +42,8 @@ def test_compiler_package(tmp_path: Path, text: str, package: str) -> None:
 
 
 @pytest.mark.parametrize("spec, config, version, reason", [
-    (KernelSpec("k", PathKernel(Path("/boot/vmlinuz"))), CONFIG, None, "not a Debian package"),
+    (KernelSpec("k", PathKernel(Path("/boot/vmlinuz"))), CONFIG, None,
+     "neither a Debian package kernel nor built by the lab"),
     (DEBIAN, CONFIG.replace("CONFIG_MODULES=y", "# CONFIG_MODULES is not set"), "1",
      "no module support"),
     (DEBIAN, "CONFIG_MODULES=y\n", "1", "cannot tell its compiler"),

@@ -1,0 +1,271 @@
+"""Building a kernel from a tree + patch series + config (a lab.yaml `build` kernel).
+
+    source tree ──(series? hard-link copy + git apply)──> build source
+    base config + fragments ──merge──> .config ──make olddefconfig──> checked against fragments
+    make O=<out> bzImage [modules] ──> a prepared kernel in the cache (like any other kernel)
+
+Two caches: the out-of-tree build folder, kept per (source, config) so a changed file rebuilds
+incrementally; and the prepared kernel, keyed by the tree's state + series + config, so an
+unchanged kernel is never rebuilt at all. Builds use ccache when the host has it. make's
+output goes to a log file; the screen gets progress, and a failure gets its first compiler
+error and the log's path.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import cache, host, kconfig, kernel, progress, series, trees
+from harness.config import BuildKernel, DebianSource, KernelSpec
+from harness.errors import BuildError
+from harness.kernel import BootableKernel
+from harness.mirror import Mirror
+
+log = logging.getLogger(__name__)
+RECIPE = 1  # bump when what a build produces changes
+_COMPILED = re.compile(r"^\s+(?:CC|AS|LD|AR|CC \[M\])\s+(?P<target>\S+)")
+_COMPILER_ERROR = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: ")
+
+
+@dataclass
+class BuildReport:
+    """How a build went, for the screen, the benchmark and `./lab build`."""
+    kernel: str
+    release: str = ""
+    cached: bool = False           # the prepared kernel was in the cache: no make at all
+    seconds: float = 0.0           # wall time of this call
+    make_seconds: float = 0.0      # of which make (config + build)
+    compiled: int = 0              # CC/AS/LD lines make printed
+    dropped: list[str] = field(default_factory=list)  # fragment options olddefconfig changed
+    log: Path | None = None
+    source: Path | None = None     # the tree make built (a patched copy if there was a series)
+    out: Path | None = None
+
+
+def first_error(log_text: str) -> str:
+    """The first compiler error of a failed build ('file:line: error: ...'), else the first
+    make error line, else the last line."""
+    lines = log_text.splitlines()
+    for line in lines:
+        if _COMPILER_ERROR.match(line):
+            return line.strip()
+    for line in lines:
+        if re.match(r"^make(\[\d+\])?: \*\*\*", line):
+            return line.strip()
+    return lines[-1].strip() if lines else "(empty build log)"
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+class Builder:
+    """Builds the `build` kernels of one lab configuration."""
+
+    def __init__(self, cache_root: Path, mirror_for: Callable[[], Mirror],
+                 debian_config: Callable[[str], Path | None], jobs: int | None = None,
+                 ccache: bool = True) -> None:
+        self.cache_root = cache_root
+        self.ccache = ccache
+        self.mirror_for = mirror_for
+        self.debian_config = debian_config  # kernel name -> that Debian kernel's .config
+        self.jobs = jobs or os.cpu_count() or 1
+
+    # --- what to build -------------------------------------------------------------------
+
+    def tree(self, spec: KernelSpec, src: BuildKernel) -> Path:
+        if isinstance(src.tree, DebianSource):
+            return trees.debian_tree(src.tree, self.cache_root, self.mirror_for)
+        trees.check(src.tree, f"kernels.{spec.name}.build.tree")
+        return src.tree
+
+    def base_config(self, spec: KernelSpec, src: BuildKernel) -> tuple[str, str | None]:
+        """(identity for the cache key, .config text or None for a make target)."""
+        if src.base.startswith("debian:"):
+            name = src.base.removeprefix("debian:")
+            path = self.debian_config(name)
+            if path is None:
+                raise BuildError(f"kernels.{spec.name}.build.config.base: kernel {name} has "
+                                 "no config file")
+            text = path.read_text()
+            return f"debian:{_digest(text)}", text
+        if src.base in ("defconfig", "tinyconfig", "allnoconfig"):
+            return src.base, None
+        text = Path(src.base).read_text()
+        return f"file:{_digest(text)}", text
+
+    def fragments(self, src: BuildKernel) -> list[kconfig.Option]:
+        return [o for f in src.fragments for o in kconfig.read_fragment(f)]
+
+    def keys(self, spec: KernelSpec, src: BuildKernel) -> tuple[str, str]:
+        """(config key, series key) of a build: what its caches are keyed by, with the tree."""
+        base_id, _ = self.base_config(spec, src)
+        config_key = _digest(base_id, *(o.line for o in self.fragments(src)), str(RECIPE))
+        return config_key, series.fingerprint(src.series) if src.series else "none"
+
+    def work_dir(self, tree: Path, src: BuildKernel, config_key: str, series_key: str) -> Path:
+        """The build's folder: the O= output, the log, the patched copy. Kept per source,
+        series and config, so the next build of the same kernel is incremental."""
+        return self.cache_root / "builds" / _digest(str(tree), series_key if src.series
+                                                    else "", config_key)
+
+    # --- the build -----------------------------------------------------------------------
+
+    def prepare(self, spec: KernelSpec, src: BuildKernel) -> tuple[BootableKernel, BuildReport]:
+        """The built kernel for `spec`, from the cache if nothing changed."""
+        start = time.monotonic()
+        report = BuildReport(spec.name)
+        host.require(host.BUILD_TOOLS)
+        host.require_headers(host.BUILD_HEADERS)
+        tree = self.tree(spec, src)
+        _, base_text = self.base_config(spec, src)
+        options = self.fragments(src)
+        config_key, series_key = self.keys(spec, src)
+        state = trees.fingerprint(tree) if not isinstance(src.tree, DebianSource) else \
+            f"deb-{tree.parent.name}"
+        entry = self.cache_root / "kernels" / f"build-{_digest(state, series_key, config_key)}"
+        if (k := kernel.load_prepared(entry)) is not None:
+            log.debug("kernel %s: built before, cached in %s", spec.name, entry)
+            report.cached, report.release = True, k.release
+            report.seconds = time.monotonic() - start
+            return kernel.with_name(k, spec), report
+        work = self.work_dir(tree, src, config_key, series_key)
+        source = self._source(tree, src, work)
+        report.source, report.out, report.log = source, work / "out", work / "build.log"
+        make_start = time.monotonic()
+        self._configure(spec, source, work / "out", base_text, src.base, options, report)
+        self._make(spec, source, work / "out", report)
+        report.make_seconds = time.monotonic() - make_start
+        k = self._store(spec, src, tree, source, work / "out", entry, report)
+        report.release = k.release
+        report.seconds = time.monotonic() - start
+        return kernel.with_name(k, spec), report
+
+    def _source(self, tree: Path, src: BuildKernel, work: Path) -> Path:
+        """The tree make builds: the tree itself, or a patched hard-link copy of it."""
+        if not src.series:
+            return tree
+        patches = [p for s in src.series for p in series.read(s)]
+        with progress.step(f"applying {len(patches)} patch(es) to a copy of {tree}"):
+            current, fresh = work / "src", work / "src.new"
+            trees.link_farm(tree, fresh)
+            try:
+                applied = series.apply(src.series, fresh)
+            except BaseException:
+                shutil.rmtree(fresh, ignore_errors=True)
+                raise
+            touched = sorted({m.group(1) for p in applied
+                              for m in re.finditer(r"^diff --git a/\S+ b/(\S+)", p.text, re.M)})
+            if current.exists():
+                trees.keep_mtimes(touched, fresh, current)
+                shutil.rmtree(current)
+            fresh.rename(current)
+        return current
+
+    def _run_make(self, source: Path, out: Path, args: list[str], logf, what: str,
+                  status: Callable[[str], None] | None = None,
+                  report: BuildReport | None = None) -> None:
+        cmd = ["make", "-C", str(source), f"O={out}", f"-j{self.jobs}", *args]
+        if self.ccache and shutil.which("ccache"):
+            cmd.append("CC=ccache gcc")
+        log.debug("run: %s", " ".join(cmd))
+        logf.write(f"\n$ {' '.join(cmd)}\n")
+        logf.flush()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                errors="replace", env={**os.environ, "LANG": "C"})
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                logf.write(line)
+                if (m := _COMPILED.match(line)) and report is not None:
+                    report.compiled += 1
+                    if status is not None:
+                        status(f"{report.compiled} steps, {m.group('target')}")
+            code = proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        logf.flush()
+        if code != 0:
+            text = Path(logf.name).read_text(errors="replace")
+            raise BuildError(f"{what} failed: {first_error(text)}", hint=f"full log: {logf.name}")
+
+    def _configure(self, spec: KernelSpec, source: Path, out: Path, base_text: str | None,
+                   base: str, options: list[kconfig.Option], report: BuildReport) -> None:
+        unknown = kconfig.unknown(options, kconfig.symbols(source))
+        if unknown:
+            raise BuildError(f"kernels.{spec.name}: config fragment options name no Kconfig "
+                             "symbol of this tree: " + ", ".join(
+                                 f"CONFIG_{o.symbol} ({o.source})" for o in unknown),
+                             hint="a typo, or an option this kernel version does not have")
+        out.mkdir(parents=True, exist_ok=True)
+        assert report.log is not None
+        with report.log.open("w") as logf, progress.step(f"configuring {spec.name}"):
+            scratch = out.parent / "config.new"
+            shutil.rmtree(scratch, ignore_errors=True)
+            scratch.mkdir()
+            if base_text is None:
+                self._run_make(source, scratch, [base], logf, f"make {base}")
+                base_text = (scratch / ".config").read_text()
+            (scratch / ".config").write_text(kconfig.merge(base_text, options))
+            self._run_make(source, scratch, ["olddefconfig"], logf, "make olddefconfig")
+            final = (scratch / ".config").read_text()
+            # Replace the build's .config only if it changed: an unchanged config must not
+            # make the next build look stale to make.
+            if not (out / ".config").exists() or (out / ".config").read_text() != final:
+                cache.write_atomic(out / ".config", final.encode())
+            shutil.rmtree(scratch, ignore_errors=True)
+        report.dropped = [str(d) for d in kconfig.dropped(options, kconfig.values(final))]
+        for d in report.dropped:
+            log.warning("kernel %s: config option did not survive olddefconfig: %s",
+                        spec.name, d)
+
+    def _make(self, spec: KernelSpec, source: Path, out: Path, report: BuildReport) -> None:
+        modules = kconfig.values((out / ".config").read_text()).get("MODULES") == "y"
+        targets = ["bzImage"] + (["modules"] if modules else [])
+        assert report.log is not None
+        with report.log.open("a") as logf, progress.step(
+                f"building {spec.name} ({' '.join(targets)}, {self.jobs} jobs, log "
+                f"{report.log})") as status:
+            self._run_make(source, out, targets, logf, f"building kernel {spec.name}", status,
+                           report)
+
+    def _store(self, spec: KernelSpec, src: BuildKernel, tree: Path, source: Path, out: Path,
+               entry: Path, report: BuildReport) -> BootableKernel:
+        release = (out / "include/config/kernel.release").read_text().strip()
+        config = kconfig.values((out / ".config").read_text())
+        with cache.building(entry) as scratch:
+            base = None
+            if config.get("MODULES") == "y":
+                base = scratch / "staging"
+                assert report.log is not None
+                with report.log.open("a") as logf:
+                    self._run_make(source, out, ["modules_install", f"INSTALL_MOD_PATH={base}",
+                                                 "INSTALL_MOD_STRIP=1", "DEPMOD=true"], logf,
+                                   "make modules_install")
+            desc = f"built from {tree}" + (f" + {len(src.series)} series" if src.series else "") \
+                + f" ({src.base}" + "".join(f" + {f.name}" for f in src.fragments) + ")"
+            meta = kernel.finish(scratch, spec.name, release, out / "arch/x86/boot/bzImage",
+                                 base, out / ".config", desc, spec.cmdline)
+            meta["build"] = {"tree": str(tree), "source": str(source), "out": str(out),
+                             "series": [str(s) for s in src.series], "base": src.base,
+                             "fragments": [str(f) for f in src.fragments],
+                             "dropped": report.dropped,
+                             "commit": trees.git(tree, "rev-parse", "HEAD", check=False)
+                             if trees.is_git(tree) else None}
+            if base is not None:
+                shutil.rmtree(base)
+            (scratch / "kernel.json").write_text(json.dumps(meta, indent=2))
+        k = kernel.load_prepared(entry)
+        assert k is not None
+        return k

@@ -1,0 +1,96 @@
+"""Kernels the lab builds (slow tier, `-m kbuild`): a real build of Debian's linux-source-6.12
+with minimal.config that boots and runs a probe, and a real bisect over a git history made
+here that must name the commit that broke a ring-buffer mapping rule."""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MINIMAL = {"debian_source": {"suite": "trixie", "package": "linux-source-6.12"},
+           "config": {"base": "tinyconfig",
+                      "fragments": [str(REPO / "kernels/fragments/minimal.config")]}}
+RULE_TEST = "test_mmap_length_must_be_one_plus_power_of_two_pages"
+
+pytestmark = [pytest.mark.e2e, pytest.mark.kbuild, pytest.mark.usefixtures("no_stray_qemu")]
+
+
+def lab(*args: str, env: dict, timeout: float = 3600) -> subprocess.CompletedProcess:
+    return subprocess.run(["./lab", *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_a_debian_source_tree_builds_with_minimal_config_boots_and_runs_a_probe(
+        tmp_path: Path, make_lab_yaml) -> None:
+    cfg = make_lab_yaml(kernels={"src-min": {"build": MINIMAL}})
+    env = dict(os.environ, RINGLAB_CONFIG=str(cfg))
+    p = lab("build", "--kernel", "src-min", env=env)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    assert "src-min: 6.12." in p.stdout
+    # Nothing changed: the second build is the cache's (no make at all).
+    start = time.monotonic()
+    p = lab("build", "--kernel", "src-min", env=env)
+    assert p.returncode == 0 and "cached (nothing changed)" in p.stdout, p.stderr[-2000:]
+    assert time.monotonic() - start < 60
+    p = lab("run", "--kernel", "src-min", "-k", "test_release_is_the_booted_kernel or "
+            "test_perf_ring_buffer_maps_control_and_data_page", env=env)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert "2 passed" in p.stdout
+
+
+def _rewrite(path: Path, old: str, new: str) -> None:
+    """Edit a file of a hard-linked copy without writing through to the linked original."""
+    text = path.read_text()
+    assert old in text, f"{path} no longer contains {old!r}"
+    path.unlink()
+    path.write_text(text.replace(old, new, 1))
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=ringlab test", "-c",
+                           "user.email=test@ringlab.invalid", *args], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_bisect_names_the_commit_that_breaks_a_mapping_rule(tmp_path: Path, make_lab_yaml,
+                                                            ) -> None:
+    # The Debian tree as the first commit of a new git history (a hard-link copy: fast).
+    cfg = make_lab_yaml(kernels={"src-min": {"build": MINIMAL}})
+    env = dict(os.environ, RINGLAB_CONFIG=str(cfg))
+    p = lab("build", "--kernel", "src-min", env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    from harness import cache
+    tree = next((cache.cache_root() / "trees").glob("linux-source-6.12_*/linux-source-6.12"))
+    repo = tmp_path / "linux"
+    repo.mkdir()
+    subprocess.run(["cp", "-al", *[str(x) for x in tree.iterdir()], str(repo)], check=True)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "good: linux-source-6.12 as packaged")
+    good = _git(repo, "rev-parse", "HEAD")
+    _rewrite(repo / "kernel/events/core.c", "if (nr_pages != 0 && !is_power_of_2(nr_pages))",
+             "if (nr_pages != 0 && !is_power_of_2(nr_pages) && nr_pages != 3)")
+    _git(repo, "commit", "-qam", "perf: accept a 1+3 page ring buffer")
+    breaking = _git(repo, "rev-parse", "HEAD")
+    _rewrite(repo / "README", "Linux kernel", "Linux kernel (ringlab bisect test)")
+    _git(repo, "commit", "-qam", "README: an unrelated change")
+    bad = _git(repo, "rev-parse", "HEAD")
+
+    cfg = make_lab_yaml(kernels={"mine": {"build": {
+        "tree": str(repo), "config": MINIMAL["config"]}}})
+    env = dict(os.environ, RINGLAB_CONFIG=str(cfg))
+    # Bad input first: revisions the wrong way round.
+    p = lab("bisect", "--kernel", "mine", "--good", bad, "--bad", good, "-k", RULE_TEST, env=env)
+    assert p.returncode == 2 and "is newer than --bad" in p.stderr, p.stderr[-2000:]
+
+    p = lab("bisect", "--kernel", "mine", "--good", good, "--bad", bad, "-k", RULE_TEST, env=env)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert f"first bad commit: {breaking} perf: accept a 1+3 page ring buffer" in p.stdout
+    steps = [line for line in p.stdout.splitlines() if line.startswith("  ")]
+    assert steps and all("build" in s and "total" in s for s in steps), p.stdout
+    assert _git(repo, "rev-parse", "HEAD") == bad, "the user's checkout was moved"
+    assert _git(repo, "status", "--porcelain") == ""

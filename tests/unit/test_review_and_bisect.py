@@ -1,0 +1,91 @@
+"""harness/review.py on summaries, and harness/bisect.py's revision checks on a small git
+history made here (the end-to-end bisect is in tests/e2e/test_kbuild.py)."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness import bisect, review
+from harness.errors import BisectError
+
+
+def _summary(outcomes: dict[str, str], splats: dict[str, list[str]] | None = None) -> dict:
+    results = []
+    for test, outcome in outcomes.items():
+        entry = {"test": test, "outcome": outcome, "reason": ""}
+        if splats and test in splats:
+            entry["splats"] = [{"title": t} for t in splats[test]]
+        results.append(entry)
+    return {"kernel": "k", "kernel_description": "k", "results": results}
+
+
+def test_review_classifies_every_change() -> None:
+    base = _summary({"a": "passed", "b": "failed", "c": "passed", "d": "skipped", "e": "passed",
+                     "gone": "passed"},
+                    {"a": ["WARNING at kernel/trace/trace.c:8274 f+0x51/0x70"]})
+    patched = _summary({"a": "passed", "b": "passed", "c": "failed", "d": "passed",
+                        "e": "skipped", "new": "passed"},
+                       {"a": ["WARNING at kernel/trace/trace.c:8280 f+0x55/0x70"],
+                        "b": ["BUG: KASAN: use-after-free in perf_mmap+0x1/0x2"]})
+    r = review.compare(base, patched)
+    assert r.newly_failing == ["c"] and r.newly_passing == ["b", "d"]
+    assert r.newly_skipped == ["e"] and r.new_tests == ["new"] and r.gone_tests == ["gone"]
+    # The moved WARNING (other line, other offset) is not new; the KASAN report is.
+    assert r.new_warnings == ["b: BUG: KASAN: use-after-free in perf_mmap"]
+    assert r.regressed
+    text = "\n".join(r.lines())
+    assert "NEWLY FAILING  c (passed -> failed)" in text and "REGRESSION" in text
+
+
+def test_a_series_that_only_adds_passing_tests_does_not_regress() -> None:
+    base = _summary({"a": "passed", "inpage": "skipped", "known": "xfailed"})
+    patched = _summary({"a": "passed", "inpage": "passed", "known": "xfailed"})
+    r = review.compare(base, patched)
+    assert not r.regressed and r.newly_passing == ["inpage"]
+
+
+def test_bench_deltas_count_only_beyond_noise() -> None:
+    base = {"rate": [100.0, 104.0, 98.0], "other": [50.0, 52.0, 51.0]}
+    patched = {"rate": [80.0, 82.0, 79.0], "other": [49.0, 53.0, 50.0]}
+    r = review.compare(_summary({}), _summary({}), base, patched)
+    worse = [b.figure for b in r.bench_regressions]
+    assert worse == ["rate"] and r.regressed
+    assert not next(b for b in r.bench if b.figure == "other").beyond_noise
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> tuple[Path, list[str]]:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    shas = []
+    for i in range(3):
+        (repo / "f").write_text(f"{i}\n")
+        subprocess.run([*git, "add", "f"], check=True)
+        subprocess.run([*git, "commit", "-qm", f"c{i}"], check=True)
+        shas.append(subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                                   check=True).stdout.strip())
+    return repo, shas
+
+
+def test_bisect_revisions_are_checked(history: tuple[Path, list[str]]) -> None:
+    repo, (c0, c1, c2) = history
+    assert bisect.check_revisions(repo, c0, c2) == (c0, c2)
+    with pytest.raises(BisectError, match="--good .* is newer than --bad"):
+        bisect.check_revisions(repo, c2, c0)
+    with pytest.raises(BisectError, match="--good nope: not a commit"):
+        bisect.check_revisions(repo, "nope", c2)
+    with pytest.raises(BisectError, match="are the same commit"):
+        bisect.check_revisions(repo, c1, c1)
+
+
+def test_the_bisect_worktree_leaves_the_users_checkout_alone(
+        history: tuple[Path, list[str]], tmp_path: Path) -> None:
+    repo, (c0, c1, c2) = history
+    wt = bisect.worktree(repo, tmp_path / "cache", c1)
+    assert (wt / "f").read_text() == "1\n" and (repo / "f").read_text() == "2\n"
+    again = bisect.worktree(repo, tmp_path / "cache", c0)
+    assert again == wt and (wt / "f").read_text() == "0\n"

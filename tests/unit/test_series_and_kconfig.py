@@ -1,0 +1,170 @@
+"""harness/series.py, kconfig.py and trees.py on small trees made here: series in each form,
+patches applied to a hard-link copy (the original never changes), rejected hunks named, and
+config fragments merged and checked."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness import kconfig, series, trees
+from harness.errors import BuildError, PatchError
+
+PATCH_1 = """From 1111 Mon Sep 17 00:00:00 2001
+From: A Developer <dev@example.invalid>
+Subject: [PATCH 1/2] ring: say hello
+
+---
+diff --git a/kernel/ring.c b/kernel/ring.c
+--- a/kernel/ring.c
++++ b/kernel/ring.c
+@@ -1,3 +1,3 @@
+ int a;
+-int b;
++int hello;
+ int c;
+--
+2.39.2
+"""
+PATCH_2 = """From 2222 Mon Sep 17 00:00:00 2001
+From: A Developer <dev@example.invalid>
+Subject: [PATCH 2/2] ring: and goodbye
+
+---
+diff --git a/kernel/ring.c b/kernel/ring.c
+--- a/kernel/ring.c
++++ b/kernel/ring.c
+@@ -2,2 +2,3 @@
+ int hello;
+ int c;
++int goodbye;
+--
+2.39.2
+"""
+COVER = """From 0000 Mon Sep 17 00:00:00 2001
+From: A Developer <dev@example.invalid>
+Subject: [PATCH 0/2] ring: greetings
+
+Two patches.
+"""
+
+
+def _tree(tmp_path: Path) -> Path:
+    tree = tmp_path / "linux"
+    (tree / "kernel").mkdir(parents=True)
+    (tree / "kernel/ring.c").write_text("int a;\nint b;\nint c;\n")
+    return tree
+
+
+def test_a_folder_of_patches_applies_in_name_order_to_a_copy(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s/0002-bye.patch").write_text(PATCH_2)
+    (tmp_path / "s/0001-hello.patch").write_text(PATCH_1)
+    copy = tmp_path / "copy"
+    trees.link_farm(tree, copy)
+    applied = series.apply((tmp_path / "s",), copy)
+    assert [p.subject for p in applied] == ["[PATCH 1/2] ring: say hello",
+                                            "[PATCH 2/2] ring: and goodbye"]
+    assert (copy / "kernel/ring.c").read_text() == "int a;\nint hello;\nint c;\nint goodbye;\n"
+    assert (tree / "kernel/ring.c").read_text() == "int a;\nint b;\nint c;\n", \
+        "the user's tree was changed through the hard link"
+
+
+def test_a_quilt_series_file_gives_the_order(tmp_path: Path) -> None:
+    (tmp_path / "b.patch").write_text(PATCH_1)
+    (tmp_path / "a.patch").write_text(PATCH_2)
+    (tmp_path / "series").write_text("# order\nb.patch\na.patch -p1\n")
+    assert [p.name for p in series.read(tmp_path)] == ["b.patch", "a.patch"]
+    (tmp_path / "series").write_text("b.patch\nmissing.patch\n")
+    with pytest.raises(PatchError, match="missing.patch"):
+        series.read(tmp_path / "series")
+
+
+def test_an_mbox_from_b4_skips_the_cover_letter(tmp_path: Path) -> None:
+    mbx = tmp_path / "v2_20260101_dev_ring.mbx"
+    mbx.write_text(COVER + "\n" + PATCH_1 + "\n" + PATCH_2)
+    patches = series.read(mbx)
+    assert [p.subject for p in patches] == ["[PATCH 1/2] ring: say hello",
+                                            "[PATCH 2/2] ring: and goodbye"]
+    copy = tmp_path / "copy"
+    trees.link_farm(_tree(tmp_path), copy)
+    series.apply((mbx,), copy)
+    assert "goodbye" in (copy / "kernel/ring.c").read_text()
+
+
+def test_a_patch_that_does_not_apply_is_named_with_its_hunk(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    (tree / "kernel/ring.c").write_text("int a;\nint z;\nint c;\n")
+    (tmp_path / "0001-hello.patch").write_text(PATCH_1)
+    with pytest.raises(PatchError) as e:
+        series.apply((tmp_path / "0001-hello.patch",), tree)
+    msg = str(e.value)
+    assert "patch 0001-hello.patch" in msg and "kernel/ring.c:1" in msg
+    assert "rejected hunk:\n@@ -1,3 +1,3 @@\n int a;\n-int b;\n+int hello;" in msg
+
+
+def test_a_patch_already_in_the_tree_is_told_apart(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    (tree / "kernel/ring.c").write_text("int a;\nint hello;\nint c;\n")
+    (tmp_path / "p.patch").write_text(PATCH_1)
+    with pytest.raises(PatchError, match="already in the tree"):
+        series.apply((tmp_path / "p.patch",), tree)
+
+
+def test_reapplying_an_unchanged_series_keeps_mtimes(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    (tmp_path / "p.patch").write_text(PATCH_1)
+    old, new = tmp_path / "old", tmp_path / "new"
+    for copy in (old, new):
+        trees.link_farm(tree, copy)
+        series.apply((tmp_path / "p.patch",), copy)
+    import os
+    os.utime(old / "kernel/ring.c", ns=(1, 10**18))
+    assert trees.keep_mtimes(["kernel/ring.c"], new, old) == 1
+    assert (new / "kernel/ring.c").stat().st_mtime_ns == 10**18
+
+
+def test_fragments_merge_and_report_what_olddefconfig_dropped() -> None:
+    base = "CONFIG_A=y\n# CONFIG_B is not set\nCONFIG_C=m\n"
+    options = kconfig.parse("CONFIG_B=y\n# comment\nCONFIG_C=y\nCONFIG_D=\"x\"\n", "f.config")
+    merged = kconfig.merge(base, options)
+    assert kconfig.values(merged) == {"A": "y", "B": "y", "C": "y", "D": '"x"'}
+    final = {"A": "y", "B": "y", "C": "m"}
+    dropped = kconfig.dropped(options, final)
+    assert [str(d) for d in dropped] == ["CONFIG_C=y (f.config:3): got m",
+                                        'CONFIG_D="x" (f.config:4): got n']
+
+
+def test_fragment_errors_name_file_and_line(tmp_path: Path) -> None:
+    with pytest.raises(BuildError, match=r"f.config:2: not a config line: 'PERF_EVENTS=y'"):
+        kconfig.parse("CONFIG_A=y\nPERF_EVENTS=y\n", "f.config")
+    (tmp_path / "Kconfig").write_text("config PERF_EVENTS\n\tbool\nmenuconfig TRACING\n")
+    known = kconfig.symbols(tmp_path)
+    assert known == {"PERF_EVENTS", "TRACING"}
+    opts = kconfig.parse("CONFIG_PERF_EVENTS=y\nCONFIG_PREF_EVENTS=y\n", "f.config")
+    assert [o.symbol for o in kconfig.unknown(opts, known)] == ["PREF_EVENTS"]
+
+
+def test_shipped_fragments_parse() -> None:
+    folder = Path(__file__).resolve().parents[2] / "kernels" / "fragments"
+    for name in ("minimal.config", "ringbuf.config", "debug.config"):
+        assert kconfig.read_fragment(folder / name), name
+
+
+def test_a_folder_that_is_not_a_kernel_tree_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(BuildError, match="kernels.k.build.tree: .* is not a kernel source tree"):
+        trees.check(tmp_path, "kernels.k.build.tree")
+
+
+def test_a_git_tree_fingerprint_follows_commits_and_edits(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    first = trees.fingerprint(tree)
+    assert first == trees.fingerprint(tree)
+    (tree / "kernel/ring.c").write_text("changed\n")
+    assert trees.fingerprint(tree) != first
