@@ -359,6 +359,9 @@ class LabSession:
                                         for b in doc["boots"]) or "none"),
                  "results: " + (", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
                                 or "no tests ran")]
+        if doc["kernel_commit"]:
+            lines.append(f"kernel commit: {doc['kernel_commit']}")
+        lines += [f"series: {s}" for s in doc["series"]]
         lines += [f"kernel: {name}: {value}" for name, value in sorted(self.facts.items())]
         for b in self.between_tests:
             lines += [f"  SPLAT between tests (before {b['before_test']}): {s['title']}"

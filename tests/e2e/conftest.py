@@ -29,6 +29,9 @@ def lab_yaml(tmp_path: Path, **overrides: dict) -> Path:
     """The shipped lab.yaml with sections overridden (e.g. machine={...}), reports in tmp."""
     data = yaml.safe_load((REPO / "lab.yaml").read_text())
     data["reports"] = {"dir": str(tmp_path / "reports")}
+    for spec in data["kernels"].values():  # paths in the shipped file are relative to it
+        config = spec.get("build", {}).get("config", {})
+        config["fragments"] = [str(REPO / f) for f in config.get("fragments", [])]
     for section, values in overrides.items():
         data.setdefault(section, {}).update(values)
     path = tmp_path / "lab.yaml"

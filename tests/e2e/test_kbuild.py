@@ -69,7 +69,7 @@ def test_bisect_names_the_commit_that_breaks_a_mapping_rule(tmp_path: Path, make
     repo.mkdir()
     subprocess.run(["cp", "-al", *[str(x) for x in tree.iterdir()], str(repo)], check=True)
     _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
+    _git(repo, "add", "-A", "--force")  # Debian's .gitignore ignores the whole top level
     _git(repo, "commit", "-qm", "good: linux-source-6.12 as packaged")
     good = _git(repo, "rev-parse", "HEAD")
     _rewrite(repo / "kernel/events/core.c", "if (nr_pages != 0 && !is_power_of_2(nr_pages))",
