@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import subprocess
-import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -104,8 +103,11 @@ def debian_tree(src: DebianSource, cache_root: Path, mirror_for: Callable[[], Mi
         tarball = next((scratch / "deb/usr/src").glob(f"{src.package}.tar.*"), None)
         if tarball is None:
             raise BuildError(f"{deb.name} has no usr/src/{src.package}.tar.*")
-        with tarfile.open(tarball) as t:
-            t.extractall(scratch, filter="tar")
+        # tar(1) unpacks the 150 MB .tar.xz in half the time Python's tarfile takes.
+        p = subprocess.run(["tar", "-xf", str(tarball), "-C", str(scratch), "--no-same-owner"],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise BuildError(f"unpacking {tarball.name} failed: {p.stderr.strip()[-300:]}")
         shutil.rmtree(scratch / "deb")
     found = sorted(entry.glob("linux-source-*"))
     if not found:
