@@ -74,6 +74,7 @@ class Builder:
     def __init__(self, cache_root: Path, mirror_for: Callable[[], Mirror],
                  debian_config: Callable[[str], Path | None], jobs: int | None = None,
                  ccache: bool = True) -> None:
+        # ccache=False: compile for real (CCACHE_DISABLE), for build-time benchmarks.
         self.cache_root = cache_root
         self.ccache = ccache
         self.mirror_for = mirror_for
@@ -175,13 +176,17 @@ class Builder:
                   status: Callable[[str], None] | None = None,
                   report: BuildReport | None = None) -> None:
         cmd = ["make", "-C", str(source), f"O={out}", f"-j{self.jobs}", *args]
-        if self.ccache and shutil.which("ccache"):
+        env = {**os.environ, "LANG": "C"}
+        if shutil.which("ccache"):
+            # The same CC either way: kbuild rebuilds every object whose command line changed.
             cmd.append("CC=ccache gcc")
+            if not self.ccache:
+                env["CCACHE_DISABLE"] = "1"
         log.debug("run: %s", " ".join(cmd))
         logf.write(f"\n$ {' '.join(cmd)}\n")
         logf.flush()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                errors="replace", env={**os.environ, "LANG": "C"})
+                                errors="replace", env=env)
         assert proc.stdout is not None
         try:
             for line in proc.stdout:
