@@ -122,8 +122,20 @@ def link_farm(tree: Path, dest: Path, previous: Path | None = None) -> None:
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     entries = [str(p) for p in tree.iterdir() if p.name != ".git"]
-    if entries:
-        subprocess.run(["cp", "-al", "--", *entries, str(dest)], check=True)
+    if not entries:
+        return
+    p = subprocess.run(["cp", "-al", "--", *entries, str(dest)], capture_output=True, text=True)
+    if p.returncode == 0:
+        return
+    # Hard links cannot cross filesystems (a tree on another disk than the cache): copy.
+    log.warning("cannot hard-link %s into %s (%s); copying it instead (slower, more disk)",
+                tree, dest, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "?")
+    shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    p = subprocess.run(["cp", "-a", "--reflink=auto", "--", *entries, str(dest)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise BuildError(f"cannot copy {tree} to {dest}: {p.stderr.strip()[-300:]}")
 
 
 def keep_mtimes(paths: list[str], new: Path, old: Path) -> int:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import cache, trees
+
 REPO = Path(__file__).resolve().parents[2]
 MINIMAL = {"debian_source": {"suite": "trixie", "package": "linux-source-6.12"},
            "config": {"base": "tinyconfig",
@@ -63,11 +65,10 @@ def test_bisect_names_the_commit_that_breaks_a_mapping_rule(tmp_path: Path, make
     env = dict(os.environ, RINGLAB_CONFIG=str(cfg))
     p = lab("build", "--kernel", "src-min", env=env)
     assert p.returncode == 0, p.stderr[-3000:]
-    from harness import cache
     tree = next((cache.cache_root() / "trees").glob("linux-source-6.12_*/linux-source-6.12"))
     repo = tmp_path / "linux"
     repo.mkdir()
-    subprocess.run(["cp", "-al", *[str(x) for x in tree.iterdir()], str(repo)], check=True)
+    trees.link_farm(tree, repo)  # hard links where the filesystem allows
     _git(repo, "init", "-q")
     _git(repo, "add", "-A", "--force")  # Debian's .gitignore ignores the whole top level
     _git(repo, "commit", "-qm", "good: linux-source-6.12 as packaged")
