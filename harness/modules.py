@@ -121,65 +121,53 @@ def build(name: str, spec: KernelSpec, k: BootableKernel, cache_root: Path,
     """kernels/modules/NAME built for kernel k: the path of the cached NAME.ko."""
     src = sources(name)
     if k.build_dir is not None:
-        return _build_against_tree(name, src, k, cache_root)
+        # A kernel the lab built: on the host, against its own build folder.
+        if k.config_option("MODULES") != "y":
+            raise ModuleUnavailable(f"kernel {k.name} ({k.release}) has no module support "
+                                    "(CONFIG_MODULES is not set)")
+        symvers = k.build_dir / "Module.symvers"
+        if not symvers.exists():
+            raise ModuleUnavailable(f"kernel {k.name}: its build folder {k.build_dir} is gone "
+                                    "or incomplete (no Module.symvers); build it again")
+        key = _key(src, k, f"{k.build_dir} {symvers.stat().st_mtime_ns}")
+        work = cache_root / "modules" / f".work-{name}-{key}"
+        return _make_ko(name, src, k, cache_root, key, work,
+                        ["make", "-C", str(k.build_dir), f"M={work}", "modules"],
+                        {**os.environ, "LANG": "C"})
+    # A Debian kernel: in its build root, against its headers package.
     root = build_root(spec, k, cache_root, mirror_for)
-    key = hashlib.sha256(f"{source_hash(src)} {k.release} {root}".encode()).hexdigest()[:16]
+    key = _key(src, k, str(root))
+    work = root / "build" / f"{name}-{key}"
+    return _make_ko(name, src, k, cache_root, key, work,
+                    ["chroot", str(root), "make", "-C", f"/usr/src/linux-headers-{k.release}",
+                     f"M=/build/{work.name}", "modules"],
+                    {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C"})
+
+
+def _key(src: Path, k: BootableKernel, against: str) -> str:
+    """A .ko's cache key: the module's sources, the kernel release, what it built against."""
+    return hashlib.sha256(f"{source_hash(src)} {k.release} {against}".encode()).hexdigest()[:16]
+
+
+def _make_ko(name: str, src: Path, k: BootableKernel, cache_root: Path, key: str, work: Path,
+             cmd: list[str], env: dict[str, str]) -> Path:
+    """Run `cmd` (make M=work) on a fresh copy of the module's sources in `work`, and keep
+    the .ko in the cache; the cached one if it is there already."""
     entry = cache_root / "modules" / f"{name}-{key}"
     ko = entry / f"{name}.ko"
     if ko.exists():
         return ko
-    work = root / "build" / f"{name}-{key}"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(src, work)
     log_path = cache_root / "modules" / f"{name}-{key}.build.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = ["chroot", str(root), "make", "-C", f"/usr/src/linux-headers-{k.release}",
-           f"M=/build/{work.name}", "modules"]
-    log.debug("run: %s", " ".join(cmd))
-    try:
-        with progress.step(f"building test module {name} for {k.release}"), \
-                log_path.open("w") as out:
-            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                  env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C"})
-        if proc.returncode != 0:
-            raise ModuleError(f"test module {name} does not build for {k.release}: "
-                              f"{first_error(log_path.read_text())}", hint=f"log: {log_path}")
-        with cache.building(entry) as scratch:
-            shutil.copy2(work / f"{name}.ko", scratch / f"{name}.ko")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return ko
-
-
-def _build_against_tree(name: str, src: Path, k: BootableKernel, cache_root: Path) -> Path:
-    """NAME.ko built on the host against the build folder of a kernel the lab built."""
-    assert k.build_dir is not None
-    if k.config_option("MODULES") != "y":
-        raise ModuleUnavailable(f"kernel {k.name} ({k.release}) has no module support "
-                                "(CONFIG_MODULES is not set)")
-    if not (k.build_dir / "Module.symvers").exists():
-        raise ModuleUnavailable(f"kernel {k.name}: its build folder {k.build_dir} is gone "
-                                "or incomplete (no Module.symvers); build it again")
-    symvers = (k.build_dir / "Module.symvers").stat().st_mtime_ns
-    key = hashlib.sha256(f"{source_hash(src)} {k.release} {k.build_dir} {symvers}".encode()
-                         ).hexdigest()[:16]
-    entry = cache_root / "modules" / f"{name}-{key}"
-    ko = entry / f"{name}.ko"
-    if ko.exists():
-        return ko
-    work = cache_root / "modules" / f".work-{name}-{key}"
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(src, work)
-    log_path = cache_root / "modules" / f"{name}-{key}.build.log"
-    cmd = ["make", "-C", str(k.build_dir), f"M={work}", "modules"]
     log.debug("run: %s", " ".join(cmd))
     try:
         with progress.step(f"building test module {name} for {k.name} ({k.release})"), \
                 log_path.open("w") as out:
-            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                  env={**os.environ, "LANG": "C"})
+            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         if proc.returncode != 0:
-            raise ModuleError(f"test module {name} does not build for {k.name}: "
+            raise ModuleError(f"test module {name} does not build for {k.name} ({k.release}): "
                               f"{first_error(log_path.read_text())}", hint=f"log: {log_path}")
         with cache.building(entry) as scratch:
             shutil.copy2(work / f"{name}.ko", scratch / f"{name}.ko")
