@@ -71,21 +71,41 @@ def parse_records(data: bytes, data_size: int, start: int, end: int) -> list[Rec
     """Records between positions `start` and `end` (data_tail, data_head) of a ring whose data
     area is `data` (data_size bytes). Positions count bytes since the buffer was created; the
     byte at position p lives at data[p % data_size]."""
-    out = []
+    return _parse(data, data_size, start, end, None)[0]
+
+
+def _parse(data: bytes, data_size: int, start: int, end: int, page_size: int | None
+           ) -> tuple[list[Record], list[Gap]]:
+    """The record walk of parse_records(); with `page_size`, also the zero fills of an
+    in-page writer (see parse_records_in_page())."""
+    records: list[Record] = []
+    gaps: list[Gap] = []
     pos = start
     while pos < end:
         if end - pos < perf.HEADER_SIZE:
             raise TornRecord(f"{end - pos} bytes left at {pos}: less than a header")
         off = pos % data_size
-        head = _ring_bytes(data, data_size, off, perf.HEADER_SIZE)
-        rtype, misc, size = struct.unpack("<IHH", head)
+        rtype, misc, size = struct.unpack("<IHH", _ring_bytes(data, data_size, off,
+                                                              perf.HEADER_SIZE))
+        if size == 0 and page_size is not None:
+            room = page_size - pos % page_size
+            if room == page_size:
+                raise TornRecord(f"size-0 header at {pos}, a page boundary: no gap starts there")
+            if pos + room >= end:
+                raise TornRecord(f"zero fill at {pos} runs to {pos + room}, at or past "
+                                 f"data_head {end}: no record after it")
+            fill = bytes(data[off:off + room])  # a page never straddles the end of the area
+            nonzero = next((i for i, b in enumerate(fill) if b), None)
+            gaps.append(Gap(pos, room, nonzero))
+            pos += room
+            continue
         if size < perf.HEADER_SIZE or size % 8 or pos + size > end:
             raise TornRecord(f"record at {pos} has type {rtype} size {size} "
                              f"(data_head {end})")
         body = _ring_bytes(data, data_size, off, size)[perf.HEADER_SIZE:]
-        out.append(Record(rtype, misc, size, body, pos, off + size > data_size))
+        records.append(Record(rtype, misc, size, body, pos, off + size > data_size))
         pos += size
-    return out
+    return records, gaps
 
 
 def _ring_bytes(data: bytes, data_size: int, off: int, n: int) -> bytes:
@@ -173,31 +193,4 @@ def parse_records_in_page(data: bytes, data_size: int, start: int, end: int,
     other rule is parse_records()'s. Returns the records and the gaps, in ring order."""
     if data_size % page_size:
         raise ValueError(f"data area of {data_size} bytes is not whole {page_size}-byte pages")
-    records: list[Record] = []
-    gaps: list[Gap] = []
-    pos = start
-    while pos < end:
-        if end - pos < perf.HEADER_SIZE:
-            raise TornRecord(f"{end - pos} bytes left at {pos}: less than a header")
-        off = pos % data_size
-        rtype, misc, size = struct.unpack("<IHH", _ring_bytes(data, data_size, off,
-                                                              perf.HEADER_SIZE))
-        if size == 0:
-            room = page_size - pos % page_size
-            if room == page_size:
-                raise TornRecord(f"size-0 header at {pos}, a page boundary: no gap starts there")
-            if pos + room >= end:
-                raise TornRecord(f"zero fill at {pos} runs to {pos + room}, at or past "
-                                 f"data_head {end}: no record after it")
-            fill = bytes(data[off:off + room])  # a page never straddles the end of the area
-            nonzero = next((i for i, b in enumerate(fill) if b), None)
-            gaps.append(Gap(pos, room, nonzero))
-            pos += room
-            continue
-        if size < perf.HEADER_SIZE or size % 8 or pos + size > end:
-            raise TornRecord(f"record at {pos} has type {rtype} size {size} "
-                             f"(data_head {end})")
-        body = _ring_bytes(data, data_size, off, size)[perf.HEADER_SIZE:]
-        records.append(Record(rtype, misc, size, body, pos, off + size > data_size))
-        pos += size
-    return records, gaps
+    return _parse(data, data_size, start, end, page_size)
