@@ -12,8 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-from harness import (accel, cache, config as lab_config, history, host, kernel, known_issues,
-                     matrix, mirror, progress)
+from harness import cache, config as lab_config, host, progress
+from harness.boot import accel
+from harness.debian import mirror
+from harness.kernels import kernel
+from harness.results import history, known_issues, matrix
 from harness.errors import LabError
 from harness.lab import Lab
 
@@ -44,7 +47,7 @@ def _setup_logging(verbose: bool, logfile: Path | None = None) -> None:
         f.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root.addHandler(f)
     # paramiko logs a traceback for every refused attempt while the guest's sshd starts;
-    # harness/ssh.py reports what matters.
+    # harness/boot/ssh.py reports what matters.
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)
 
 
@@ -250,7 +253,8 @@ def cmd_review(args: argparse.Namespace) -> int:
     """Review a patch series: build the kernel without and with it, run the same tests on
     both, measure both, and print what the series changed. Exit 1 if it regresses anything
     (a test newly failing or skipped, a new kernel warning, a benchmark worse beyond noise)."""
-    from harness import bench, review
+    from harness.commands import bench
+    from harness.results import review
 
     cfg = _config(args)
     name = cfg.kernel(args.kernel).name
@@ -293,7 +297,7 @@ def cmd_review(args: argparse.Namespace) -> int:
 def cmd_bisect(args: argparse.Namespace) -> int:
     """Find the first bad commit between --good and --bad of a `build` kernel's git tree: git
     bisect run with a step that builds, boots and runs the selected tests."""
-    from harness import bisect
+    from harness.commands import bisect
 
     cfg = _config(args)
     name = cfg.kernel(args.kernel).name
@@ -309,7 +313,7 @@ def cmd_bisect_step(args: argparse.Namespace) -> int:
     """One bisect step on the commit checked out in --tree (default: the current folder):
     build, boot, run the selected tests; exit 0 good, 1 bad, 125 skip (build failure), 255
     abort. Usable by hand: git bisect run ./lab bisect-step --kernel NAME -k EXPR"""
-    from harness import bisect
+    from harness.commands import bisect
 
     cfg = _config(args)
     name = cfg.kernel(args.kernel).name
@@ -375,7 +379,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from harness import bench
+    from harness.commands import bench
 
     cfg = _config(args)
     if args.bench == "perf-ring":

@@ -5,9 +5,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from harness import accel, cache, host, kbuild, kernel, mirror, modules, qemu, rootfs, ssh
+from harness import cache, host
+from harness.boot import accel, qemu, rootfs, ssh
+from harness.debian import mirror
+from harness.kernels import kbuild, kernel, modules
 from harness.config import BuildKernel, LabConfig
-from harness.guest import BootPlan, Guest, boot
+from harness.boot.guest import BootPlan, Guest, boot
 
 log = logging.getLogger(__name__)
 

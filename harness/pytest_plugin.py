@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from harness import config as lab_config
-from harness import console, history, kcidb, known_issues, report as report_files, splats
+from harness.boot import console, splats
+from harness.results import history, kcidb, known_issues, report as report_files
 from harness.errors import ConfigError, GuestHang, LabError
-from harness.guest import Guest
+from harness.boot.guest import Guest
 from harness.lab import Lab
 
 log = logging.getLogger(__name__)
@@ -267,7 +268,7 @@ class LabSession:
     def _judge_splats(self, item: pytest.Item, report: pytest.TestReport, g: Guest,
                       lines: list[str]) -> None:
         """A kernel splat during a test fails it, even if its assertions held; a TCG artefact
-        (harness/console.py) is reported but fails nothing. Taint changes are recorded."""
+        (harness/boot/console.py) is reported but fails nothing. Taint changes are recorded."""
         found = splats.find(lines)
         bugs = [s for s in found if not (g.plan.accel == "tcg" and
                                          console.tcg_artefact_in(s.lines[0]))]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import accel, config
+from harness import config
+from harness.boot import accel
 from harness.errors import BootPanic, BootTimeout, SSHError
 from harness.lab import Lab
 

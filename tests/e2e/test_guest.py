@@ -6,8 +6,8 @@ import time
 import pytest
 
 from harness.errors import GuestHang, ProbeCrashed, ProbeOutputError, ProbeTimeout, SSHError
-from harness.guest import Guest
-from harness.ssh import GuestSSH
+from harness.boot.guest import Guest
+from harness.boot.ssh import GuestSSH
 
 pytestmark = pytest.mark.e2e
 

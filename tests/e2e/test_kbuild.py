@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import cache, trees
+from harness import cache
+from harness.kernels import trees
 
 REPO = Path(__file__).resolve().parents[2]
 MINIMAL = {"debian_source": {"suite": "trixie", "package": "linux-source-6.12"},

@@ -5,9 +5,9 @@ from collections.abc import Callable
 
 import pytest
 
-from harness import splats
+from harness.boot import splats
 from harness.errors import ModuleUnavailable
-from harness.guest import Guest
+from harness.boot.guest import Guest
 from harness.lab import Lab
 
 

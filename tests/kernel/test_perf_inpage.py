@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ModuleError, ModuleUnavailable
-from harness.guest import Guest
+from harness.boot.guest import Guest
 from harness.lab import Lab
 
 FUNCTION = "perf_output_begin_forward_in_page"

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from harness.guest import Guest
+from harness.boot.guest import Guest
 
 # "perf/core: Prevent VMA split of buffer mappings": mainline v6.17; backported in the
 # stable cycle of 2025-08-12 (checked: 6.12.42, 6.1.148; 6.6.102, 6.15.10, 6.16.1 are the

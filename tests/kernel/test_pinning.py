@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 from charge_model import ChargeModel
 
-from harness.guest import Guest
+from harness.boot.guest import Guest
 
 def run_script(guest: Guest, ops: list[str], paranoid: int = 2, allowance: bool = True
                ) -> tuple[list[dict], list[str]]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.guest import Guest
-from harness.known_issues import release_version
+from harness.boot.guest import Guest
+from harness.results.known_issues import release_version
 
 META_STRUCT_LEN = 80  # sizeof(struct trace_buffer_meta) in trace_mmap.h since v6.10
 

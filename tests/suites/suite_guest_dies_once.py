@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness.guest import Guest
+from harness.boot.guest import Guest
 
 
 def test_dies_once(guest: Guest) -> None:

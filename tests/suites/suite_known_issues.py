@@ -2,7 +2,7 @@
 xfail, XPASS(strict) and a plain failure, on a real guest."""
 from __future__ import annotations
 
-from harness.guest import Guest
+from harness.boot.guest import Guest
 
 
 def test_breaks_the_abi(guest: Guest) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import console
+from harness.boot import console
 
 DATA = Path(__file__).parent / "data"
 

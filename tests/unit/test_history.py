@@ -1,4 +1,4 @@
-"""harness/history.py: runs kept by kernel line and compared with the previous one."""
+"""harness/results/history.py: runs kept by kernel line and compared with the previous one."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import history
+from harness.results import history
 from harness.errors import ConfigError
 
 

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import archive, host, kernel
+from harness import host
+from harness.debian import archive
+from harness.kernels import kernel
 from harness.config import DebianKernel, KernelSpec, MirrorSpec
 from harness.errors import HostError, MirrorError
 

@@ -1,7 +1,7 @@
-"""harness/kbuild.py's reading of make output: the first compiler error of a failed build."""
+"""harness/kernels/kbuild.py's reading of make output: the first compiler error of a failed build."""
 from __future__ import annotations
 
-from harness import kbuild
+from harness.kernels import kbuild
 
 FAILED = """\
   CC      kernel/events/core.o

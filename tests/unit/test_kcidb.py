@@ -1,4 +1,4 @@
-"""harness/kcidb.py: a run's summary as a KCIDB document, checked against KernelCI's schema
+"""harness/results/kcidb.py: a run's summary as a KCIDB document, checked against KernelCI's schema
 (kcidb-io) on a summary.json written by a real ./lab run (tests/unit/data)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import kcidb_io
 import pytest
 
-from harness import kcidb
+from harness.results import kcidb
 
 DATA = Path(__file__).parent / "data"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import initramfs, kernel
+from harness.kernels import initramfs, kernel
 from harness.errors import KernelError
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import known_issues
+from harness.results import known_issues
 from harness.errors import ConfigError
 
 GOOD = """

@@ -1,10 +1,10 @@
-"""harness/matrix.py: one table with a column per kernel."""
+"""harness/results/matrix.py: one table with a column per kernel."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from harness import matrix
+from harness.results import matrix
 
 
 def write(path: Path, release: str, results: list[dict]) -> Path:

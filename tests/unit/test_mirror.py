@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import mirror
+from harness.debian import mirror
 from harness.config import MirrorSpec
 from harness.errors import MirrorError
 

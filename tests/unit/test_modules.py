@@ -1,4 +1,4 @@
-"""harness/modules.py: what a test module's build needs, decided from the kernel, and the
+"""harness/kernels/modules.py: what a test module's build needs, decided from the kernel, and the
 errors it gives when it cannot build."""
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import modules
+from harness.kernels import modules
 from harness.config import DebianKernel, KernelSpec, PathKernel
 from harness.errors import ModuleError, ModuleUnavailable
-from harness.kernel import BootableKernel
+from harness.kernels.kernel import BootableKernel
 
 
 def kernel(tmp_path: Path, config: str, version: str | None = "6.12.107-1") -> BootableKernel:

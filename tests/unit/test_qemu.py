@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import qemu
+from harness.boot import qemu
 
 
 def spec(**kw) -> qemu.QemuSpec:

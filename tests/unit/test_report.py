@@ -1,4 +1,4 @@
-"""harness/report.py: results reach disk as they come, and a failing report folder loses
+"""harness/results/report.py: results reach disk as they come, and a failing report folder loses
 nothing (the files go to a rescue folder, and the run says so and fails)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness import report
+from harness.results import report
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""harness/review.py on summaries, and harness/bisect.py's revision checks on a small git
+"""harness/results/review.py on summaries, and harness/commands/bisect.py's revision checks on a small git
 history made here (the end-to-end bisect is in tests/e2e/test_kbuild.py)."""
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import bisect, review
+from harness.commands import bisect
+from harness.results import review
 from harness.errors import BisectError
 
 

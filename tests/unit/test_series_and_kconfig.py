@@ -1,4 +1,4 @@
-"""harness/series.py, kconfig.py and trees.py on small trees made here: series in each form,
+"""harness/kernels/series.py, kconfig.py and trees.py on small trees made here: series in each form,
 patches applied to a hard-link copy (the original never changes), rejected hunks named, and
 config fragments merged and checked."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import kconfig, series, trees
+from harness.kernels import kconfig, series, trees
 from harness.errors import BuildError, PatchError
 
 PATCH_1 = """From 1111 Mon Sep 17 00:00:00 2001

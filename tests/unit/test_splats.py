@@ -1,11 +1,11 @@
-"""harness/splats.py on real kernel logs (tests/unit/data) and on one line of each kind."""
+"""harness/boot/splats.py on real kernel logs (tests/unit/data) and on one line of each kind."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from harness import splats
+from harness.boot import splats
 
 DATA = Path(__file__).parent / "data"
 

@@ -1,10 +1,10 @@
-"""harness/vm.py ConsoleLog: a flooding guest's console is capped per boot, keeping its head
+"""harness/boot/vm.py ConsoleLog: a flooding guest's console is capped per boot, keeping its head
 and its last words."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from harness.vm import ConsoleLog
+from harness.boot.vm import ConsoleLog
 
 
 def test_a_quiet_boot_is_written_whole(tmp_path: Path) -> None:

@@ -15,13 +15,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import console, qemu
+from harness.boot import console, qemu
 from harness.errors import BootError, BootPanic, BootTimeout, GuestHang, ModuleError
-from harness.kernel import BootableKernel
-from harness.probes import ProbeResult, ProbeRunner
-from harness.rootfs import RootfsImage
-from harness.ssh import ClientKey, CommandResult, GuestSSH
-from harness.vm import VM
+from harness.kernels.kernel import BootableKernel
+from harness.boot.probes import ProbeResult, ProbeRunner
+from harness.boot.rootfs import RootfsImage
+from harness.boot.ssh import ClientKey, CommandResult, GuestSSH
+from harness.boot.vm import VM
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +57,13 @@ class BootRecord:
 # within a few seconds, even under TCG. One stall was seen here right after the root mount
 # (no oops, no output), so a stall is retried once in a fresh guest, as the int3 artefact is.
 STALL_S = 30.0
-# A guest whose sshd has not answered the heartbeat (harness/ssh.py) for this long while its
+# A guest whose sshd has not answered the heartbeat (harness/boot/ssh.py) for this long while its
 # console is silent too is hung: a working kernel, even under TCG with a busy probe, answers
 # within a second or two. This bounds hang detection below any command's own timeout. It is
 # longer than the kernel's own detectors (soft lockup after 2 * watchdog_thresh = 20 s, RCU
 # stall after CONFIG_RCU_CPU_STALL_TIMEOUT = 21 s), which say where the kernel is stuck.
 HANG_S = 30.0
-# A lockup or stall report (harness/splats.py) ends the test this long after its first line,
+# A lockup or stall report (harness/boot/splats.py) ends the test this long after its first line,
 # so that its call trace reaches the console log first.
 LOCKUP_GRACE_S = 3.0
 
@@ -133,7 +133,7 @@ class Guest:
         return self._observed[key]
 
     def insmod(self, ko: Path, params: str = "") -> None:
-        """Load a module built on the host (harness/modules.py), unless it is loaded already."""
+        """Load a module built on the host (harness/kernels/modules.py), unless it is loaded already."""
         name = ko.stem
         if self.run(f"test -d /sys/module/{name}").exit_status == 0:
             return

@@ -17,9 +17,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness import cache, qemu
-from harness.kernel import BootableKernel
-from harness.vm import VM
+from harness import cache
+from harness.boot import qemu
+from harness.kernels.kernel import BootableKernel
+from harness.boot.vm import VM
 
 log = logging.getLogger(__name__)
 CHECK_TIMEOUT_S = 20.0

@@ -20,10 +20,11 @@ from pathlib import Path
 
 from debian.debian_support import Version
 
-from harness import archive, cache, progress
+from harness import cache, progress
+from harness.debian import archive
 from harness.config import DebianSource
 from harness.errors import BuildError
-from harness.mirror import Mirror
+from harness.debian.mirror import Mirror
 
 log = logging.getLogger(__name__)
 

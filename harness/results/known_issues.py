@@ -18,7 +18,7 @@ import yaml
 from harness.config import _Reader
 from harness.errors import ConfigError
 
-KNOWN_ISSUES = Path(__file__).resolve().parents[1] / "kernels" / "known-issues.yaml"
+KNOWN_ISSUES = Path(__file__).resolve().parents[2] / "kernels" / "known-issues.yaml"
 _CLAUSE = re.compile(r"^\s*(?P<op>>=|<=|==|<|>)\s*(?P<v>\d+(?:\.\d+){0,2})\s*$")
 _RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
 

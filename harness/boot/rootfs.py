@@ -19,11 +19,11 @@ from pathlib import Path
 from harness import cache, progress
 from harness.config import RootfsSpec
 from harness.errors import HostError, RootfsError
-from harness.mirror import Mirror
+from harness.debian.mirror import Mirror
 
 log = logging.getLogger(__name__)
 
-FILES = Path(__file__).resolve().parent.parent / "rootfs"
+FILES = Path(__file__).resolve().parents[2] / "rootfs"
 # Always in the image: what ringlab-init, sshd and the probes need.
 REQUIRED_PACKAGES = ("python3", "openssh-server", "kmod", "iproute2", "tini", "procps",
                      "util-linux")

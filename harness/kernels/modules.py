@@ -1,6 +1,6 @@
 """Out-of-tree test modules (kernels/modules/NAME) built against a guest kernel.
 
-A kernel the lab built (harness/kbuild.py) has its build folder: the module is built against
+A kernel the lab built (harness/kernels/kbuild.py) has its build folder: the module is built against
 it on the host, with the compiler that built the kernel.
 
 A Debian kernel's modules are built in a Debian root of the kernel's own suite that holds the
@@ -24,12 +24,12 @@ from pathlib import Path
 from harness import cache, progress
 from harness.config import DebianKernel, KernelSpec
 from harness.errors import HostError, ModuleError, ModuleUnavailable
-from harness.kernel import BootableKernel
-from harness.mirror import Mirror
+from harness.kernels.kernel import BootableKernel
+from harness.debian.mirror import Mirror
 
 log = logging.getLogger(__name__)
 
-MODULES = Path(__file__).resolve().parent.parent / "kernels" / "modules"
+MODULES = Path(__file__).resolve().parents[2] / "kernels" / "modules"
 BUILD_ROOT_VERSION = 1
 _GCC = re.compile(r'(?:^|\s|")(?:\S+-)?gcc-(\d+)\b')
 

@@ -18,7 +18,9 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness import archive, cache, initramfs, mirror, progress
+from harness import cache, progress
+from harness.debian import archive, mirror
+from harness.kernels import initramfs
 from harness.config import DebianKernel, KernelSpec, MirrorSpec, PathKernel
 from harness.errors import KernelError
 
@@ -38,7 +40,7 @@ class BootableKernel:
     description: str
     cmdline: str = ""
     package_version: str | None = None  # the Debian image package's version, if any
-    # For a kernel the lab built (harness/kbuild.py): the make O= folder (test modules build
+    # For a kernel the lab built (harness/kernels/kbuild.py): the make O= folder (test modules build
     # against it), the tree's git commit, and the series applied.
     build_dir: Path | None = None
     commit: str | None = None
@@ -219,12 +221,12 @@ def with_name(k: BootableKernel, spec: KernelSpec) -> BootableKernel:
 def prepare(spec: KernelSpec, cache_root: Path, mirror_spec: MirrorSpec | None,
             refresh: bool = False) -> BootableKernel:
     """Fetch (if needed) and prepare the kernel `spec` for booting (not `build` kernels:
-    harness/kbuild.py builds those)."""
+    harness/kernels/kbuild.py builds those)."""
     if isinstance(spec.source, DebianKernel):
         return _prepare_debian(spec, spec.source, cache_root, mirror_spec, refresh)
     if isinstance(spec.source, PathKernel):
         return _prepare_path(spec, spec.source, cache_root)
-    raise KernelError(f"kernel {spec.name} is built by the lab, not prepared (harness/kbuild.py)")
+    raise KernelError(f"kernel {spec.name} is built by the lab, not prepared (harness/kernels/kbuild.py)")
 
 
 def cache_usage(cache_root: Path) -> int:

@@ -19,7 +19,7 @@ from harness.errors import HostError, KernelError
 
 # What the guest needs before its root filesystem is mounted.
 BOOT_MODULES = ("virtio_blk", "virtio_net")
-INIT_SCRIPT = Path(__file__).resolve().parent.parent / "rootfs" / "initramfs-init"
+INIT_SCRIPT = Path(__file__).resolve().parents[2] / "rootfs" / "initramfs-init"
 PT_INTERP = 3
 
 

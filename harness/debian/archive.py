@@ -21,7 +21,7 @@ from debian.deb822 import Deb822, Release
 
 from harness import progress
 from harness.errors import MirrorError
-from harness.mirror import Mirror
+from harness.debian.mirror import Mirror
 
 log = logging.getLogger(__name__)
 TIMEOUT_S = 30

@@ -24,11 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import cache, host, kconfig, kernel, progress, series, trees
+from harness import cache, host, progress
+from harness.kernels import kconfig, kernel, series, trees
 from harness.config import BuildKernel, DebianSource, KernelSpec
 from harness.errors import BuildError
-from harness.kernel import BootableKernel
-from harness.mirror import Mirror
+from harness.kernels.kernel import BootableKernel
+from harness.debian.mirror import Mirror
 
 log = logging.getLogger(__name__)
 RECIPE = 1  # bump when what a build produces changes

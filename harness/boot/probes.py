@@ -18,11 +18,11 @@ from typing import Any
 import paramiko
 
 from harness.errors import GuestHang, ProbeCrashed, ProbeError, ProbeOutputError, ProbeTimeout
-from harness.ssh import GuestSSH
+from harness.boot.ssh import GuestSSH
 
 log = logging.getLogger(__name__)
 
-PROBES_DIR = Path(__file__).resolve().parent.parent / "probes"
+PROBES_DIR = Path(__file__).resolve().parents[2] / "probes"
 GUEST_DIR = "/tmp/ringlab/probes"
 # How long past a probe's own timeout the harness waits before calling the guest hung.
 GRACE_S = 15.0

@@ -12,7 +12,7 @@ import json
 import re
 import statistics
 from dataclasses import asdict, dataclass, field
-from harness import history
+from harness.results import history
 
 PASSING = {"passed", "xfailed", "flaky"}
 FAILING = history.FAILING

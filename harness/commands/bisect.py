@@ -19,12 +19,13 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness import cache, trees
+from harness import cache
+from harness.kernels import trees
 from harness.config import BuildKernel, LabConfig, with_build
 from harness.errors import BisectError, BuildError, LabError
 
 log = logging.getLogger(__name__)
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 GOOD, BAD, SKIP, ABORT = 0, 1, 125, 255
 BUILD_FAILURE = {"skip": SKIP, "bad": BAD, "abort": ABORT}
 

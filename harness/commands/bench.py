@@ -65,7 +65,7 @@ def boot_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 5, probe_run
     console_log = out_dir / "bench-boot-console.log"
     plan = lab.plan(kernel_name, console_log, cpus=cpus)  # warm the caches before timing
     ssh_ready, probes_ready, round_trips, pings = [], [], [], []
-    from harness.guest import boot
+    from harness.boot.guest import boot
     for i in range(runs):
         with boot(plan) as g:
             ssh_ready.append(g.record.ssh_ready_s)
@@ -116,7 +116,7 @@ def perf_ring_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 3) -> i
     out_dir = cfg.reports_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     plan = lab.plan(kernel_name, out_dir / "bench-perf-ring-console.log")
-    from harness.guest import boot
+    from harness.boot.guest import boot
     mmap_rates, read_rates = [], []
     with boot(plan) as g:
         for _ in range(runs):
@@ -147,7 +147,7 @@ def _test_file_wall(cfg: LabConfig, kernel_name: str, report_dir: Path, test_fil
     import subprocess
     import sys
 
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "harness.pytest_plugin",
                            "-p", "no:cacheprovider", "--lab-config", str(cfg.path),
@@ -172,7 +172,7 @@ def trace_mmap_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 3,
     out_dir = cfg.reports_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     plan = lab.plan(kernel_name, out_dir / "bench-trace-mmap-console.log")
-    from harness.guest import boot
+    from harness.boot.guest import boot
     rates: dict[str, list[float]] = {}
     kernel_us: dict[str, list[float]] = {}
     setup_ms: dict[str, list[float]] = {}
@@ -237,7 +237,7 @@ def aux_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 3, seconds: f
     out_dir.mkdir(parents=True, exist_ok=True)
     plan = lab.plan(kernel_name, out_dir / "bench-aux-console.log")
     ko = lab.module("ringlab_aux", plan.kernel.name)
-    from harness.guest import boot
+    from harness.boot.guest import boot
     rates: dict[str, list[float]] = {"transport": [], "verified": []}
     with boot(plan) as g:
         g.insmod(ko)
@@ -266,7 +266,7 @@ def review_figures(cfg: LabConfig, kernel_name: str, console_log: Path, runs: in
     """Throughput samples `./lab review` compares between base and patched kernels: perf
     records/s through the mapping, and tracefs events/s through the mapping and read(). A path
     the kernel lacks gives no figure (the suite reports why)."""
-    from harness.guest import boot
+    from harness.boot.guest import boot
     plan = Lab(cfg).plan(kernel_name, console_log)
     figures: dict[str, list[float]] = {}
     with boot(plan) as g:
@@ -290,15 +290,16 @@ def build_bench(cfg: LabConfig, ringbuf: bool = True) -> int:
     one bisect step's work end to end (touch kernel/events/core.c, rebuild, boot, one probe)."""
     import shutil
 
-    from harness import mirror, trees
+    from harness.debian import mirror
+    from harness.kernels import trees
     from harness.config import BuildKernel, DebianSource, KernelSpec
-    from harness.guest import boot
-    from harness.kbuild import Builder
+    from harness.boot.guest import boot
+    from harness.kernels.kbuild import Builder
 
     lab = Lab(cfg)
     out_dir = cfg.reports_dir
     out_dir.mkdir(parents=True, exist_ok=True)
-    fragments = Path(__file__).resolve().parent.parent / "kernels" / "fragments"
+    fragments = Path(__file__).resolve().parents[2] / "kernels" / "fragments"
     source = trees.debian_tree(DebianSource("trixie", "linux-source-6.12"), lab.cache_root,
                                lambda: mirror.resolve(cfg.mirror))
     copy = lab.cache_root / "bench" / "linux"

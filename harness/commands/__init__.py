@@ -1,0 +1,1 @@
+"""Commands that drive whole runs of the lab: bisect and the benchmarks."""

@@ -1,0 +1,1 @@
+"""Debian's archive as apt reads it: the host's mirror, InRelease, Packages, verified downloads."""

@@ -1,0 +1,1 @@
+"""Kernels made ready to boot: Debian packages, built trees (series, config, make), test modules."""
