@@ -251,9 +251,15 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_review(args: argparse.Namespace) -> int:
     """Review a patch series: build the kernel without and with it, run the same tests on
-    both, measure both, and print what the series changed. Exit 1 if it regresses anything
-    (a test newly failing or skipped, a new kernel warning, a benchmark worse beyond noise)."""
+    both, measure both (interleaved: base, patched, base, ...; a fresh guest per sample), and
+    print what the series changed. Exit 1 (REGRESSION) if a test newly fails, newly flakes or
+    newly skips, a new kernel warning appears, or a benchmark figure of a path the series
+    touches is worse in every pair (patched/base < 0.95) with a median ratio < 0.90 while no
+    figure of an untouched path (a control) moved as much. Exit 4 ("too noisy to judge") when
+    a control did move as much; exit 0 otherwise. Figures from fewer than 3 runs per kernel
+    are shown, not judged."""
     from harness.commands import bench
+    from harness.kernels import series as patch_series
     from harness.results import review
 
     cfg = _config(args)
@@ -276,22 +282,19 @@ def cmd_review(args: argparse.Namespace) -> int:
         code = subprocess.run(argv, cwd=REPO).returncode
         if code not in (0, 1):
             raise LabError(f"the {label} run could not complete (exit {code}); see {out / label}")
-    figures: dict[str, dict[str, list[float]]] = {"base": {}, "patched": {}}
-    if args.bench_runs:
-        for label, c in (("base", cfg), ("patched", patched_cfg)):
-            with progress.step(f"review: throughput of the {label} kernel "
-                               f"({args.bench_runs} runs)"):
-                figures[label] = bench.review_figures(c, name, out / f"bench-{label}-console.log",
-                                                      args.bench_runs)
+    pairs = bench.review_figures({"base": cfg, "patched": patched_cfg}, name, out,
+                                 args.bench_runs) if args.bench_runs else []
+    touched = review.touched_paths(review.touched_files(
+        [p.text for p in patch_series.read(series)]))
     docs = {label: json.loads((out / label / "summary.json").read_text())
             for label in ("base", "patched")}
-    result = review.compare(docs["base"], docs["patched"], figures["base"], figures["patched"])
+    result = review.compare(docs["base"], docs["patched"], pairs, touched)
     text = "\n".join([f"review of {series} on {name}", *result.lines()]) + "\n"
     (out / "review.txt").write_text(text)
     (out / "review.json").write_text(result.as_json())
     print(text, end="")
     log.info("review reports in %s", out)
-    return 1 if result.regressed else 0
+    return result.exit_status
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -444,13 +447,16 @@ def build_parser() -> argparse.ArgumentParser:
     bu.set_defaults(func=cmd_build)
 
     rv = sub.add_parser("review", help="a patch series: base vs base+series, one table",
-                        description=cmd_review.__doc__)
+                        description=cmd_review.__doc__,
+                        epilog="exit status: 0 no regression, 1 REGRESSION, 4 too noisy to "
+                        "judge (a control figure moved as much as a judged one), 2 error")
     rv.add_argument("series", help="a folder of *.patch, a series file, or an mbox (b4 am)")
     rv.add_argument("--kernel", help="the `build` kernel of lab.yaml to patch (its own series, "
                     "if any, is part of the base)")
     rv.add_argument("-k", metavar="EXPR", help="only tests matching EXPR (pytest -k)")
-    rv.add_argument("--bench-runs", type=int, default=3, help="throughput runs per kernel "
-                    "(0: no benchmark; default 3)")
+    rv.add_argument("--bench-runs", type=int, default=3, help="throughput runs per kernel, "
+                    "interleaved with the other kernel's (0: no benchmark; below 3 the figures "
+                    "are shown but not judged; default 3)")
     rv.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     rv.set_defaults(func=cmd_review)
 

@@ -14,10 +14,14 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.config import LabConfig
 from harness.errors import LabError
 from harness.lab import Lab
+
+if TYPE_CHECKING:
+    from harness.boot.guest import Guest
 
 # Targets from the lab-foundation issue (2-core host, TCG, warm caches).
 TARGETS = {"ssh_ready_s": 10.0, "probe_round_trip_ms": 150.0, "peak_rss_mb": 150.0,
@@ -261,24 +265,38 @@ def aux_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 3, seconds: f
     return 0
 
 
-def review_figures(cfg: LabConfig, kernel_name: str, console_log: Path, runs: int = 3
-                   ) -> dict[str, list[float]]:
-    """Throughput samples `./lab review` compares between base and patched kernels: perf
-    records/s through the mapping, and tracefs events/s through the mapping and read(). A path
-    the kernel lacks gives no figure (the suite reports why)."""
+def review_figures(configs: dict[str, LabConfig], kernel_name: str, out_dir: Path,
+                   runs: int = 3) -> list[dict[str, dict[str, float]]]:
+    """Throughput samples `./lab review` compares: `runs` pairs of {"base": {figure: value},
+    "patched": {...}}, taken interleaved (review.interleave: base, patched, base, ...), each
+    sample in a fresh guest of that side's config, so host drift falls on both sides of a
+    pair. Figures: perf records/s through the mapping, tracefs events/s through the mapping
+    and read(); each name starts with the path it measures (review.figure_path), which is how
+    review tells a judged figure from a control. A path the kernel lacks gives no figure (the
+    suite reports why)."""
+    from harness import progress
     from harness.boot.guest import boot
-    plan = Lab(cfg).plan(kernel_name, console_log)
-    figures: dict[str, list[float]] = {}
-    with boot(plan) as g:
-        for _ in range(runs):
-            d = g.probe("probe_perf_ring", ["throughput", "20000"], timeout=300).data
-            if "mmap_records_per_s" in d:
-                figures.setdefault("perf mmap records/s", []).append(d["mmap_records_per_s"])
-            d = g.probe("probe_trace_mmap", ["throughput", "5000", "4"], timeout=300).data
-            for key in ("mmap_transport", "read_transport"):
-                if isinstance(d.get(key), dict) and d[key].get("events_per_s"):
-                    figures.setdefault(f"tracefs {key.replace('_', ' ')} events/s",
-                                       []).append(d[key]["events_per_s"])
+    from harness.results import review
+    plans = {side: Lab(c).plan(kernel_name, out_dir / f"bench-{side}-console.log")
+             for side, c in configs.items()}
+    pairs: list[dict[str, dict[str, float]]] = [{} for _ in range(runs)]
+    for pair, side in review.interleave(runs):
+        with progress.step(f"review: throughput pair {pair + 1}/{runs}, {side} kernel"):
+            with boot(plans[side]) as g:
+                pairs[pair][side] = _review_sample(g)
+    return pairs
+
+
+def _review_sample(g: Guest) -> dict[str, float]:
+    """One sample of every review figure the booted kernel offers."""
+    figures: dict[str, float] = {}
+    d = g.probe("probe_perf_ring", ["throughput", "20000"], timeout=300).data
+    if "mmap_records_per_s" in d:
+        figures["perf mmap records/s"] = d["mmap_records_per_s"]
+    d = g.probe("probe_trace_mmap", ["throughput", "5000", "4"], timeout=300).data
+    for key in ("mmap_transport", "read_transport"):
+        if isinstance(d.get(key), dict) and d[key].get("events_per_s"):
+            figures[f"tracefs {key.replace('_', ' ')} events/s"] = d[key]["events_per_s"]
     return figures
 
 

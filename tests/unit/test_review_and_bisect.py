@@ -47,13 +47,22 @@ def test_a_series_that_only_adds_passing_tests_does_not_regress() -> None:
     assert not r.regressed and r.newly_passing == ["inpage"]
 
 
-def test_bench_deltas_count_only_beyond_noise() -> None:
-    base = {"rate": [100.0, 104.0, 98.0], "other": [50.0, 52.0, 51.0]}
-    patched = {"rate": [80.0, 82.0, 79.0], "other": [49.0, 53.0, 50.0]}
-    r = review.compare(_summary({}), _summary({}), base, patched)
-    worse = [b.figure for b in r.bench_regressions]
-    assert worse == ["rate"] and r.regressed
-    assert not next(b for b in r.bench if b.figure == "other").beyond_noise
+def test_bench_pairs_judge_only_a_touched_path() -> None:
+    pairs = [{"base": {"perf rate": b, "tracefs rate": t},
+              "patched": {"perf rate": b * 0.8, "tracefs rate": t * 1.01}}
+             for b, t in ((100.0, 50.0), (104.0, 52.0), (98.0, 51.0))]
+    r = review.compare(_summary({}), _summary({}), pairs, {"perf"})
+    assert [b.figure for b in r.bench_regressions] == ["perf rate"] and r.regressed
+    assert next(b for b in r.bench if b.figure == "tracefs rate").status == "control"
+
+
+def test_a_newly_flaky_test_is_a_regression() -> None:
+    base = _summary({"a": "passed"})
+    patched = {"kernel": "k", "results": [{"test": "a", "outcome": "rerun", "reason": ""},
+                                          {"test": "a", "outcome": "passed", "reason": ""}]}
+    r = review.compare(base, patched)
+    assert r.newly_flaky == ["a"] and r.verdict == "REGRESSION" and r.exit_status == 1
+    assert "NEWLY FLAKY    a (passed -> flaky)" in "\n".join(r.lines())
 
 
 @pytest.fixture
