@@ -126,6 +126,10 @@ class PerfEventMmapPage(ctypes.Structure):
 
 
 assert PerfEventMmapPage.size.offset == 72 and PerfEventMmapPage.data_head.offset == 1024
+# offsetof(struct perf_event_mmap_page, __reserved): what perf_event_init_userpage() stores in
+# `size`: the header up to and including time_mask, 96 bytes (__u8 __reserved[116*8]).
+RESERVED_OFFSET = PerfEventMmapPage.reserved.offset
+assert RESERVED_OFFSET == 96
 assert PerfEventMmapPage.aux_size.offset == 1080
 
 _libc = ctypes.CDLL(None, use_errno=True)

@@ -90,7 +90,22 @@ def check_lengths(args: list[str]) -> dict:
     except OSError as e:
         private = probelib.errname(e)
     os.close(fd)
-    return {"page_size": PAGE, "results": results, "control": control, "map_private": private}
+    return {"page_size": PAGE, "results": results, "control": control, "map_private": private,
+            "reserved_offset": perf.RESERVED_OFFSET}
+
+
+def check_inherit(args: list[str]) -> dict:
+    """perf_mmap() refuses an inherited per-task event counting on any CPU (cpu -1): every
+    child would write into the one buffer. The same event bound to CPU 0, and one without
+    inherit, map."""
+    out = {}
+    for name, flags, cpu in (("inherit_cpu_any", perf.ATTR_INHERIT, -1),
+                             ("inherit_cpu_0", perf.ATTR_INHERIT, 0),
+                             ("no_inherit_cpu_any", 0, -1)):
+        fd = open_dummy(perf.ATTR_DISABLED | flags, pid=0, cpu=cpu)
+        out[name] = map_result(fd, 1)
+        os.close(fd)
+    return out
 
 
 def check_sharing(args: list[str]) -> dict:

@@ -79,9 +79,22 @@ def test_control_page_describes_the_mapping(lengths: dict, guest: Guest) -> None
         assert c["data_offset"] == page, f"{n} pages: data_offset {c['data_offset']} != {page}"
         assert c["data_size"] == data_pages * page, \
             f"{n} pages: data_size {c['data_size']} != {data_pages} * {page}"
-        # uapi: version 0; size is the header size up to __reserved (96 since v4.x).
+        # uapi: version 0; perf_event_init_userpage(): size = offsetof(struct
+        # perf_event_mmap_page, __reserved) ("Header size up to __reserved[] fields."),
+        # taken from the probe's ctypes layout of perf_event.h (probes/perf_abi.py).
         assert c["version"] == 0, f"{n} pages: version {c['version']}"
-        assert 72 <= c["size"] <= 1024, f"{n} pages: size {c['size']} outside the header"
+        assert c["size"] == lengths["reserved_offset"], \
+            f"{n} pages: size {c['size']} != offsetof(__reserved) {lengths['reserved_offset']}"
+
+
+def test_inherited_event_on_any_cpu_is_not_mappable(guest: Guest) -> None:
+    d = ring(guest, "inherit")
+    i = {k: d[k] for k in ("inherit_cpu_any", "inherit_cpu_0", "no_inherit_cpu_any")}
+    # kernel/events/core.c perf_mmap(): "Don't allow mmap() of inherited per-task counters":
+    # if (event->cpu == -1 && event->attr.inherit) return -EINVAL. Only that combination.
+    assert i == {"inherit_cpu_any": "EINVAL", "inherit_cpu_0": "ok",
+                 "no_inherit_cpu_any": "ok"}, \
+        f"mmap of attr.inherit with cpu -1 must be EINVAL, with cpu 0 or without inherit ok: {i}"
 
 
 def test_second_mapping_same_size_shares_other_size_refused(guest: Guest) -> None:
