@@ -12,6 +12,7 @@ import ctypes
 import fcntl
 import mmap
 import os
+import resource
 import select
 import signal
 import struct
@@ -32,6 +33,7 @@ _libc.mremap.restype = ctypes.c_void_p
 _libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int,
                          ctypes.c_void_p]
 _libc.mmap.restype = ctypes.c_void_p
+_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                        ctypes.c_long]
 MAP_FAILED = ctypes.c_void_p(-1).value
@@ -316,39 +318,78 @@ def check_protection(args: list[str]) -> dict:
     return result
 
 
-def check_vma(args: list[str]) -> dict:
-    """Splitting the buffer's VMA (partial munmap, shrinking mremap, MAP_FIXED over a part) and
-    moving it whole (mremap to a new address)."""
-    out = {}
-    length = 3 * PAGE  # 1 + 2 pages
+def vmas_in(addr: int, length: int) -> list[list]:
+    """[start, end, perms] of every VMA of this process overlapping [addr, addr+length)."""
+    out = []
+    for line in open("/proc/self/maps"):
+        span, perms = line.split()[:2]
+        lo, hi = (int(x, 16) for x in span.split("-"))
+        if lo < addr + length and hi > addr:
+            out.append([lo - addr, hi - addr, perms])
+    return out
 
-    def fresh() -> tuple[int, int]:
-        fd = open_dummy()
-        m = probelib.Mapping(fd, length, mmap.PROT_READ | mmap.PROT_WRITE)
-        return fd, m.addr
 
-    fd, addr = fresh()
-    ok = _libc.munmap(ctypes.c_void_p(addr + 2 * PAGE), PAGE) == 0
-    out["partial_munmap"] = _errno_result(ok)
-    _libc.munmap(ctypes.c_void_p(addr), length if not ok else 2 * PAGE)
-    os.close(fd)
+def _vma_ops(addr: int, length: int, grown: list[int]) -> dict:
+    """Each way to split a 1 + 2 page buffer VMA at its last page, and to grow it by a page
+    (in place, or moving: where it went is appended to `grown`), as a callable returning
+    whether the call succeeded."""
+    last = ctypes.c_void_p(addr + length - PAGE)
 
-    fd, addr = fresh()
-    new = _libc.mremap(ctypes.c_void_p(addr), length, 2 * PAGE, 0, None)
-    ok = new not in (None, MAP_FAILED)
-    out["shrinking_mremap"] = _errno_result(ok)
-    _libc.munmap(ctypes.c_void_p(addr), 2 * PAGE if ok else length)
-    os.close(fd)
+    def grow(flags: int) -> bool:
+        new = _libc.mremap(ctypes.c_void_p(addr), length, length + PAGE, flags, None)
+        if new in (None, MAP_FAILED):
+            return False
+        grown.append(new)
+        return True
 
-    fd, addr = fresh()
-    new = _libc.mmap(ctypes.c_void_p(addr + PAGE), PAGE, mmap.PROT_READ,
-                     mmap.MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
-    ok = new not in (None, MAP_FAILED)
-    out["map_fixed_over_part"] = _errno_result(ok)
+    return {
+        "growing_mremap": lambda: grow(0),
+        "growing_mremap_maymove": lambda: grow(MREMAP_MAYMOVE),
+        "partial_munmap": lambda: _libc.munmap(last, PAGE) == 0,
+        "shrinking_mremap": lambda: _libc.mremap(ctypes.c_void_p(addr), length, length - PAGE,
+                                                 0, None) not in (None, MAP_FAILED),
+        "map_fixed_over_part": lambda: _libc.mmap(
+            last, PAGE, mmap.PROT_READ, mmap.MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+        not in (None, MAP_FAILED),
+        "mprotect_part": lambda: _libc.mprotect(last, PAGE, mmap.PROT_READ) == 0,
+    }
+
+
+def _try_on_fresh_buffer(operation: str) -> dict:
+    """One split or growth attempt on a fresh buffer: the call's result, the VMAs of the
+    range after it, the control page if it is still mapped, and, once every part is
+    unmapped, whether the event maps again with another size (the buffer was released:
+    seed 004) and VmPin."""
+    length = 3 * PAGE
+    fd = open_dummy()
+    m = probelib.Mapping(fd, length, mmap.PROT_READ | mmap.PROT_WRITE)
+    addr = m.addr
+    before = vmas_in(addr, length)
+    ctypes.set_errno(0)
+    grown: list[int] = []
+    out = {"result": _errno_result(_vma_ops(addr, length, grown)[operation]()),
+           "vmas_before": before, "vmas_after": vmas_in(addr, length)}
+    after = out["vmas_after"]
+    if after and after[0][0] == 0 and after[0][2].startswith("r") and after[0][2][3] == "s":
+        out["data_size_after"] = ctypes.c_uint64.from_address(
+            addr + perf.PerfEventMmapPage.data_size.offset).value
     _libc.munmap(ctypes.c_void_p(addr), length)
+    for new in grown:
+        _libc.munmap(ctypes.c_void_p(new), length + PAGE)
+    out["new_size_after_unmap"] = map_result(fd, 4)
     os.close(fd)
+    out["vm_pin_kb_after"] = vm_pin_kb()
+    return out
 
-    fd, addr = fresh()
+
+def check_vma(args: list[str]) -> dict:
+    """Splitting the buffer's VMA (partial munmap, shrinking mremap, MAP_FIXED over a part,
+    mprotect of a part) and growing it, observed with their side effects; and moving it
+    whole (mremap to a new address)."""
+    out = {op: _try_on_fresh_buffer(op) for op in _vma_ops(0, 0, [])}
+    length = 3 * PAGE
+    fd = open_dummy()
+    addr = probelib.Mapping(fd, length, mmap.PROT_READ | mmap.PROT_WRITE).addr
     # Reserve a target, then move the whole buffer there.
     target = _libc.mmap(None, length, PROT_NONE, mmap.MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
     moved = _libc.mremap(ctypes.c_void_p(addr), length, length, MREMAP_MAYMOVE | MREMAP_FIXED,
@@ -367,10 +408,50 @@ def check_vma(args: list[str]) -> dict:
     return {"release": os.uname().release, **out}
 
 
+def allowance_sizes(pages: int) -> list[int]:
+    """Mapping sizes (1 + 2^n pages, or 1) that add up to exactly `pages`, largest first."""
+    sizes = []
+    while pages > 1:
+        size = 1 + (1 << ((pages - 1).bit_length() - 1))  # the largest 1 + 2^n <= pages
+        sizes.append(size)
+        pages -= size
+    return sizes + [1] * pages
+
+
+def map_the_allowance() -> dict:
+    """Map exactly this user's perf_event_mlock_kb x online CPUs in buffers, then one page
+    more; report each result and VmPin. With nothing of this user charged before, the fill
+    all goes to user->locked_vm (VmPin 0) and the page more past it (perf_mmap())."""
+    page_kb = PAGE // 1024
+    limit = int(open("/proc/sys/kernel/perf_event_mlock_kb").read()) // page_kb \
+        * os.sysconf("SC_NPROCESSORS_ONLN")
+    held, fill = [], []
+    flags = perf.ATTR_DISABLED | perf.ATTR_EXCLUDE_KERNEL | perf.ATTR_EXCLUDE_HV
+    for size in allowance_sizes(limit) + [1]:
+        fd = open_dummy(flags)
+        try:
+            held.append((fd, RingBuffer(fd, size - 1)))
+            result = "ok"
+        except OSError as e:
+            os.close(fd)
+            result = probelib.errname(e)
+        fill.append({"pages": size, "result": result, "vm_pin_kb": vm_pin_kb()})
+    for fd, rb in held:
+        rb.close()
+        os.close(fd)
+    return {"allowance_pages": limit, "fill": fill[:-1], "page_more": fill[-1]}
+
+
 def check_leak(args: list[str]) -> dict:
-    """300 rounds of open, mmap 1+8 pages, close and munmap in both orders: VmPin returns to
-    its start, and no round fails (a leaked charge would end in EPERM)."""
+    """ROUNDS rounds of open, mmap 1+8 pages, close and munmap in both orders; then the
+    user's whole allowance, exactly (map_the_allowance()): a leaked locked_vm charge would
+    leave less. Unprivileged, RLIMIT_MEMLOCK is set to 0 first, so that what does not fit
+    the allowance is EPERM (perf_mmap(): pinned_vm + extra > RLIMIT_MEMLOCK without
+    CAP_IPC_LOCK) instead of going to VmPin."""
     rounds = int(args[0]) if args else 300
+    if os.geteuid() != 0:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK,
+                           (0, resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]))
     start_pin = vm_pin_kb()
     flags = perf.ATTR_DISABLED | perf.ATTR_EXCLUDE_KERNEL | perf.ATTR_EXCLUDE_HV
     failure = None
@@ -393,7 +474,9 @@ def check_leak(args: list[str]) -> dict:
             rb.close()
             os.close(fd)
     return {"rounds": rounds, "euid": os.geteuid(), "vm_pin_kb_start": start_pin,
-            "vm_pin_kb_end": vm_pin_kb(), "failure": failure}
+            "vm_pin_kb_end": vm_pin_kb(), "failure": failure,
+            "rlimit_memlock": resource.getrlimit(resource.RLIMIT_MEMLOCK)[0],
+            "page_kb": PAGE // 1024, **map_the_allowance()}
 
 
 def _pollin_within(fd: int, timeout_ms: int) -> bool:

@@ -7,16 +7,9 @@ seed 004 (the original ABI), ../shared/reference/ring-buffer-abi.md section 1.
 """
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from harness.boot.guest import Guest
-
-# "perf/core: Prevent VMA split of buffer mappings": mainline v6.17; backported in the
-# stable cycle of 2025-08-12 (checked: 6.12.42, 6.1.148; 6.6.102, 6.15.10, 6.16.1 are the
-# same cycle's releases).
-VMA_SPLIT_FIX = {(6, 16): 1, (6, 15): 10, (6, 12): 42, (6, 6): 102, (6, 1): 148}
 
 
 def ring(guest: Guest, check: str, *args: str, user: str = "root", timeout: float = 120,
@@ -29,19 +22,6 @@ def ring(guest: Guest, check: str, *args: str, user: str = "root", timeout: floa
     if "skip" in data:
         pytest.skip(data["skip"])
     return data
-
-
-def version(release: str) -> tuple[int, int, int]:
-    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", release)
-    assert m, release
-    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
-
-
-def has_vma_split_fix(release: str) -> bool:
-    major, minor, patch = version(release)
-    if (major, minor) >= (6, 17):
-        return True
-    return (major, minor) in VMA_SPLIT_FIX and patch >= VMA_SPLIT_FIX[(major, minor)]
 
 
 # --- 1. mapping rules --------------------------------------------------------------------
@@ -209,16 +189,68 @@ def test_forked_child_does_not_inherit_mapping(guest: Guest) -> None:
     assert p["mapping_in_parent"] and not p["mapping_in_forked_child"], p
 
 
-@pytest.mark.parametrize("operation", ["partial_munmap", "shrinking_mremap",
-                                       "map_fixed_over_part"])
+# What each split leaves of the 3-page buffer [0, 3) (in pages) when a kernel lets it happen:
+# (start, end, perms), "buf" for the buffer VMA's own perms, "buf-ro" for them without write.
+SPLIT_LEAVES = {
+    "partial_munmap": [(0, 2, "buf")],
+    "shrinking_mremap": [(0, 2, "buf")],
+    "map_fixed_over_part": [(0, 2, "buf"), (2, 3, "r--p")],
+    "mprotect_part": [(0, 2, "buf"), (2, 3, "buf-ro")],
+}
+
+
+def split_leaves(operation: str, perms: str, page: int) -> list[list]:
+    named = {"buf": perms, "buf-ro": perms.replace("w", "-")}
+    return [[a * page, b * page, named.get(p, p)] for a, b, p in SPLIT_LEAVES[operation]]
+
+
+def whole_and_describing(v: dict, page: int) -> str | None:
+    """Why the buffer is not still one VMA whose control page describes 2 data pages."""
+    if v["vmas_after"] != v["vmas_before"]:
+        return f"VMAs {v['vmas_before']} became {v['vmas_after']}"
+    if v.get("data_size_after") != 2 * page:
+        return f"control page data_size {v.get('data_size_after')} != {2 * page}"
+    return None
+
+
+@pytest.mark.parametrize("operation", list(SPLIT_LEAVES))
 def test_buffer_vma_cannot_be_split(guest: Guest, operation: str) -> None:
-    v = ring(guest, "vma")
-    if not has_vma_split_fix(v["release"]):
-        pytest.skip(f"kernel {v['release']} predates 'perf/core: Prevent VMA split of buffer "
-                    f"mappings' (v6.17, 6.12.42, 6.1.148): splitting is not refused there")
-    assert v[operation] == "EINVAL", \
-        f"{operation} of a perf buffer on {v['release']} (has the VMA-split fix): expected " \
-        f"EINVAL, got {v[operation]}"
+    """Observed, not looked up by version. "perf/core: Prevent VMA split of buffer mappings"
+    (mainline b024d7b56c77, v6.17; 6.12.42 and the other stable lines of 2025-08-12) gave
+    perf_mmap_vmops a may_split() returning -EINVAL: the split is refused, the mapping stays
+    whole. Before it the split went through (the commit: perf_mmap_open() counts each new
+    VMA, perf_mmap_close() then fails its offset/size checks, "reference count leaks"):
+    there the parts must be what the split made, and a buffer still held after every part
+    is unmapped is that leak, a failure on either kind of kernel."""
+    v = ring(guest, "vma")[operation]
+    page = int(guest.run("getconf PAGESIZE").stdout)
+    if v["result"] == "EINVAL":
+        why = whole_and_describing(v, page)
+        assert why is None, f"{operation} was refused (EINVAL) but the mapping changed: {why}"
+    else:
+        assert v["result"] == "ok", \
+            f"{operation} of a perf buffer: EINVAL (may_split, the fixed rule) or ok (before " \
+            f"the fix) are the documented outcomes; got {v['result']}"
+        leaves = split_leaves(operation, v["vmas_before"][0][2], page)
+        assert v["vmas_after"] == leaves and v.get("data_size_after") == 2 * page, \
+            f"{operation} split the buffer (a kernel without b024d7b56c77): the parts must be " \
+            f"{leaves} and the control page still describe the buffer; got {v}"
+    assert v["new_size_after_unmap"] == "ok", \
+        f"after {operation} ({v['result']}) and munmap of every part the buffer must be " \
+        f"released (seed 004: a new size maps), got {v['new_size_after_unmap']}"
+
+
+@pytest.mark.parametrize("operation", ["growing_mremap", "growing_mremap_maymove"])
+def test_buffer_vma_cannot_grow(guest: Guest, operation: str) -> None:
+    v = ring(guest, "vma")[operation]
+    page = int(guest.run("getconf PAGESIZE").stdout)
+    # perf_mmap() sets VM_DONTEXPAND; mm/mremap.c vma_to_resize(), the growth path of
+    # mremap(2) in place or moving: "if (vma->vm_flags & (VM_DONTEXPAND | VM_PFNMAP))
+    # return ERR_PTR(-EFAULT)", before any expansion is tried.
+    assert v["result"] == "EFAULT", f"{operation} by a page: expected EFAULT, got {v['result']}"
+    why = whole_and_describing(v, page)
+    assert why is None, f"a refused {operation} changed the mapping: {why}"
+    assert v["new_size_after_unmap"] == "ok", v
 
 
 def test_whole_mapping_can_move(guest: Guest) -> None:
@@ -230,15 +262,29 @@ def test_whole_mapping_can_move(guest: Guest) -> None:
 
 @pytest.mark.parametrize("user", ["root", "lab"])
 def test_map_unmap_close_in_any_order_leaks_nothing(guest: Guest, user: str, paranoid) -> None:
-    """VmPin comes back to its start; and locked memory: as `lab`, 300 rounds of 9 pages
-    would exhaust perf_event_mlock_kb plus RLIMIT_MEMLOCK (EPERM) if a round leaked its
-    charge (ring-buffer ABI section 3)."""
+    """VmPin comes back to its start, and user->locked_vm: after the rounds the user can still
+    map exactly its whole allowance, perf_event_mlock_kb x online CPUs, with nothing pinned,
+    and not a page more (perf_mmap(): past the allowance the pages are pinned_vm, which must
+    fit RLIMIT_MEMLOCK without CAP_IPC_LOCK). As `lab` the probe sets RLIMIT_MEMLOCK to 0, so
+    the page more is EPERM; root has CAP_IPC_LOCK, so its page more is pinned (VmPin). At the
+    default limits (RLIMIT_MEMLOCK 8 MiB) leaked rounds would never have ended in EPERM:
+    locked_vm stops at the allowance and the rest fits the rlimit."""
     paranoid(2)  # the unprivileged user may use its own user-space events
     leak = ring(guest, "leak", "300", user=user, once=False)
     assert leak["failure"] is None, \
         f"open/mmap/close/munmap round {leak['failure']} failed: a leaked charge?"
     assert leak["vm_pin_kb_end"] == leak["vm_pin_kb_start"], \
         f"VmPin {leak['vm_pin_kb_start']} kB before, {leak['vm_pin_kb_end']} kB after"
+    wrong = [f for f in leak["fill"] if (f["result"], f["vm_pin_kb"]) != ("ok", 0)]
+    assert not wrong, \
+        f"after {leak['rounds']} rounds the user's {leak['allowance_pages']}-page allowance " \
+        f"must map whole with VmPin 0 (a leaked locked_vm charge shows here): {wrong}"
+    more = leak["page_more"]
+    want = ("EPERM", 0) if user == "lab" else ("ok", leak["page_kb"])
+    assert (more["result"], more["vm_pin_kb"]) == want, \
+        f"one page past the allowance as {user} (RLIMIT_MEMLOCK {leak['rlimit_memlock']}): " \
+        f"expected {want[0]} with VmPin {want[1]} kB, got {more} (an allowance larger " \
+        f"than perf_event_mlock_kb x CPUs: locked_vm charged less than was mapped)"
 
 
 # --- 6. wakeups --------------------------------------------------------------------------
