@@ -329,6 +329,26 @@ def cmd_bisect_step(args: argparse.Namespace) -> int:
                        args.pytest_args)
 
 
+def cmd_mutate(args: argparse.Namespace) -> int:
+    """Measure the suite: build and test the unmutated kernel, then each mutant of
+    kernels/mutants/ (a small patch breaking one ABI rule of the ring-buffer paths): apply,
+    rebuild incrementally, run the same tests, revert. Prints the kill table; exit 1 if a
+    mutant that built and booted survived."""
+    from harness.commands import mutate
+
+    cfg = _config(args)
+    name = cfg.kernel(args.kernel).name
+    mutants = mutate.select(mutate.catalog(), args.mutants)
+    if args.jobs > 1:
+        log.warning("-j %d: mutants run one at a time for now (on 2 cores two kernel builds "
+                    "only slow each other; make already uses every core)", args.jobs)
+    out = cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-mutate-{name}")
+    _make_report_dir(out)
+    _setup_logging(args.verbose, out / "lab.log")
+    _point_latest(cfg, out)
+    return mutate.run(mutate.Plan(cfg, name, mutants, args.k, args.pytest_args, out))
+
+
 def _build_kernels(cfg: lab_config.LabConfig) -> list[str]:
     return [n for n, s in cfg.kernels.items() if isinstance(s.source, lab_config.BuildKernel)]
 
@@ -481,6 +501,19 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--report-dir", help=argparse.SUPPRESS)
     bs.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     bs.set_defaults(func=cmd_bisect_step)
+
+    mu = sub.add_parser("mutate", help="measure the suite: which mutants of kernels/mutants/ "
+                        "its tests kill", description=cmd_mutate.__doc__)
+    mu.add_argument("--kernel", help="a `build` kernel of lab.yaml")
+    mu.add_argument("--mutants", metavar="SET", help="comma-separated mutant ids or globs "
+                    "('003', '01*'), kernel files ('trace.c'), or .patch files (default: all)")
+    mu.add_argument("-k", metavar="EXPR", help="only tests matching EXPR (pytest -k); a "
+                    "mutant's Tests: header narrows it further")
+    mu.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="accepted, but "
+                    "mutants run serially for now (one build at a time: on 2 cores parallel "
+                    "kernel builds only slow each other)")
+    mu.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
+    mu.set_defaults(func=cmd_mutate)
 
     d = sub.add_parser("doctor", help="check the host, KVM, mirror and cache",
                        description=cmd_doctor.__doc__)

@@ -1,0 +1,480 @@
+"""`./lab mutate`: the suite measures its own strength.
+
+Each mutant (kernels/mutants/NNN-name.patch) is a small patch to one of the four files of the
+ring-buffer mapping paths that breaks one ABI rule. The command builds and tests the unmutated
+kernel, then for each mutant: applies it, rebuilds, runs the selected tests through the same
+`./lab run` command line review and bisect use, and reverts it. A mutant is killed when a test
+that passed on the unmutated kernel in this run fails on the mutant; one that does not build
+or boot is never a kill.
+
+Why the builds stay incremental: mutants are applied to a hard-link copy of the kernel's tree
+kept at a stable path in the cache (`mutate/<tree>/src`), given to the build as its tree
+(like `./lab bisect-step --tree`), so every build uses the same source path and `make O=`
+folder. A patched file becomes a new file (git apply writes a new file; the others stay
+links); reverting puts the original inode back, with its mtime, and deletes the object built
+from the mutated file, so the next build recompiles exactly that file (a ccache hit).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import fnmatch
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from harness import cache
+from harness.config import BuildKernel, LabConfig, with_build
+from harness.errors import BuildError, LabError
+from harness.kernels import trees
+from harness.kernels.series import Patch
+from harness.results import history
+
+log = logging.getLogger(__name__)
+REPO = Path(__file__).resolve().parents[2]
+CATALOG = REPO / "kernels" / "mutants"
+KERNEL_FILES = ("kernel/events/core.c", "kernel/events/ring_buffer.c",
+                "kernel/trace/ring_buffer.c", "kernel/trace/trace.c")
+KILLED, SURVIVED, NOT_BUILT, NOT_BOOTED, NOT_RUN = (
+    "killed", "survived", "not built", "not booted", "not run")
+_HEADER = re.compile(r"^(Rule|Fixes-revert|Tests):[ \t]*(.*)$")
+_DIFF_START = re.compile(r"^(diff --git |--- )")
+_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)|^\+\+\+ b/(\S+)")
+
+
+class MutantError(LabError):
+    """A mutant of the catalog is malformed or does not apply to the tree."""
+
+
+# --- the catalog --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Mutant:
+    """One patch of the catalog and what it claims to break."""
+    id: str                  # the file name without .patch: "001-perf-mmap-accepts-3-pages"
+    path: Path
+    file: str                # the kernel file it patches
+    rule: str                # the ABI rule it breaks, citing the uapi header or function
+    fixes_revert: str | None  # the upstream fix it reverts, if it is one
+    tests: str | None        # a -k expression narrowing the tests run for it
+    text: str
+
+
+def parse(path: Path) -> Mutant:
+    """A mutant from its patch file; a MutantError names the file and what is wrong."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise MutantError(f"mutant {path}: cannot read it: {e.strerror}") from None
+    headers: dict[str, str] = {}
+    for line in text.splitlines():
+        if _DIFF_START.match(line):
+            break
+        if (m := _HEADER.match(line)):
+            if m.group(1) in headers:
+                raise MutantError(f"mutant {path}: the header {m.group(1)}: is given twice")
+            headers[m.group(1)] = m.group(2).strip()
+    files = sorted({next(g for g in m.groups()[1:] if g) for m in
+                    (_DIFF_FILE.match(line) for line in text.splitlines()) if m})
+    if not headers.get("Rule"):
+        raise MutantError(f"mutant {path}: no `Rule:` line before the diff (which ABI rule "
+                          "it breaks)")
+    if not files:
+        raise MutantError(f"mutant {path}: holds no diff")
+    if len(files) != 1 or files[0] not in KERNEL_FILES:
+        raise MutantError(f"mutant {path}: patches {', '.join(files)}; a mutant patches one "
+                          f"of {', '.join(KERNEL_FILES)}")
+    return Mutant(path.stem, path, files[0], headers["Rule"],
+                  headers.get("Fixes-revert") or None, headers.get("Tests") or None, text)
+
+
+def catalog(folder: Path = CATALOG) -> list[Mutant]:
+    """Every mutant of `folder`, by id; ids (and their NNN numbers) are unique."""
+    mutants = [parse(p) for p in sorted(folder.glob("*.patch"))]
+    if not mutants:
+        raise MutantError(f"{folder}: no mutants (*.patch)")
+    seen: dict[str, Path] = {}
+    for m in mutants:
+        number = m.id.split("-", 1)[0]
+        if number in seen:
+            raise MutantError(f"mutant {m.path}: number {number} is also {seen[number]}")
+        seen[number] = m.path
+    return mutants
+
+
+def select(mutants: list[Mutant], spec: str | None) -> list[Mutant]:
+    """--mutants: comma-separated id globs ("00[1-5]*", "012"), kernel files
+    ("kernel/trace/trace.c", "trace.c"), or patch files outside the catalog."""
+    if not spec:
+        return mutants
+    chosen: dict[str, Mutant] = {}
+    for word in (w.strip() for w in spec.split(",") if w.strip()):
+        if word.endswith(".patch") and Path(word).is_file():
+            m = parse(Path(word).resolve())
+            chosen[m.id] = m
+            continue
+        found = [m for m in mutants if fnmatch.fnmatch(m.id, word)
+                 or m.id.split("-", 1)[0] == word or m.file == word
+                 or Path(m.file).name == word or fnmatch.fnmatch(m.id, f"{word}-*")]
+        if not found:
+            raise MutantError(f"--mutants {word}: matches no mutant of {CATALOG} (ids like "
+                              f"{mutants[0].id}, or one of {', '.join(KERNEL_FILES)})")
+        chosen.update((m.id, m) for m in found)
+    return sorted(chosen.values(), key=lambda m: m.id)
+
+
+# --- judging a run ------------------------------------------------------------------------
+
+@dataclass
+class MutantResult:
+    """One row of the kill table."""
+    id: str
+    file: str
+    rule: str
+    outcome: str                                 # killed, survived, not built, ...
+    killed_by: list[str] = field(default_factory=list)
+    why: str = ""                                # first failure line, build error, ...
+    build_s: float = 0.0
+    run_s: float = 0.0
+    fixes_revert: str | None = None
+    report: str = ""                             # the mutant's ./lab run report folder
+
+
+def _boot_failures(run_dir: Path) -> set[str]:
+    """Tests whose guest did not come up ("no guest: ..."): junit keeps the whole message,
+    summary.json only its last line. Keys are 'file-stem::name'."""
+    try:
+        root = ET.parse(run_dir / "junit.xml").getroot()
+    except (OSError, ET.ParseError):
+        return set()
+    out = set()
+    for case in root.iter("testcase"):
+        for bad in list(case.iter("failure")) + list(case.iter("error")):
+            if "no guest:" in (bad.get("message") or "") + (bad.text or ""):
+                out.add(f"{case.get('classname', '').split('.')[-1]}::{case.get('name')}")
+    return out
+
+
+def _key(nodeid: str) -> str:
+    path, _, name = nodeid.partition("::")
+    return f"{Path(path).stem}::{name}"
+
+
+def judge(baseline: dict, summary: dict | None, boot_failed: set[str] = frozenset()
+          ) -> tuple[str, list[str], str]:
+    """(outcome, killing tests, why) of a mutant's run against the unmutated run's summary.
+    A kill needs a test that passed on the unmutated kernel and failed here for a reason
+    other than a guest that did not boot."""
+    if summary is None:
+        return NOT_RUN, [], "the test run wrote no summary.json"
+    before = history.outcomes(baseline)
+    after = history.outcomes(summary)
+    failing = [t for t, o in after.items() if o in ("failed", "error")]
+    killers = [t for t in failing if before.get(t) == "passed" and _key(t) not in boot_failed]
+    if killers:
+        first = next(r for r in summary.get("results", [])
+                     if r["test"] == killers[0] and r["outcome"] != "rerun")
+        line = (first.get("reason") or "").strip().splitlines()
+        return KILLED, killers, f"{killers[0].split('::')[-1]}: {line[0] if line else ''}"
+    if not summary.get("boots") or any(_key(t) in boot_failed for t in failing):
+        return NOT_BOOTED, [], "the guest did not boot"
+    return SURVIVED, [], ""
+
+
+# --- the tree mutants are applied to ------------------------------------------------------
+
+class Workspace:
+    """The hard-link copy of a kernel tree that mutants are applied to, one at a time, and
+    always reverted. Locked: two `./lab mutate` runs on one tree would mix mutants."""
+
+    def __init__(self, tree: Path, cache_root: Path) -> None:
+        self.tree = tree
+        self.root = cache_root / "mutate" / hashlib.sha256(str(tree).encode()).hexdigest()[:16]
+        self.src = self.root / "src"
+        self.backup = self.root / "orig"
+        self.marker = self.root / "applied.json"
+        self._lock: int | None = None
+
+    @contextlib.contextmanager
+    def opened(self) -> Iterator[Workspace]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LabError(f"another ./lab mutate is using the tree {self.tree} "
+                           f"({self.root} is locked)", hint="wait for it to finish") from None
+        self._lock = fd
+        try:
+            self.recover()
+            trees.link_farm(self.tree, self.src)  # fresh links: the tree may have changed
+            yield self
+        finally:
+            os.close(fd)
+            self._lock = None
+
+    def recover(self) -> None:
+        """Undo what a run killed with a mutant applied left: its objects in the build folders
+        (the sources are made again from the tree)."""
+        if not self.marker.exists():
+            return
+        try:
+            state = json.loads(self.marker.read_text())
+        except ValueError:
+            state = {}
+        log.warning("an earlier ./lab mutate stopped with mutant %s applied; cleaning up",
+                    state.get("mutant", "?"))
+        for out in state.get("outs", []):
+            for rel in state.get("paths", []):
+                drop_object(Path(out), rel)
+        shutil.rmtree(self.backup, ignore_errors=True)
+        self.marker.unlink()
+
+    def check(self, mutant: Mutant) -> None:
+        """Raise a MutantError naming the mutant and its rejected hunk unless it applies."""
+        p = _git_apply(mutant, self.src, "--check")
+        if p.returncode == 0:
+            return
+        m = re.search(r"error: patch failed: (\S+):(\d+)", p.stderr)
+        hunk = Patch(mutant.path.name, mutant.text, mutant.path).hunk(
+            m.group(1), int(m.group(2))) if m else None
+        where = f" at {m.group(1)}:{m.group(2)}" if m else ""
+        raise MutantError(f"mutant {mutant.path} does not apply to {self.tree}{where}: "
+                          + "; ".join(p.stderr.strip().splitlines()[:2])
+                          + (f"\nrejected hunk:\n{hunk}" if hunk else ""),
+                          hint="rebase the mutant on this tree, or leave it out with --mutants")
+
+    @contextlib.contextmanager
+    def applied(self, mutant: Mutant, outs: list[Path]) -> Iterator[None]:
+        """The mutant applied for the duration of the block, reverted however it ends."""
+        self.check(mutant)
+        shutil.rmtree(self.backup, ignore_errors=True)
+        self.backup.mkdir(parents=True)
+        rel = mutant.file
+        original = self.src / rel
+        saved = self.backup / rel
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        os.link(original, saved)  # the original inode, mtime and all
+        cache.write_atomic(self.marker, json.dumps(
+            {"mutant": mutant.id, "paths": [rel], "outs": [str(o) for o in outs]}).encode())
+        try:
+            p = _git_apply(mutant, self.src)
+            if p.returncode != 0:
+                raise MutantError(f"mutant {mutant.path}: git apply failed: "
+                                  f"{p.stderr.strip()[:300]}")
+            yield
+        finally:
+            os.replace(saved, original)
+            for out in outs:
+                drop_object(out, rel)
+            shutil.rmtree(self.backup, ignore_errors=True)
+            self.marker.unlink(missing_ok=True)
+
+
+def drop_object(out: Path, rel: str) -> None:
+    """Delete the object make built from `rel` in the build folder `out`: with the source's
+    old mtime back, make would otherwise keep the mutant's object."""
+    (out / rel).with_suffix(".o").unlink(missing_ok=True)
+
+
+def _git_apply(mutant: Mutant, tree: Path, *flags: str) -> subprocess.CompletedProcess:
+    # GIT_CEILING_DIRECTORIES: never take a repository above the copy for the one to patch.
+    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(tree.parent)}
+    return subprocess.run(["git", "apply", "--whitespace=nowarn", *flags, "-"],
+                          input=mutant.text, cwd=tree, capture_output=True, text=True, env=env)
+
+
+# --- the run ------------------------------------------------------------------------------
+
+@dataclass
+class Plan:
+    """What one `./lab mutate` does."""
+    cfg: LabConfig
+    name: str
+    mutants: list[Mutant]
+    selection: str | None
+    pytest_args: list[str]
+    report_dir: Path
+
+
+def _and(a: str | None, b: str | None) -> str | None:
+    if a and b:
+        return f"({a}) and ({b})"
+    return a or b
+
+
+def _run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path) -> tuple[int, float]:
+    """`./lab run` of the kernel built from `tree`, in a child (as review and bisect do); its
+    output goes to run_dir.log. Stopped (and its guests with it) if we are interrupted."""
+    argv = [sys.executable, "-m", "harness.cli", "--lab-config", str(plan.cfg.path), "run",
+            "--kernel", plan.name, "--tree", str(tree), "--report-dir", str(run_dir)]
+    argv += ["-k", selection] if selection else []
+    argv += ["--", *plan.pytest_args] if plan.pytest_args else []
+    start = time.monotonic()
+    with open(f"{run_dir}.log", "w") as out:
+        out.write("$ " + " ".join(argv) + "\n")
+        out.flush()
+        proc = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            code = proc.wait()
+        except BaseException:
+            proc.terminate()  # SIGTERM: the child stops its guests on the way out
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            raise
+    return code, time.monotonic() - start
+
+
+def _summary(run_dir: Path) -> dict | None:
+    try:
+        return json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _build(plan: Plan, tree: Path):
+    """Build the kernel from `tree` (incrementally); (kernel, build report)."""
+    from harness.lab import Lab
+
+    lab = Lab(with_build(plan.cfg, plan.name, tree=tree))
+    k = lab.kernel(plan.name)
+    return k, lab.builds[plan.name]
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Keep the per-build progress lines off the screen: one line per mutant is the report."""
+    screen = logging.getLogger("ringlab")
+    level = screen.level
+    screen.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        screen.setLevel(level)
+
+
+def run(plan: Plan) -> int:
+    """The whole mutation run; prints the kill table. Exit 0 when every built and booted
+    mutant was killed, 1 when some survived."""
+    spec = plan.cfg.kernel(plan.name)
+    if not isinstance(spec.source, BuildKernel):
+        raise LabError(f"kernel {plan.name} is not a `build` kernel of {plan.cfg.path}: "
+                       "./lab mutate rebuilds the kernel with each mutant")
+    from harness.lab import Lab
+
+    start = time.monotonic()
+    tree = Lab(plan.cfg).builder().tree(spec, spec.source)
+    ws = Workspace(tree, cache.cache_root(plan.cfg.cache_dir))
+    results: list[MutantResult] = []
+    with ws.opened():
+        for m in plan.mutants:  # every mutant must apply before hours are spent
+            ws.check(m)
+        log.info("mutate: building the unmutated kernel %s from %s", plan.name, ws.src)
+        t = time.monotonic()
+        k, report = _build(plan, ws.src)
+        base_build = time.monotonic() - t
+        outs = [report.out] if report.out else ([k.build_dir] if k.build_dir else [])
+        base_dir = plan.report_dir / "unmutated"
+        log.info("mutate: running the tests on the unmutated kernel %s (%s)", k.release,
+                 plan.selection or "the whole suite")
+        code, base_run = _run_tests(plan, ws.src, plan.selection, base_dir)
+        baseline = _summary(base_dir)
+        if baseline is None or code not in (0, 1):
+            raise LabError(f"the tests could not run on the unmutated kernel (exit {code}); "
+                           f"see {base_dir}.log")
+        if not baseline.get("boots"):
+            raise LabError(f"the unmutated kernel did not boot; see {base_dir}")
+        counts = ", ".join(f"{v} {o}" for o, v in sorted(baseline.get("counts", {}).items()))
+        log.info("mutate: unmutated kernel: %s (build %.0f s, run %.0f s)", counts, base_build,
+                 base_run)
+        for i, m in enumerate(plan.mutants, 1):
+            results.append(_one(plan, ws, m, outs, baseline))
+            r = results[-1]
+            log.info("mutant %d/%d %s: %s%s (build %.0f s, run %.0f s)", i, len(plan.mutants),
+                     m.id, r.outcome.upper(), f": {r.why}" if r.why else "", r.build_s, r.run_s)
+    wall = time.monotonic() - start
+    doc = {"kernel": plan.name, "release": k.release, "tree": str(tree),
+           "selection": plan.selection, "wall_s": round(wall, 1),
+           "unmutated": {"counts": baseline.get("counts", {}), "build_s": round(base_build, 1),
+                         "run_s": round(base_run, 1), "report": str(base_dir)},
+           "totals": totals(results), "mutants": [asdict(r) for r in results]}
+    text = render(doc)
+    (plan.report_dir / "mutate.json").write_text(json.dumps(doc, indent=2) + "\n")
+    (plan.report_dir / "mutate.txt").write_text(text)
+    print(text, end="")
+    log.info("mutate reports in %s", plan.report_dir)
+    return 1 if doc["totals"][SURVIVED] else 0
+
+
+def _one(plan: Plan, ws: Workspace, m: Mutant, outs: list[Path], baseline: dict
+         ) -> MutantResult:
+    r = MutantResult(m.id, m.file, m.rule, NOT_RUN, fixes_revert=m.fixes_revert)
+    run_dir = plan.report_dir / "mutants" / m.id
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    r.report = str(run_dir)
+    with ws.applied(m, outs):
+        t = time.monotonic()
+        try:
+            with _quiet():
+                _build(plan, ws.src)
+        except BuildError as e:
+            r.build_s = round(time.monotonic() - t, 1)
+            r.outcome, r.why = NOT_BUILT, e.message.splitlines()[0][:300]
+            return r
+        r.build_s = round(time.monotonic() - t, 1)
+        code, run_s = _run_tests(plan, ws.src, _and(plan.selection, m.tests), run_dir)
+        r.run_s = round(run_s, 1)
+    summary = _summary(run_dir)
+    r.outcome, r.killed_by, r.why = judge(baseline, summary, _boot_failures(run_dir))
+    if r.outcome == NOT_RUN:
+        r.why = f"./lab run exit {code}; see {run_dir}.log"
+    return r
+
+
+def totals(results: list[MutantResult]) -> dict:
+    """Counts per outcome and the kill rate over the mutants the suite could judge (built
+    and booted)."""
+    counts = {o: sum(r.outcome == o for r in results)
+              for o in (KILLED, SURVIVED, NOT_BUILT, NOT_BOOTED, NOT_RUN)}
+    judged = counts[KILLED] + counts[SURVIVED]
+    counts["judged"] = judged
+    counts["kill_rate"] = round(counts[KILLED] / judged, 3) if judged else None
+    return counts
+
+
+def render(doc: dict) -> str:
+    """mutate.txt: the kill table, each mutant's rule and what killed it."""
+    t = doc["totals"]
+    u = doc["unmutated"]
+    lines = [f"mutation run on {doc['kernel']} ({doc['release']}), tests: "
+             f"{doc['selection'] or 'the whole suite'}",
+             "unmutated kernel: " + ", ".join(f"{v} {o}" for o, v in sorted(u["counts"].items()))
+             + f" (build {u['build_s']:.0f} s, run {u['run_s']:.0f} s); only a test that "
+             "passed there can kill", "",
+             f"{'mutant':40s} {'outcome':10s} {'build':>6s} {'run':>6s}  killed by / why"]
+    for r in doc["mutants"]:
+        lines.append(f"{r['id'][:40]:40s} {r['outcome']:10s} {r['build_s']:5.0f}s "
+                     f"{r['run_s']:5.0f}s  {r['why']}")
+        lines.append(f"    {r['file']}: {r['rule']}"
+                     + (f" (reverts {r['fixes_revert']})" if r["fixes_revert"] else ""))
+        if len(r["killed_by"]) > 1:
+            lines.append(f"    also failed: {', '.join(k.split('::')[-1] for k in r['killed_by'][1:])}"[:300])
+    rate = f"{100 * t['kill_rate']:.0f}%" if t["kill_rate"] is not None else "n/a"
+    lines += ["", f"killed {t[KILLED]} of {t['judged']} judged ({rate}); survived {t[SURVIVED]};"
+              f" not built {t[NOT_BUILT]}; not booted {t[NOT_BOOTED]}; not run {t[NOT_RUN]}; "
+              f"wall {doc['wall_s'] / 60:.1f} min"]
+    return "\n".join(lines) + "\n"
