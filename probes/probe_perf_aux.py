@@ -325,29 +325,52 @@ def check_overwrite(args: list[str]) -> dict:
     return out
 
 
-def check_watermark(args: list[str]) -> dict:
-    """aux_watermark 16 KiB, 4 KiB a chunk every 20 ms: no POLLIN before 16 KiB of AUX data
-    are there, POLLIN once they are (rb_need_aux_wakeup())."""
-    fd = open_test_pmu(chunk=4096, period_us=20000, aux_watermark=16384)
+# (name, chunk bytes, chunks written, attr.aux_watermark, AUX pages, AUX mapped writable)
+WATERMARK_CASES = (
+    ("below_16k", 4096, 3, 16384, 16, True),
+    ("at_16k", 4096, 4, 16384, 16, True),
+    ("below_16k_uneven", 3000, 5, 16384, 16, True),
+    ("past_16k_uneven", 3000, 6, 16384, 16, True),
+    ("below_default", 4096, 7, 0, 16, True),
+    ("at_default", 4096, 8, 0, 16, True),
+    ("overwrite_mode", 4096, 20, 16384, 16, False),
+)
+
+
+def _pollin_after(chunk: int, chunks: int, watermark: int, pages: int, writable: bool) -> dict:
+    """The test PMU writes exactly `chunks` chunks (its chunk budget) and stops; once aux_head
+    has settled, poll(0) tells whether a wakeup is pending (perf_poll() hands out rb->poll,
+    which perf_output_wakeup() sets). The data buffer is 16 pages, so its own watermark (half
+    of it) is far from the few PERF_RECORD_AUX written: any POLLIN is the AUX area's."""
+    fd = open_test_pmu(chunk=chunk, max_chunks=chunks, period_us=2000, aux_watermark=watermark)
     rb = RingBuffer(fd, 16)
-    aux = AuxArea(fd, rb, 16)
+    aux = AuxArea(fd, rb, pages, writable=writable)
+    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
+    deadline = time.monotonic() + 10
+    while aux.head < chunk * chunks and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.02)  # ten periods: a chunk past the budget would be there by now
+    head = aux.head
     p = select.poll()
     p.register(fd, select.POLLIN)
-    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
-    early = p.poll(30)  # after ~1 chunk
-    head_early = aux.head
-    t0 = time.monotonic()
-    later = p.poll(2000)
-    waited = time.monotonic() - t0
-    head_at_wakeup = aux.head
+    pollin = any(ev & select.POLLIN for _, ev in p.poll(0))
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
-    out = {"early_pollin": bool(early), "head_early": head_early,
-           "later_pollin": bool(later), "head_at_wakeup": head_at_wakeup,
-           "waited_s": round(waited, 3), "watermark": 16384}
+    out = {"aux_head": head, "pollin": pollin, "aux_size": aux.size,
+           "truncated": any(r.flags & AUX_FLAG_TRUNCATED for r in aux_records(_drain(rb)))}
     aux.close()
     rb.close()
     os.close(fd)
     return out
+
+
+def check_watermark(args: list[str]) -> dict:
+    """aux_watermark wakeups, exactly: the PMU writes a known number of bytes and stops, then
+    the probe asks whether a wakeup is pending. rb_need_aux_wakeup(): a wakeup once aux_head
+    has moved aux_watermark bytes past the last one, never in overwrite mode; rb_alloc_aux():
+    aux_watermark 0 is half the AUX area."""
+    return {name: {"chunk": chunk, "chunks": n, "aux_watermark": wm,
+                   **_pollin_after(chunk, n, wm, pages, writable)}
+            for name, chunk, n, wm, pages, writable in WATERMARK_CASES}
 
 
 def check_pause(args: list[str]) -> dict:
@@ -419,53 +442,94 @@ def check_set_output(args: list[str]) -> dict:
     return out
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+# What each step of the race may end in. Both threads map the same event with the same data
+# size and the same aux_offset/aux_size, so no rule of perf_mmap() refuses them: the data
+# mmap retries a buffer that is going away ("Raced against perf_mmap_close()", goto again)
+# and the AUX mmap of a mapped AUX area only counts it (rb_has_aux()); ENOMEM (rb_alloc(),
+# rb_alloc_aux()) is the one failure mmap(2) documents for them. munmap(2) of a whole
+# mapping has no failure here.
+RACE_OUTCOMES = {"data mmap": {"ok", "ENOMEM"}, "aux mmap": {"ok", "ENOMEM"},
+                 "aux munmap": {"ok"}, "data munmap": {"ok"}}
+
+
+def _unmap(m: Mapping) -> str:
+    """munmap(2) of the whole mapping, its result checked (Mapping.close() ignores it)."""
+    ok = _libc.munmap(ctypes.c_void_p(m.addr), m.length) == 0
+    m.addr = None
+    return "ok" if ok else probelib.errname(ctypes.get_errno())
+
+
+def _race_round(fd: int, note) -> None:
+    """Map the data buffer and its AUX area, hold them a moment, unmap both; every step's
+    outcome goes to note(step, outcome)."""
+    try:
+        rb = RingBuffer(fd, 8)
+    except OSError as e:
+        note("data mmap", probelib.errname(e))
+        return
+    note("data mmap", "ok")
+    try:
+        area = AuxArea(fd, rb, 8)
+    except OSError as e:
+        note("aux mmap", probelib.errname(e))
+    else:
+        note("aux mmap", "ok")
+        time.sleep(0.001)
+        note("aux munmap", _unmap(area.map))
+    note("data munmap", _unmap(rb.map))
+
+
 def check_map_unmap_race(args: list[str]) -> dict:
-    """Two test-PMU events sharing one buffer (SET_OUTPUT), both writing, while two threads map
-    and unmap the AUX area and the data buffer for SECONDS: no error but the documented
-    ones, no splat (the test reads the kernel log)."""
+    """Two test-PMU events sharing one buffer (SET_OUTPUT), while two threads map and unmap
+    the data buffer and the AUX area, for SECONDS in two halves: first with the probe holding
+    a mapping of the buffer, so it stays and both events write into it while its AUX area
+    comes and goes; then without, so the buffer itself is freed and made again (the
+    redirected event is detached with the first buffer: perf_mmap_close()). Every step's
+    outcome is counted; the test checks them against RACE_OUTCOMES and the kernel log."""
     seconds = float(args[0]) if args else 4
     a = open_test_pmu(chunk=1024, period_us=200)
     b = open_test_pmu(chunk=512, period_us=300)
-    rb0 = RingBuffer(a, 8)
-    fcntl.ioctl(b, perf.PERF_EVENT_IOC_SET_OUTPUT, a)
-    rb0.close()
+    held = RingBuffer(a, 8)
+    out = {"seconds": seconds, "set_output": probelib.outcome(
+        lambda: fcntl.ioctl(b, perf.PERF_EVENT_IOC_SET_OUTPUT, a)), "allowed": {
+        k: sorted(v) for k, v in RACE_OUTCOMES.items()}}
     for fd in (a, b):
         fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
-    stop = time.monotonic() + seconds
-    counts = {"rounds": 0, "errors": {}}
     lock = threading.Lock()
+    records: dict[int, int] = {}
+    for phase in ("buffer_held", "buffer_recreated"):
+        counts: dict[str, dict[str, int]] = {step: {} for step in RACE_OUTCOMES}
+        stop = time.monotonic() + seconds / 2
 
-    def worker() -> None:
-        while time.monotonic() < stop:
-            try:
-                rb = RingBuffer(a, 8)
-            except OSError as e:
-                with lock:
-                    counts["errors"][probelib.errname(e)] = \
-                        counts["errors"].get(probelib.errname(e), 0) + 1
-                continue
-            try:
-                aux = AuxArea(a, rb, 8)
-                time.sleep(0.001)
-                aux.close()
-            except OSError as e:
-                with lock:
-                    name = "aux " + probelib.errname(e)
-                    counts["errors"][name] = counts["errors"].get(name, 0) + 1
-            rb.close()
+        def note(step: str, result: str) -> None:
             with lock:
-                counts["rounds"] += 1
+                counts[step][result] = counts[step].get(result, 0) + 1
 
-    threads = [threading.Thread(target=worker) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+        def worker() -> None:
+            while time.monotonic() < stop:
+                _race_round(a, note)
+
+        threads = [threading.Thread(target=worker) for _ in range(2)]
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            if phase == "buffer_held":  # PERF_RECORD_AUX of each event, while it is there
+                for r in aux_records(_drain(held)):
+                    records[r.id] = records.get(r.id, 0) + 1
+            time.sleep(0.01)
+        if phase == "buffer_held":
+            held.close()
+        out[phase] = counts
+    out["aux_records_while_held"] = {"first": records.get(event_id(a), 0),
+                                     "redirected": records.get(event_id(b), 0)}
     for fd in (a, b):
         fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
     os.close(b)
     os.close(a)
-    return {"seconds": seconds, **counts}
+    return out
 
 
 def _verified(aux: AuxArea, start: int, length: int) -> bool:
