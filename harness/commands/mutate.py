@@ -177,6 +177,8 @@ def judge(baseline: dict, summary: dict | None, boot_failed: set[str] = frozense
     other than a guest that did not boot."""
     if summary is None:
         return NOT_RUN, [], "the test run wrote no summary.json"
+    if not summary.get("results"):  # the selection holds no test for this mutant
+        return SURVIVED, [], "no test of the selection ran"
     before = history.outcomes(baseline)
     after = history.outcomes(summary)
     failing = [t for t, o in after.items() if o in ("failed", "error")]

@@ -3,6 +3,7 @@ with minimal.config that boots and runs a probe, and a real bisect over a git hi
 here that must name the commit that broke a ring-buffer mapping rule."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -96,3 +97,61 @@ def test_bisect_names_the_commit_that_breaks_a_mapping_rule(tmp_path: Path, make
     assert steps and all("build" in s and "total" in s for s in steps), p.stdout
     assert _git(repo, "rev-parse", "HEAD") == bad, "the user's checkout was moved"
     assert _git(repo, "status", "--porcelain") == ""
+
+
+def _mutant(path: Path, rule: str, old: str, new: str) -> Path:
+    """A mutant outside the catalog: a one-line change of kernel/events/core.c."""
+    tree = next((cache.cache_root() / "trees").glob("linux-source-6.12_*/linux-source-6.12"))
+    text = (tree / "kernel/events/core.c").read_text().splitlines(keepends=True)
+    i = next(n for n, line in enumerate(text) if line.rstrip("\n") == old)
+    hunk = "".join(" " + line for line in text[i - 3:i]) + f"-{old}\n+{new}\n" + \
+        "".join(" " + line for line in text[i + 1:i + 4])
+    path.write_text(f"Rule: {rule}\n---\ndiff --git a/kernel/events/core.c "
+                    "b/kernel/events/core.c\n--- a/kernel/events/core.c\n"
+                    f"+++ b/kernel/events/core.c\n@@ -{i - 2},7 +{i - 2},7 @@\n{hunk}")
+    return path
+
+
+def test_mutate_kills_a_mutant_and_names_a_survivor_and_one_that_does_not_build(
+        tmp_path: Path, make_lab_yaml) -> None:
+    """Three mutants on the minimal kernel, two tests: the catalog's 1+3-pages mutant is
+    killed by the rule's test, a harmless change survives, a syntax error is `not built`;
+    the unmutated kernel passes both tests and the copy is left as the tree is."""
+    cfg = make_lab_yaml(kernels={"src-min": {"build": MINIMAL}})
+    env = dict(os.environ, RINGLAB_CONFIG=str(cfg))
+    harmless = _mutant(tmp_path / "901-harmless.patch", "none: a comment",
+                       "static int perf_mmap(struct file *file, struct vm_area_struct *vma)",
+                       "static int perf_mmap(struct file *file, struct vm_area_struct *vma) "
+                       "/* ringlab */")
+    broken = _mutant(tmp_path / "902-broken.patch", "none: does not compile",
+                     "static int perf_mmap(struct file *file, struct vm_area_struct *vma)",
+                     "static int perf_mmap(struct file *file, struct vm_area_struct *vma) x")
+    start = time.monotonic()
+    p = lab("mutate", "--kernel", "src-min", "--mutants", f"001,{harmless},{broken}", "-k",
+            f"{RULE_TEST} or test_release_is_the_booted_kernel", env=env)
+    wall = time.monotonic() - start
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]  # one survived
+    report = next((tmp_path / "reports").glob("*-mutate-src-min"))
+    doc = json.loads((report / "mutate.json").read_text())
+    assert doc["unmutated"]["counts"] == {"passed": 2}, doc["unmutated"]
+    rows = {m["id"]: m for m in doc["mutants"]}
+    killed = rows["001-perf-mmap-accepts-3-data-pages"]
+    assert killed["outcome"] == "killed", killed
+    assert killed["killed_by"] == [f"tests/kernel/test_perf_ring.py::{RULE_TEST}"]
+    assert killed["why"].startswith(RULE_TEST + ": ")
+    assert 0 < killed["build_s"] < 240 and killed["run_s"] > 0
+    assert rows["901-harmless"]["outcome"] == "survived", rows["901-harmless"]
+    assert rows["902-broken"]["outcome"] == "not built", rows["902-broken"]
+    assert "error" in rows["902-broken"]["why"]
+    assert doc["totals"]["kill_rate"] == 0.5
+    text = (report / "mutate.txt").read_text()
+    assert "killed 1 of 2 judged (50%); survived 1; not built 1" in text
+    assert text in p.stdout
+    # Progress: one line per mutant on screen.
+    assert len([ln for ln in p.stderr.splitlines() if ln.startswith("lab: mutant ")]) == 3
+    # The copy mutants were applied to is the tree again, links and mtimes.
+    tree = next((cache.cache_root() / "trees").glob("linux-source-6.12_*/linux-source-6.12"))
+    copy = next((cache.cache_root() / "mutate").glob("*/src"))
+    for rel in ("kernel/events/core.c",):
+        assert (copy / rel).stat().st_ino == (tree / rel).stat().st_ino
+    assert wall < 600, f"./lab mutate took {wall:.0f} s"

@@ -131,8 +131,10 @@ def test_a_boot_failure_of_one_guest_does_not_kill_but_a_real_failure_does() -> 
     assert (outcome, killers) == (KILLED, [C])
 
 
-def test_no_summary_is_not_run() -> None:
+def test_no_summary_is_not_run_and_no_test_selected_is_survived() -> None:
     assert mutate.judge(BASELINE, None)[0] == NOT_RUN
+    assert mutate.judge(BASELINE, _summary(boots=[])) == (SURVIVED, [],
+                                                          "no test of the selection ran")
 
 
 def test_boot_failures_are_read_from_junit(tmp_path: Path) -> None:
