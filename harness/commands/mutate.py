@@ -432,19 +432,29 @@ def _one(plan: Plan, ws: Workspace, m: Mutant, outs: list[Path], baseline: dict
         t = time.monotonic()
         try:
             with _quiet():
-                _build(plan, ws.src)
+                k, _ = _build(plan, ws.src)
         except BuildError as e:
             r.build_s = round(time.monotonic() - t, 1)
             r.outcome, r.why = NOT_BUILT, e.message.splitlines()[0][:300]
             return r
         r.build_s = round(time.monotonic() - t, 1)
-        code, run_s = _run_tests(plan, ws.src, _and(plan.selection, m.tests), run_dir)
+        try:
+            code, run_s = _run_tests(plan, ws.src, _and(plan.selection, m.tests), run_dir)
+        finally:
+            _forget(k.vmlinuz.parent)
         r.run_s = round(run_s, 1)
     summary = _summary(run_dir)
     r.outcome, r.killed_by, r.why = judge(baseline, summary, _boot_failures(run_dir))
     if r.outcome == NOT_RUN:
         r.why = f"./lab run exit {code}; see {run_dir}.log"
     return r
+
+
+def _forget(entry: Path) -> None:
+    """Drop a mutant's prepared kernel from the cache: it is never booted again, and a
+    defconfig kernel's entry (image + modules) is tens of MB a mutant."""
+    if entry.parent.name == "kernels" and entry.name.startswith("build-"):
+        shutil.rmtree(entry, ignore_errors=True)
 
 
 def totals(results: list[MutantResult]) -> dict:
