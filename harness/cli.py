@@ -23,11 +23,6 @@ from harness.lab import Lab
 log = logging.getLogger("ringlab")
 REPO = Path(__file__).resolve().parent.parent
 SUITE = REPO / "tests" / "kernel"
-# A failing test is rerun once, in a fresh guest (the plugin drops the guest a test failed
-# on), before its failure counts: a kernel bug fails again, an emulator artefact under TCG (a
-# guest that died of a double fault, say) does not. One that passes then is flaky, not passed;
-# the first attempt stays in summary.json as "rerun" (pytest-rerunfailures).
-RERUN_ARGS = ("--reruns", "1")
 
 
 def _setup_logging(verbose: bool, logfile: Path | None = None) -> None:
@@ -112,8 +107,7 @@ def _run_suite(cfg: lab_config.LabConfig, args: argparse.Namespace, kernel_name:
             "--kernel", kernel_name, "--lab-report-dir", str(report_dir),
             "--junitxml", str(report_dir / "junit.xml"), "-o", "junit_logging=system-out",
             "--html", str(report_dir / "report.html"), "--self-contained-html",
-            "-o", "junit_suite_name=ringlab", "-p", "no:cacheprovider", "-rfEsxXR",
-            *RERUN_ARGS]
+            "-o", "junit_suite_name=ringlab", "-p", "no:cacheprovider", "-rfEsxXR"]
     for s in args.series:
         argv += ["--lab-series", s]
     if args.tree:

@@ -139,7 +139,7 @@ def with_build(cfg: LabConfig, name: str, series: tuple[Path, ...] = (),
     return replace(cfg, kernels={**cfg.kernels, name: replace(spec, source=src)})
 
 
-class _Reader:
+class YamlReader:
     """Walks the parsed YAML, checking types and rejecting unknown keys, with dotted key paths."""
 
     def __init__(self, path: Path) -> None:
@@ -208,7 +208,7 @@ class _Reader:
         return convert(data[name], f"{key}.{name}") if name in data else default
 
 
-def _kernel(r: _Reader, name: str, value: Any) -> KernelSpec:
+def _kernel(r: YamlReader, name: str, value: Any) -> KernelSpec:
     key = f"kernels.{name}"
     data = r.mapping(value, key, {"debian", "path", "build", "cmdline"})
     sources = [s for s in ("debian", "path", "build") if s in data]
@@ -236,7 +236,7 @@ def _kernel(r: _Reader, name: str, value: Any) -> KernelSpec:
     return KernelSpec(name=name, source=source, cmdline=cmdline)
 
 
-def _build(r: _Reader, key: str, value: Any) -> BuildKernel:
+def _build(r: YamlReader, key: str, value: Any) -> BuildKernel:
     b = r.mapping(value, key, {"tree", "debian_source", "series", "config"})
     trees = [t for t in ("tree", "debian_source") if t in b]
     if len(trees) != 1:
@@ -280,7 +280,7 @@ def _build(r: _Reader, key: str, value: Any) -> BuildKernel:
 
 def parse(data: Any, path: Path) -> LabConfig:
     """Validate parsed YAML into a LabConfig; raise ConfigError on the first mistake."""
-    r = _Reader(path)
+    r = YamlReader(path)
     top = r.mapping(data, "", {"default_kernel", "kernels", "rootfs", "machine", "mirror",
                                "reports", "cache_dir"}, {"kernels"})
     kernels_raw = top["kernels"]

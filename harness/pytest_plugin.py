@@ -19,8 +19,8 @@ import pytest
 
 from harness import config as lab_config
 from harness.boot import console, splats
-from harness.results import history, kcidb, known_issues, report as report_files
-from harness.errors import ConfigError, GuestHang, LabError
+from harness.results import history, kcidb, known_issues, report as report_files, verdicts
+from harness.errors import ConfigError, GuestHang, LabError, SSHError
 from harness.boot.guest import Guest
 from harness.lab import Lab
 
@@ -30,6 +30,12 @@ GUEST_KEY = pytest.StashKey[Guest]()
 LOG_MARK_KEY = pytest.StashKey[int]()
 PROBE_MARK_KEY = pytest.StashKey[int]()
 TAINT_KEY = pytest.StashKey[int]()
+CHECKS_KEY = pytest.StashKey[verdicts.Checks]()
+VERDICT_KEY = pytest.StashKey[verdicts.Verdict]()
+# Why this attempt of a test ended with the guest or the emulator broken, not the test:
+# (cause, what happened), cause "emulator" (no kernel splat: QEMU died, SSH dropped, a hang the
+# kernel did not report) or "kernel" (the guest died with a kernel splat). Only these rerun.
+BROKE_KEY = pytest.StashKey[tuple[str, str]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -121,7 +127,11 @@ class LabSession:
         self.facts: dict[str, str] = {}
         self.commit = _git_commit()
         self.between_tests: list[dict] = []   # splats logged while no test was running
-        self._reviewed: dict[int, int] = {}   # id(guest) -> kernel_log lines already judged
+        self.late_failures = 0                # results failed after their report was written
+        # Per guest: kernel_log lines already judged, its state when new, its last test.
+        self._reviewed: dict[Guest, int] = {}
+        self._baseline: dict[Guest, dict[str, str]] = {}
+        self._last_test: dict[Guest, str] = {}
         self.started = time.time()
         cfg_path = config.getoption("--lab-config") or os.environ.get("RINGLAB_CONFIG") or \
             str(REPO / "lab.yaml")
@@ -174,57 +184,81 @@ class LabSession:
             if getattr(e, "console_tail", None) is None:  # not a boot failure: same for all
                 self.error = e
             pytest.fail(f"no guest: {e}", pytrace=False)
+        if BROKE_KEY in request.node.stash:  # a rerun starts with a clean slate
+            del request.node.stash[BROKE_KEY]
         g.kmsg()  # what the kernel logged before this test is not this test's
-        self._judge_between(g, request.node.nodeid)
+        self._judge_between(g)
+        if g not in self._baseline:  # the state of a new guest, to tell a changed one
+            self._baseline[g] = g.state()
+        self._last_test[g] = request.node.nodeid
         request.node.stash[GUEST_KEY] = g
         request.node.stash[LOG_MARK_KEY] = len(g.kernel_log)
         request.node.stash[PROBE_MARK_KEY] = len(g.probe_log)
         request.node.stash[TAINT_KEY] = g.tainted
         self._note_boot(g)
-        issue = known_issues.matching(self.known, request.node.nodeid, g.kernel.release)
-        if issue is not None:
-            request.applymarker(pytest.mark.xfail(strict=True, reason=issue.summary))
         yield g
 
-    @pytest.hookimpl(hookwrapper=True)
+    @pytest.fixture
+    def check(self, request: pytest.FixtureRequest) -> verdicts.Checks:
+        """check(id, ok, message, **observed): an ABI check that does not stop the test. The
+        plugin fails the test with every failed check, unless a known issue of this test
+        (kernels/known-issues.yaml) explains exactly that check."""
+        checks = verdicts.Checks()
+        request.node.stash[CHECKS_KEY] = checks
+        return checks
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Rerun a test in a fresh guest only when the guest or the emulator broke under it,
+        never after an assertion failure or a splat (those are kernel findings). A user who
+        asks for --reruns N gets pytest-rerunfailures' plain reruns instead."""
+        if self.config.getoption("reruns", None):
+            return
+        for item in items:
+            item.add_marker(pytest.mark.flaky(reruns=1, condition=_guest_broke_under(item)))
+
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo
                                   ) -> Iterator[None]:
-        outcome = yield
-        report: pytest.TestReport = outcome.get_result()
+        report: pytest.TestReport = yield
         g = item.stash.get(GUEST_KEY, None)
-        if g is None or call.when == "teardown":
-            return
+        if g is None:  # no guest, no splats: its checks are still judged
+            if call.when == "call":
+                self._judge(item, report, call, [])
+            return report
+        if call.when == "teardown":
+            self._judge_late_splats(item, report, g)
+            return report
         dead = g.health()
         if dead is None and report.failed and call.excinfo is not None and \
-                call.excinfo.errisinstance(GuestHang):
-            dead = _wait_for_death(g)  # the console shows the panic a moment after SSH goes
+                call.excinfo.errisinstance((GuestHang, SSHError)):
+            dead = _wait_for_death(g) or f"the guest stopped answering: " \
+                f"{call.excinfo.exconly().splitlines()[0]}"
         if call.when == "setup":  # a fixture's probe may be what the guest died under
             if dead is None or report.passed:
-                return
+                return report
         elif dead is None:
             try:
                 g.kmsg()
                 lines = g.kernel_log[item.stash.get(LOG_MARK_KEY, len(g.kernel_log)):]
             except LabError as e:
                 lines, dead = [], f"guest stopped answering: {e}"
-            self._reviewed[id(g)] = len(g.kernel_log)
+            self._reviewed[g] = len(g.kernel_log)
             if lines:
                 text = "\n".join(lines) + "\n"
                 # On the call report for the terminal; on the item for the teardown report,
                 # which is the one the JUnit writer takes captured output from.
                 report.sections.append(("Captured stdout guest dmesg call", text))
                 item.add_report_section("call", "stdout guest dmesg", text)
-            self._judge_splats(item, report, g, lines)
+            found = self._note_splats(item, report, g, lines)
             probes = g.probe_log[item.stash.get(PROBE_MARK_KEY, len(g.probe_log)):]
             if probes:
                 report.sections.append(("probe output", "\n".join(
                     f"{name} {' '.join(args)} (as {user}, {r.duration_s:.2f} s): "
                     f"{json.dumps(r.data, sort_keys=True)[:4000]}"
                     for name, args, user, r in probes) + "\n"))
-        if dead is None and call.when == "call" and report.failed:
-            # A rerun (./lab run) and the tests after it get a fresh guest, not this one.
-            log.info("%s failed: the next test gets a fresh guest", item.nodeid)
-            self._discard(g)
+            if dead is None:
+                self._judge(item, report, call, found)
+                self._replace_if_changed(item, report, g, found)
         if dead is not None:
             # The test that was running when the guest died is the one that failed; what
             # the kernel said about it on the console goes with it.
@@ -233,12 +267,99 @@ class LabSession:
             found = splats.find(text.splitlines()[-400:])
             if found:
                 report.ringlab_splats = [s.as_dict() for s in found]  # type: ignore[attr-defined]
+            kernel_said = [s for s in found if not (g.plan.accel == "tcg" and
+                                                    console.tcg_artefact_in(s.lines[0]))]
+            item.stash[BROKE_KEY] = ("kernel" if kernel_said else "emulator", dead)
+            report.ringlab_broke = item.stash[BROKE_KEY]  # type: ignore[attr-defined]
             report.outcome = "failed"
             report.longrepr = f"the guest died during this test: {dead}\n" \
                               f"last console lines:\n{tail}"
-            self._discard(g)
+            self._discard(g, f"the guest died during {item.nodeid}")
+        return report
 
-    def _discard(self, g: Guest) -> None:
+    def _judge(self, item: pytest.Item, report: pytest.TestReport, call: pytest.CallInfo,
+               found: list[splats.Splat]) -> None:
+        """The test's verdict from its failed checks, its exception and its splats, with the
+        known issues of this test excusing exactly their own symptom."""
+        checks = item.stash.get(CHECKS_KEY, None)
+        raised = None
+        if report.failed and call.excinfo is not None:
+            raised = _first_line(call.excinfo.exconly()) or "the test failed"
+        elif report.failed:
+            raised = _reason(report)
+        tcg = GUEST_KEY in item.stash and item.stash[GUEST_KEY].plan.accel == "tcg"
+        bugs = [s.title for s in found
+                if not (tcg and console.tcg_artefact_in(s.lines[0]))]
+        v = verdicts.judge(checks.failures if checks else [], bugs,
+                           known_issues.for_test(self.known, item.nodeid), raised)
+        item.stash[VERDICT_KEY] = v
+        report.ringlab_not_seen = list(v.not_seen)  # type: ignore[attr-defined]
+        if v.outcome == "failed" and raised is None:
+            report.outcome = "failed"
+            report.longrepr = v.reason + "".join(
+                f"\n\n{s.text}" for s in found if s.title in bugs)
+        elif v.outcome == "failed" and len(v.unexplained) > 1:  # the exception and more
+            report.sections.append(("ringlab verdict", v.reason + "\n"))
+            report.ringlab_also = v.unexplained[1:]  # type: ignore[attr-defined]
+        elif v.outcome == "xfailed":
+            report.outcome = "skipped"
+            report.wasxfail = v.reason  # type: ignore[attr-defined]
+
+    def _replace_if_changed(self, item: pytest.Item, report: pytest.TestReport, g: Guest,
+                            found: list[splats.Splat]) -> None:
+        """After a failure, the next test gets a fresh guest only if this one may have left
+        the guest changed: a splat, or state (tracefs, sysctls, processes) not as it was when
+        the guest was new. An assertion failure alone costs no boot."""
+        if report.passed:
+            return
+        why = f"the kernel splatted ({found[0].title})" if found else None
+        if why is None:
+            try:
+                now = g.state()
+            except LabError as e:
+                now, why = {}, f"the guest stopped answering ({e})"
+            was = self._baseline.get(g, {})
+            changed = [f"{k}: {was.get(k, '?')!r} -> {v!r}" for k, v in now.items()
+                       if was.get(k) != v]
+            if changed and why is None:
+                why = "the test left the guest changed: " + "; ".join(changed)
+        if why is not None:
+            report.ringlab_replaced = why  # type: ignore[attr-defined]
+            report.sections.append(("guest replaced", why + "\n"))
+            self._discard(g, f"{item.nodeid}: {why}")
+
+    def _judge_late_splats(self, item: pytest.Item, report: pytest.TestReport, g: Guest
+                           ) -> None:
+        """A splat the kernel logged after the test returned (deferred work: RCU callbacks,
+        irq_work, the ring buffer's own deferred frees) fails that test at its teardown."""
+        if VERDICT_KEY not in item.stash or not self._pooled(g) or g.health() is not None:
+            return
+        try:
+            g.kmsg()
+        except LabError:
+            return
+        start = self._reviewed.get(g, len(g.kernel_log))
+        self._reviewed[g] = len(g.kernel_log)
+        late = self._unexplained_bugs(g, g.kernel_log[start:], item.nodeid)
+        if late:
+            report.ringlab_splats = [s.as_dict() for s in late]  # type: ignore[attr-defined]
+            report.outcome = "failed"
+            report.longrepr = (f"the kernel splatted after the test returned: "
+                               f"{'; '.join(s.title for s in late)}\n{late[0].text}")
+            self._discard(g, f"{item.nodeid}: the kernel splatted after the test returned")
+
+    def _unexplained_bugs(self, g: Guest, lines: list[str], nodeid: str | None
+                          ) -> list[splats.Splat]:
+        issues = known_issues.for_test(self.known, nodeid) if nodeid else []
+        return [s for s in splats.find(lines)
+                if not (g.plan.accel == "tcg" and console.tcg_artefact_in(s.lines[0]))
+                and not any(i.explains_splat(s.title) for i in issues)]
+
+    def _pooled(self, g: Guest) -> bool:
+        return self.pool is not None and any(p is g for p in self.pool.guests.values())
+
+    def _discard(self, g: Guest, why: str) -> None:
+        log.info("replacing the guest: %s", why)
         for profile, pooled in list((self.pool.guests if self.pool else {}).items()):
             if pooled is g:
                 self.pool.discard(profile)
@@ -265,38 +386,61 @@ class LabSession:
                          "accel": f"{g.plan.accel} ({g.plan.cpus} cpu, "
                                   f"{g.plan.memory_mb} MB)"})
 
-    def _judge_splats(self, item: pytest.Item, report: pytest.TestReport, g: Guest,
-                      lines: list[str]) -> None:
-        """A kernel splat during a test fails it, even if its assertions held; a TCG artefact
-        (harness/boot/console.py) is reported but fails nothing. Taint changes are recorded."""
+    def _note_splats(self, item: pytest.Item, report: pytest.TestReport, g: Guest,
+                     lines: list[str]) -> list[splats.Splat]:
+        """The splats of a test and its taint change, into its report; the verdict on them is
+        _judge's. A TCG artefact (harness/boot/console.py) is shown but fails nothing."""
         found = splats.find(lines)
-        bugs = [s for s in found if not (g.plan.accel == "tcg" and
-                                         console.tcg_artefact_in(s.lines[0]))]
         report.ringlab_splats = [s.as_dict() for s in found]  # type: ignore[attr-defined]
         before, after = item.stash.get(TAINT_KEY, -1), g.tainted
         if before != after:
             report.ringlab_taint = [before, after]  # type: ignore[attr-defined]
             report.sections.append(("guest kernel taint", f"{before} -> {after}\n"))
+        if found:
+            text = "\n\n".join(s.text for s in found) + "\n"
+            report.sections.append(("guest kernel splats", text))
+            item.add_report_section("call", "stdout guest kernel splats", text)
+        return found
+
+    def _judge_between(self, g: Guest) -> None:
+        """Splats the kernel logged while no test ran: after a test returned, they fail that
+        test (its result is amended); before the guest's first test, they fail its boot."""
+        start = self._reviewed.get(g, 0)
+        self._reviewed[g] = len(g.kernel_log)
+        previous = self._last_test.get(g)
+        found = self._unexplained_bugs(g, g.kernel_log[start:], previous)
         if not found:
             return
-        text = "\n\n".join(s.text for s in found) + "\n"
-        report.sections.append(("guest kernel splats", text))
-        item.add_report_section("call", "stdout guest kernel splats", text)
-        if bugs and report.passed:
-            report.outcome = "failed"
-            report.longrepr = (f"the kernel splatted during this test: "
-                               f"{'; '.join(s.title for s in bugs)}\n{bugs[0].text}")
-
-    def _judge_between(self, g: Guest, next_test: str) -> None:
-        """Splats the kernel logged while no test ran are reported on their own."""
-        start = self._reviewed.get(id(g), len(g.kernel_log))
-        found = splats.find(g.kernel_log[start:])
-        if found:
-            self.between_tests.append({"before_test": next_test,
+        titles = "; ".join(s.title for s in found)
+        if previous is not None:
+            self.between_tests.append({"after_test": previous,
                                        "splats": [s.as_dict() for s in found]})
-        self._reviewed[id(g)] = len(g.kernel_log)
+            self._amend(previous, f"the kernel splatted after the test returned: {titles}",
+                        found)
+        else:
+            name = f"boot ({g.plan.cpus} cpu, {g.plan.memory_mb} MB)"
+            entry = {"test": name, "outcome": "failed", "duration_s": round(g.record.boot_s, 3),
+                     "reason": f"the kernel splatted while booting: {titles}",
+                     "splats": [s.as_dict() for s in found]}
+            self.results.append(entry)
+            self.result_log.append(entry)
+            self.late_failures += 1
+
+    def _amend(self, test: str, reason: str, found: list[splats.Splat]) -> None:
+        """Fail a test whose report is already written (results.jsonl: the last line of a
+        test is its result)."""
+        entry = next((r for r in reversed(self.results) if r["test"] == test), None)
+        if entry is None:
+            return
+        entry.update(outcome="failed", reason=reason,
+                     splats=entry.get("splats", []) + [s.as_dict() for s in found])
+        self.result_log.append(entry)
+        self.late_failures += 1
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown" and report.failed:  # a splat after the test returned
+            self._amend(report.nodeid, _reason(report), [])
+            return
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             reason, outcome = "", report.outcome
             if hasattr(report, "wasxfail"):  # a known kernel issue (kernels/known-issues.yaml)
@@ -307,10 +451,9 @@ class LabSession:
                 reason = _reason(report)
             entry = {"test": report.nodeid, "outcome": outcome,
                      "duration_s": round(report.duration, 3), "reason": reason}
-            if getattr(report, "ringlab_splats", None):
-                entry["splats"] = report.ringlab_splats
-            if getattr(report, "ringlab_taint", None):
-                entry["taint"] = report.ringlab_taint
+            for key in ("splats", "taint", "not_seen", "replaced", "also", "broke"):
+                if getattr(report, f"ringlab_{key}", None):
+                    entry[key] = getattr(report, f"ringlab_{key}")
             self.results.append(entry)
             self.result_log.append(entry)
 
@@ -321,6 +464,12 @@ class LabSession:
         finally:
             if self.pool is not None:
                 self.pool.stop_all()
+        final = history.outcomes({"results": self.results})
+        findings = self.late_failures or sum(o == "flaky" for o in final.values())
+        if findings and exitstatus == pytest.ExitCode.OK:
+            # A splat after a test's report, a failed boot, or a failure that did not
+            # reproduce is a kernel finding: the run does not pass.
+            exitstatus = session.exitstatus = pytest.ExitCode.TESTS_FAILED
         self._write_summary(exitstatus)
         if self.written is not None and self.written.error:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
@@ -364,16 +513,25 @@ class LabSession:
             lines.append(f"kernel commit: {doc['kernel_commit']}")
         lines += [f"series: {s}" for s in doc["series"]]
         lines += [f"kernel: {name}: {value}" for name, value in sorted(self.facts.items())]
-        for b in self.between_tests:
-            lines += [f"  SPLAT between tests (before {b['before_test']}): {s['title']}"
-                      for s in b["splats"]]
         final = history.outcomes(doc)
+        last = {r["test"]: r for r in self.results if r["outcome"] != "rerun"}
         for r in self.results:
-            if r["outcome"] == "rerun" and final.get(r["test"]) == "flaky":
-                lines.append(f"  FLAKY   {r['test']}: passed on a rerun in a fresh guest after: "
-                             f"{r['reason']}")
-            elif r["outcome"] != "passed":
-                lines.append(f"  {r['outcome'].upper():7s} {r['test']}: {r['reason']}")
+            if r["outcome"] == "rerun":
+                if final.get(r["test"]) == "flaky":
+                    lines.append(f"  FLAKY   {r['test']}: failed, then did not reproduce on a "
+                                 f"rerun in a fresh guest: {_first_line(r['reason'])}")
+                elif final.get(r["test"]) == "passed":
+                    lines.append(f"  RERUN   {r['test']}: passed on a fresh guest after the "
+                                 f"{r.get('broke', ['guest'])[0]} broke: "
+                                 f"{_first_line(r['reason'])}")
+            elif r is last.get(r["test"]) and r["outcome"] != "passed":
+                lines.append(f"  {r['outcome'].upper():7s} {r['test']}: "
+                             f"{_first_line(r['reason'])}")
+            if r is last.get(r["test"]):
+                lines += [f"  NOT SEEN known issue {i} in {r['test']} on this kernel"
+                          for i in r.get("not_seen", [])]
+                if r.get("replaced"):
+                    lines.append(f"  GUEST REPLACED after {r['test']}: {r['replaced']}")
         files = {"summary.json": json.dumps(doc, indent=2),
                  "kcidb.json": json.dumps(kcidb.from_summary(doc, self.started), indent=2),
                  "summary.txt": "\n".join(lines) + "\n"}
@@ -397,6 +555,11 @@ class LabSession:
                 terminalreporter.write_line(line)
 
 
+def _guest_broke_under(item: pytest.Item) -> Callable[[], bool]:
+    """pytest-rerunfailures' rerun condition for item (called with no argument)."""
+    return lambda: BROKE_KEY in item.stash
+
+
 def _wait_for_death(g: Guest, wait_s: float = 5.0) -> str | None:
     """How the guest died, if it did within wait_s; None if it is still alive."""
     deadline = time.monotonic() + wait_s
@@ -408,12 +571,16 @@ def _wait_for_death(g: Guest, wait_s: float = 5.0) -> str | None:
 
 
 def _reason(report: pytest.TestReport) -> str:
-    """One line on why a test failed: the guest's death if that was it, else the last line."""
-    text = str(report.longrepr).strip() if report.longrepr else ""
-    died = next((line for line in text.splitlines()
-                 if line.startswith(("the guest died during this test",
-                                     "the kernel splatted during this test"))), None)
-    return (died or (text.splitlines()[-1] if text else ""))[:300]
+    """Why a test failed, what first: the rule's own message (an assertion's first line, the
+    plugin's verdict) rather than where it was raised."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None and crash.message:
+        return crash.message[:2000]
+    return (str(report.longrepr).strip() if report.longrepr else "")[:2000]
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:300]
 
 
 def _git_commit() -> str:

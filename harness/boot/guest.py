@@ -150,6 +150,29 @@ class Guest:
         self.kernel_log.extend(lines)
         return lines
 
+    def state(self) -> dict[str, str]:
+        """What a test could leave changed in the guest for the next one: tracefs instances and
+        tracer settings, the perf sysctls a probe may set, processes still running. Compared
+        after a failed test with the state of the guest when it was new (one SSH command)."""
+        parts = {
+            "tracefs instances": "ls /sys/kernel/tracing/instances",
+            "tracer": "cat /sys/kernel/tracing/current_tracer /sys/kernel/tracing/tracing_on "
+                      "/sys/kernel/tracing/buffer_size_kb",
+            "perf sysctls": "cat /proc/sys/kernel/perf_event_paranoid "
+                            "/proc/sys/kernel/perf_event_mlock_kb",
+            # Not kernel threads (children of kthreadd), not this command's own session.
+            "processes": "ps --ppid 2 -p 2 --deselect -o comm= | grep -vxE 'ps|sh|sort|sshd-session'"
+                         " | sort",
+        }
+        marker = "::ringlab-state::"
+        script = "; ".join(f"echo {marker}{shlex.quote(k)}; {c} 2>&1" for k, c in parts.items())
+        out = self.run(script, timeout=30).stdout
+        state: dict[str, str] = {}
+        for chunk in out.split(marker)[1:]:
+            key, _, value = chunk.partition("\n")
+            state[key] = " ".join(value.split())
+        return state
+
     def health(self) -> str | None:
         """None if the guest looks alive; otherwise what happened to it."""
         if self.vm.panicked.is_set() and self.vm.panic:

@@ -54,6 +54,16 @@ class BootableKernel:
         return m.group(1) if m else None
 
 
+_RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def release_version(release: str) -> tuple[int, int, int] | None:
+    """(6, 12, 107) for '6.12.107+deb13-cloud-amd64'; for a test whose rule only exists from
+    a release on (an ABI merged in v6.10), never to excuse a failure."""
+    m = _RELEASE.match(release)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) if m else None
+
+
 def bzimage_release(image: Path) -> str:
     """The kernel release string from a bzImage's setup header (boot protocol >= 2.00)."""
     with image.open("rb") as f:

@@ -42,15 +42,18 @@ class Comparison:
 
 
 def outcomes(summary: dict) -> dict[str, str]:
-    """Each test's final outcome; 'flaky' for one that passed only on its rerun."""
+    """Each test's final outcome (the last result of a test wins). A test that failed and then
+    passed on a rerun is 'flaky', a kernel finding, unless what failed the first time was the
+    emulator (the guest broke with no kernel splat: `broke` = ["emulator", ...])."""
     final: dict[str, str] = {}
-    reran: set[str] = set()
+    flaky: set[str] = set()
     for r in summary.get("results", []):
         if r["outcome"] == "rerun":
-            reran.add(r["test"])
+            if (r.get("broke") or [None])[0] != "emulator":
+                flaky.add(r["test"])
         else:
             final[r["test"]] = r["outcome"]
-    return {t: ("flaky" if t in reran and o == "passed" else o) for t, o in final.items()}
+    return {t: ("flaky" if t in flaky and o == "passed" else o) for t, o in final.items()}
 
 
 def compare(previous: dict | None, current: dict, previous_name: str | None = None

@@ -1,12 +1,16 @@
-"""Known kernel issues: ABI violations the lab has found, turned into expected failures.
+"""Known kernel issues: ABI violations the lab has found, each bound to its symptom.
 
-kernels/known-issues.yaml lists each issue with the tests it fails, the kernel releases it
-applies to, a reason and a link. On a listed kernel those tests run as strict xfail: the
-failure shows with its reason, and a pass (the kernel got fixed) fails the run so the list gets
-updated. On a kernel outside the listed versions the same failure stays a failure.
+kernels/known-issues.yaml names, per issue, the test and the *check within it* that shows the
+issue (a check id the test records with the `check` fixture, optionally narrowed by a predicate
+over the check's data, e.g. `lost_events == 0 and overrun > 0`), and/or the title of a splat
+the issue causes. The test always runs in full; only a failure that matches the symptom is
+excused (xfail), so a second bug in the same test still fails it (harness/results/verdicts.py).
+There is no version range: the kernel is asked, not its release number. `seen_on` lists
+where the issue was seen, for the report only.
 """
 from __future__ import annotations
 
+import ast
 import fnmatch
 import re
 from dataclasses import dataclass
@@ -15,59 +19,62 @@ from typing import Any
 
 import yaml
 
-from harness.config import _Reader
+from harness.config import YamlReader
 from harness.errors import ConfigError
 
 KNOWN_ISSUES = Path(__file__).resolve().parents[2] / "kernels" / "known-issues.yaml"
-_CLAUSE = re.compile(r"^\s*(?P<op>>=|<=|==|<|>)\s*(?P<v>\d+(?:\.\d+){0,2})\s*$")
-_RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
-
-
-def release_version(release: str) -> tuple[int, int, int] | None:
-    """(6, 12, 107) for '6.12.107+deb13-cloud-amd64'."""
-    m = _RELEASE.match(release)
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) if m else None
-
-
-def _version(text: str) -> tuple[int, ...]:
-    parts = [int(p) for p in text.split(".")]
-    return tuple(parts + [0] * (3 - len(parts)))
+KEYS = {"id", "test", "checks", "when", "splats", "seen_on", "reason", "link"}
+# What a `when` predicate may be made of: comparisons, and/or/not, arithmetic, names, literals.
+_PREDICATE_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not,
+                    ast.USub, ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
+                    ast.In, ast.NotIn, ast.Is, ast.IsNot, ast.BinOp, ast.Add, ast.Sub,
+                    ast.Mult, ast.Name, ast.Load, ast.Constant, ast.Tuple, ast.List)
 
 
 @dataclass(frozen=True)
-class VersionRange:
-    """Comma-separated clauses, all of which must hold: '>=6.12.105, <6.13'."""
-    text: str
-
-    def contains(self, version: tuple[int, int, int]) -> bool:
-        for clause in self.text.split(","):
-            m = _CLAUSE.match(clause)
-            assert m, clause  # checked when loaded
-            v, op = _version(m.group("v")), m.group("op")
-            ok = {">=": version >= v, "<=": version <= v, "==": version == v,
-                  "<": version < v, ">": version > v}[op]
-            if not ok:
-                return False
-        return True
+class CheckFailure:
+    """One check a test recorded as failed: its id, the message, and what it observed."""
+    id: str
+    message: str
+    data: dict[str, Any]
 
 
 @dataclass(frozen=True)
 class KnownIssue:
     id: str
-    tests: tuple[str, ...]          # test node ids, fnmatch patterns allowed
-    versions: tuple[VersionRange, ...]
+    tests: tuple[str, ...]        # test node ids, fnmatch patterns allowed
+    checks: tuple[str, ...]       # check ids (fnmatch) whose failure is the symptom
+    when: str | None              # and a predicate over that check's data
+    splats: tuple[str, ...]       # regexes over the title of a splat the issue causes
+    seen_on: tuple[str, ...]      # releases it was seen on: a hint for the report
     reason: str
     link: str
 
-    def applies(self, nodeid: str, release: str) -> bool:
-        version = release_version(release)
-        if version is None or not any(r.contains(version) for r in self.versions):
-            return False
+    def covers(self, nodeid: str) -> bool:
         return any(fnmatch.fnmatchcase(nodeid, t) for t in self.tests)
+
+    def explains_check(self, failure: CheckFailure) -> bool:
+        if not any(fnmatch.fnmatchcase(failure.id, c) for c in self.checks):
+            return False
+        return self.when is None or predicate_holds(self.when, failure.data)
+
+    def explains_splat(self, title: str) -> bool:
+        return any(re.search(p, title) for p in self.splats)
 
     @property
     def summary(self) -> str:
-        return f"known kernel issue {self.id}: {self.reason} ({self.link})"
+        seen = f"; seen on {', '.join(self.seen_on)}" if self.seen_on else ""
+        return f"known kernel issue {self.id}: {self.reason} ({self.link}{seen})"
+
+
+def predicate_holds(expression: str, data: dict[str, Any]) -> bool:
+    """The `when` predicate over a check's data; a name the data lacks makes it false (the
+    symptom is not the one described), never an error in the middle of a run."""
+    try:
+        return bool(eval(compile(ast.parse(expression, mode="eval"), "<when>", "eval"),
+                         {"__builtins__": {}}, dict(data)))
+    except (NameError, TypeError, ValueError, ArithmeticError):
+        return False
 
 
 def load(path: Path = KNOWN_ISSUES) -> list[KnownIssue]:
@@ -78,7 +85,7 @@ def load(path: Path = KNOWN_ISSUES) -> list[KnownIssue]:
         raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    r = _Reader(path)
+    r = YamlReader(path)
     top = r.mapping(doc, "", {"issues"}, {"issues"})
     if not isinstance(top["issues"], list):
         raise r.fail("issues", "a list of issues", top["issues"])
@@ -91,27 +98,54 @@ def load(path: Path = KNOWN_ISSUES) -> list[KnownIssue]:
     return out
 
 
-def _issue(r: _Reader, item: Any, key: str) -> KnownIssue:
-    d = r.mapping(item, key, {"id", "tests", "versions", "reason", "link"},
-                  {"id", "tests", "versions", "reason", "link"})
-    tests = _strings(r, d["tests"], f"{key}.tests", "a list of test node ids")
-    ranges = _strings(r, d["versions"], f"{key}.versions",
-                      "a list of version ranges such as '>=6.12.105, <6.13'")
-    for j, text in enumerate(ranges):
-        if not all(_CLAUSE.match(c) for c in text.split(",")):
-            raise r.fail(f"{key}.versions[{j}]", "clauses like '>=6.12.105' joined by commas",
-                         text)
-    return KnownIssue(r.string(d["id"], f"{key}.id"), tests,
-                      tuple(VersionRange(t) for t in ranges),
+def _issue(r: YamlReader, item: Any, key: str) -> KnownIssue:
+    d = r.mapping(item, key, KEYS, {"id", "test", "reason", "link"})
+    tests = _strings(r, d["test"] if isinstance(d["test"], list) else [d["test"]], f"{key}.test",
+                     "a test node id (or a list of them)")
+    checks = _strings(r, d.get("checks", []), f"{key}.checks", "a list of check ids", empty=True)
+    splat_res = _strings(r, d.get("splats", []), f"{key}.splats",
+                         "a list of regular expressions over splat titles", empty=True)
+    for j, p in enumerate(splat_res):
+        try:
+            re.compile(p)
+        except re.error as e:
+            raise r.fail(f"{key}.splats[{j}]", f"a regular expression ({e})", p) from None
+    if not checks and not splat_res:
+        raise r.fail(key, "a symptom: `checks` (with an optional `when`) and/or `splats`",
+                     got=False)
+    when = d.get("when")
+    if when is not None:
+        if not checks:
+            raise r.fail(f"{key}.when", "`checks` beside it (the predicate is over a check's "
+                         "data)", when)
+        _check_predicate(r, when, f"{key}.when")
+    seen_on = _strings(r, d.get("seen_on", []), f"{key}.seen_on",
+                       "a list of kernel releases", empty=True)
+    return KnownIssue(r.string(d["id"], f"{key}.id"), tests, checks, when, splat_res, seen_on,
                       r.string(d["reason"], f"{key}.reason"), r.string(d["link"], f"{key}.link"))
 
 
-def _strings(r: _Reader, value: Any, key: str, what: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not value or \
+def _check_predicate(r: YamlReader, text: Any, key: str) -> None:
+    what = "a predicate over the check's data, e.g. 'lost_events == 0 and overrun > 0'"
+    if not isinstance(text, str):
+        raise r.fail(key, what, text)
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        raise r.fail(key, what, text) from None
+    bad = next((n for n in ast.walk(tree) if not isinstance(n, _PREDICATE_NODES)), None)
+    if bad is not None:
+        raise r.fail(key, f"{what} (no {type(bad).__name__.lower()} allowed)", text)
+
+
+def _strings(r: YamlReader, value: Any, key: str, what: str, empty: bool = False
+             ) -> tuple[str, ...]:
+    if not isinstance(value, list) or (not value and not empty) or \
             not all(isinstance(v, str) and v for v in value):
         raise r.fail(key, what, value)
     return tuple(value)
 
 
-def matching(issues: list[KnownIssue], nodeid: str, release: str) -> KnownIssue | None:
-    return next((i for i in issues if i.applies(nodeid, release)), None)
+def for_test(issues: list[KnownIssue], nodeid: str) -> list[KnownIssue]:
+    """The issues whose symptom may show in this test."""
+    return [i for i in issues if i.covers(nodeid)]

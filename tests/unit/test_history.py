@@ -57,3 +57,14 @@ def test_an_unwritable_history_dir_is_a_clear_error(tmp_path: Path) -> None:
     run.write_text(json.dumps(summary("k", "1", a="passed")))
     with pytest.raises(ConfigError, match="--history"):
         history.record(blocker / "sub", run)
+
+
+def test_a_rerun_after_the_emulator_broke_is_a_pass_and_any_other_is_flaky() -> None:
+    def run(cause: str | None) -> dict:
+        rerun = {"test": "t", "outcome": "rerun", "reason": "x"}
+        if cause:
+            rerun["broke"] = [cause, "QEMU exited"]
+        return {"results": [rerun, {"test": "t", "outcome": "passed"}]}
+    assert history.outcomes(run("emulator")) == {"t": "passed"}
+    assert history.outcomes(run("kernel")) == {"t": "flaky"}   # died with a kernel splat
+    assert history.outcomes(run(None)) == {"t": "flaky"}       # --reruns: an assertion

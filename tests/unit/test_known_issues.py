@@ -1,18 +1,30 @@
-"""kernels/known-issues.yaml: loading, validation errors that name the culprit, matching."""
+"""Known kernel issues bound to their symptom: the list's validation, and verdicts on real probe
+outputs (tests/unit/data/known-issues/, recorded on Debian's 6.12.107) run through the kernel
+tests' own code: symptom present (XFAIL), absent (passes, "not seen"), present beside a second
+failure (FAIL)."""
 from __future__ import annotations
 
+import copy
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness.results import known_issues
 from harness.errors import ConfigError
+from harness.results import known_issues, verdicts
+from harness.results.known_issues import CheckFailure
 
+DATA = Path(__file__).parent / "data" / "known-issues"
+SUITE = "tests/kernel/test_trace_mmap.py"
 GOOD = """
 issues:
   - id: a
-    tests: ["tests/kernel/test_x.py::test_y*"]
-    versions: [">=6.12.105, <6.13", "==6.18.2"]
+    test: "tests/kernel/test_x.py::test_y*"
+    checks: ["rule-*"]
+    when: "got == 'ok' and n > 0"
+    splats: ["WARNING at .* f\\\\+"]
+    seen_on: ["6.12.107"]
     reason: why
     link: https://example.invalid/a
 """
@@ -24,34 +36,148 @@ def write(tmp_path: Path, text: str) -> Path:
     return p
 
 
-def test_the_checked_in_list_loads() -> None:
+def recorded(name: str) -> dict[str, Any]:
+    return json.loads((DATA / f"{name}-6.12.107.json").read_text())
+
+
+class FakeGuest:
+    """What the kernel tests ask of a guest, answered from a recorded probe output."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def observe(self, name: str, args: list[str], timeout: float = 0) -> Any:
+        return type("Result", (), {"data": self.data})()
+
+    probe = observe
+
+
+def run_kernel_test(test: Any, probe: dict[str, Any], **fixtures: Any
+                    ) -> tuple[verdicts.Checks, str | None]:
+    """Run a kernel test's own function on a recorded probe output: its failed checks, and
+    the first line of the exception it ended with."""
+    checks = verdicts.Checks()
+    try:
+        test(FakeGuest(probe), check=checks, **fixtures)
+    except AssertionError as e:
+        return checks, f"AssertionError: {str(e).splitlines()[0]}"
+    return checks, None
+
+
+def first_mapping_test() -> Any:
+    from tests.kernel.test_trace_mmap import test_refused_mappings_fail_on_an_unmapped_buffer
+    return test_refused_mappings_fail_on_an_unmapped_buffer
+
+
+def issues_of(nodeid: str) -> list[known_issues.KnownIssue]:
+    return known_issues.for_test(known_issues.load(), nodeid)
+
+
+def test_the_checked_in_list_loads_and_names_a_symptom_for_each_issue() -> None:
     issues = known_issues.load()
     assert issues and all(i.reason and i.link and i.tests for i in issues)
+    assert all(i.checks or i.splats for i in issues)
 
 
-def test_matching_by_test_and_release(tmp_path: Path) -> None:
+def test_symptom_present_is_xfail() -> None:
+    r = recorded("first-mapping")
+    checks, raised = run_kernel_test(first_mapping_test(), r["probe"])
+    assert [f.id for f in checks.failures] == [
+        "first-map-prot_write", "first-map-prot_exec", "first-map-map_private",
+        "first-map-off_subbuf_boundary", "first-map-past_the_end"]
+    v = verdicts.judge(checks.failures, r["splats"], issues_of(r["test"]), raised)
+    assert v.outcome == "xfailed", v.reason
+    assert v.seen == ("trace-mmap-first-map-error-dropped",)
+    assert "known kernel issue trace-mmap-first-map-error-dropped" in v.reason
+
+
+def test_symptom_absent_passes_and_says_not_seen() -> None:
+    r = recorded("first-mapping")
+    fixed = dict(r["probe"], prot_write="EPERM", prot_exec="EPERM", map_private="EPERM",
+                 off_subbuf_boundary="EINVAL", past_the_end="EINVAL")
+    checks, raised = run_kernel_test(first_mapping_test(), fixed)
+    v = verdicts.judge(checks.failures, [], issues_of(r["test"]), raised)
+    assert v.outcome == "passed"
+    assert v.not_seen == ("trace-mmap-first-map-error-dropped",)
+
+
+def test_symptom_beside_a_second_failure_fails() -> None:
+    r = recorded("first-mapping")
+    # A kernel that drops the error (the known issue) and also breaks the good mapping after.
+    checks, raised = run_kernel_test(first_mapping_test(), dict(r["probe"], map_after="EINVAL"))
+    v = verdicts.judge(checks.failures, r["splats"], issues_of(r["test"]), raised)
+    assert v.outcome == "failed"
+    assert v.unexplained == ["AssertionError: a good mapping after the refused ones must work"]
+    assert "(known issue trace-mmap-first-map-error-dropped)" in v.reason
+
+
+def test_another_wrong_errno_is_not_the_known_issue() -> None:
+    r = recorded("first-mapping")
+    # EINVAL where EPERM is due is a wrong errno, not the dropped error the issue describes.
+    checks, raised = run_kernel_test(first_mapping_test(), dict(r["probe"], prot_write="EINVAL"))
+    v = verdicts.judge(checks.failures, r["splats"], issues_of(r["test"]), raised)
+    assert v.outcome == "failed"
+    assert v.unexplained == ["check first-map-prot_write: the first mapping of a CPU buffer, "
+                             "prot_write: expected EPERM, got EINVAL"]
+
+
+def test_a_splat_symptom_excuses_its_splat_only() -> None:
+    r = recorded("lifetime-fork")
+    issues = issues_of(r["test"])
+    assert verdicts.judge([], r["splats"], issues).outcome == "xfailed"
+    other = r["splats"] + ["BUG: KASAN: use-after-free in ring_buffer_map_get_reader+0x1/0x2"]
+    v = verdicts.judge([], other, issues)
+    assert v.outcome == "failed" and v.unexplained == [f"the kernel splatted during this test: {other[-1]}"]
+    # The same splat in a test the issue does not cover is not excused.
+    assert verdicts.judge([], r["splats"], issues_of(f"{SUITE}::test_partial_munmap_is_refused")
+                          ).outcome == "failed"
+
+
+def test_predicates_over_the_check_data(tmp_path: Path) -> None:
     [issue] = known_issues.load(write(tmp_path, GOOD))
-    assert issue.applies("tests/kernel/test_x.py::test_y[4-0]", "6.12.107+deb13-cloud-amd64")
-    assert issue.applies("tests/kernel/test_x.py::test_y", "6.18.2")
-    assert not issue.applies("tests/kernel/test_x.py::test_y", "6.12.104")
-    assert not issue.applies("tests/kernel/test_x.py::test_y", "6.13.0")
-    assert not issue.applies("tests/kernel/test_x.py::test_z", "6.12.107")
-    assert not issue.applies("tests/kernel/test_x.py::test_y", "not-a-version")
-    assert known_issues.matching([issue], "tests/kernel/test_x.py::test_y", "6.12.106") is issue
-    assert "known kernel issue a: why" in issue.summary
+    assert issue.covers("tests/kernel/test_x.py::test_y[4-0]")
+    assert not issue.covers("tests/kernel/test_x.py::test_z")
+    assert issue.explains_check(CheckFailure("rule-1", "m", {"got": "ok", "n": 2}))
+    assert not issue.explains_check(CheckFailure("rule-1", "m", {"got": "EINVAL", "n": 2}))
+    assert not issue.explains_check(CheckFailure("other", "m", {"got": "ok", "n": 2}))
+    # A name the check did not record: not this symptom (false), never an error.
+    assert not issue.explains_check(CheckFailure("rule-1", "m", {"got": "ok"}))
+    assert issue.explains_splat("WARNING at kernel/x.c:1 f+0x1/0x2")
+    assert "seen on 6.12.107" in issue.summary
+
+
+def test_a_test_without_checks_or_splats_is_judged_by_its_exception() -> None:
+    assert verdicts.judge([], [], [], None).outcome == "passed"
+    v = verdicts.judge([], [], [], "AssertionError: x")
+    assert v.outcome == "failed" and v.reason == "AssertionError: x"
+
+
+def test_the_check_fixture_goes_on_after_a_failure() -> None:
+    check = verdicts.Checks()
+    assert check("a", False, "first", got=1) is False
+    assert check("b", True, "fine") is True
+    assert check("c", 0, "third") is False
+    assert [(f.id, f.data) for f in check.failures] == [("a", {"got": 1}), ("c", {})]
 
 
 @pytest.mark.parametrize("text, culprit", [
     ("issues: 3", "issues: expected a list"),
-    ("issues:\n  - {id: a, tests: [t], versions: ['>=6'], reason: r}", r"issues\[0\]\.link"),
-    ("issues:\n  - {id: a, tests: [t], versions: ['6.12'], reason: r, link: l}",
-     r"issues\[0\]\.versions\[0\]: expected clauses"),
-    ("issues:\n  - {id: a, tests: [], versions: ['>=6'], reason: r, link: l}",
-     r"issues\[0\]\.tests: expected a list"),
-    ("issues:\n  - {id: a, tests: [t], versions: ['>=6'], reason: r, link: l, extra: 1}",
-     r"issues\[0\]\.extra: unknown key"),
-    ("issues:\n  - {id: a, tests: [t], versions: ['>=6'], reason: r, link: l}\n"
-     "  - {id: a, tests: [t], versions: ['>=6'], reason: r, link: l}", r"issues\[1\]\.id"),
+    ("issues:\n  - {id: a, test: t, checks: [c], reason: r}", r"issues\[0\]\.link"),
+    ("issues:\n  - {id: a, test: t, reason: r, link: l}", r"issues\[0\]: expected a symptom"),
+    ("issues:\n  - {id: a, test: t, checks: [c], when: 'import os', reason: r, link: l}",
+     r"issues\[0\]\.when: expected a predicate"),
+    ("issues:\n  - {id: a, test: t, checks: [c], when: '__import__(\"os\")', reason: r, "
+     "link: l}", r"issues\[0\]\.when: .*no call allowed"),
+    ("issues:\n  - {id: a, test: t, splats: [x], when: 'a == 1', reason: r, link: l}",
+     r"issues\[0\]\.when: expected `checks` beside it"),
+    ("issues:\n  - {id: a, test: t, splats: ['(x'], reason: r, link: l}",
+     r"issues\[0\]\.splats\[0\]: expected a regular expression"),
+    ("issues:\n  - {id: a, test: [], checks: [c], reason: r, link: l}",
+     r"issues\[0\]\.test: expected a test node id"),
+    ("issues:\n  - {id: a, test: t, checks: [c], reason: r, link: l, versions: ['>=6']}",
+     r"issues\[0\]\.versions: unknown key"),
+    ("issues:\n  - {id: a, test: t, checks: [c], reason: r, link: l}\n"
+     "  - {id: a, test: t, checks: [c], reason: r, link: l}", r"issues\[1\]\.id"),
     ("issues: [", "not valid YAML"),
 ])
 def test_mistakes_name_file_and_key(tmp_path: Path, text: str, culprit: str) -> None:
@@ -64,3 +190,10 @@ def test_mistakes_name_file_and_key(tmp_path: Path, text: str, culprit: str) -> 
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         known_issues.load(tmp_path / "nope.yaml")
+
+
+def test_recorded_outputs_are_not_changed_by_the_tests() -> None:
+    r = recorded("first-mapping")
+    before = copy.deepcopy(r)
+    run_kernel_test(first_mapping_test(), r["probe"])
+    assert r == before

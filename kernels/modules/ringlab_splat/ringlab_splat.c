@@ -5,6 +5,9 @@
  * module that taints the kernel.
  *
  *   echo 1 > /sys/module/ringlab_splat/parameters/warn     a WARNING (the kernel goes on)
+ *   echo MS > /sys/module/ringlab_splat/parameters/warn_later
+ *                                                          a WARNING MS milliseconds later,
+ *                                                          from a workqueue (deferred work)
  *   echo 1 > /sys/module/ringlab_splat/parameters/hang     this CPU spins with interrupts off
  *                                                          (on a 1-CPU guest: a silent hang)
  *   echo N > /sys/module/ringlab_splat/parameters/flood    a kernel thread printks N lines as
@@ -19,6 +22,7 @@
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/sched.h>
+#include <linux/workqueue.h>
 
 static noinline void ringlab_splat_warn(void)
 {
@@ -45,6 +49,30 @@ static const struct kernel_param_ops warn_ops = {
 static bool warn;
 module_param_cb(warn, &warn_ops, &warn, 0200);
 MODULE_PARM_DESC(warn, "write 1 to make the kernel WARN");
+
+static void warn_later_fn(struct work_struct *work)
+{
+	ringlab_splat_warn();
+}
+static DECLARE_DELAYED_WORK(warn_later_work, warn_later_fn);
+
+static int warn_later_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int ms;
+	int ret = kstrtouint(val, 0, &ms);
+
+	if (ret)
+		return ret;
+	schedule_delayed_work(&warn_later_work, msecs_to_jiffies(ms));
+	return 0;
+}
+
+static const struct kernel_param_ops warn_later_ops = {
+	.set = warn_later_set,
+};
+
+module_param_cb(warn_later, &warn_later_ops, NULL, 0200);
+MODULE_PARM_DESC(warn_later, "write MS to make the kernel WARN from deferred work MS ms later");
 
 static int hang_set(const char *val, const struct kernel_param *kp)
 {
@@ -120,6 +148,7 @@ MODULE_PARM_DESC(flood, "write N to printk N lines from a kernel thread; reads l
 
 static void __exit ringlab_splat_exit(void)
 {
+	cancel_delayed_work_sync(&warn_later_work);
 	if (flooder)
 		kthread_stop(flooder);
 }
