@@ -17,6 +17,10 @@ Operations (PAGES counts the control page: 1 + 2^n):
   unmap=I           munmap the I-th map (and close its fd unless closed already)
   close=I           close the I-th map's fd, keeping the mapping
   aux=I:PAGES       try an AUX mmap of PAGES pages on the I-th map (a software event: refused)
+  pmu-map=PAGES     map= on an event of the lab's test PMU (kernels/modules/ringlab_aux, which
+                    has an AUX area): per task, user space only, so `lab` may open it
+  pmu-aux=I:PAGES   map an AUX area of PAGES pages on the I-th map (a pmu-map), kept until
+                    unmap=I, which unmaps it first
   fork-map=PAGES    a child maps PAGES pages and exits without munmap
   tracefs-map, tracefs-unmap   map/unmap cpu0's trace_pipe_raw of our instance (root only)
 
@@ -50,6 +54,7 @@ CAP_IPC_LOCK = 14                       # include/uapi/linux/capability.h
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 PERF_FLAG_DETACHED = 1 << 4             # seed 002 (not mainline)
 TRACEFS = "/sys/kernel/tracing"
+PMU_DIR = "/sys/bus/event_source/devices/ringlab_aux"
 SW_FLAGS = perf.ATTR_DISABLED | perf.ATTR_EXCLUDE_KERNEL | perf.ATTR_EXCLUDE_HV
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -121,6 +126,7 @@ class Script:
     def __init__(self, instance: str | None) -> None:
         self.who = "root"
         self.maps: list[tuple[int, RingBuffer | None, bool]] = []  # (fd, ring, fd closed)
+        self.aux: dict[int, Mapping] = {}  # the AUX area of map I
         self.instance = instance
         self.trace: tuple[int, Mapping] | None = None
 
@@ -166,8 +172,8 @@ class Script:
         self.who = who
         return "ok"
 
-    def op_map(self, pages: str) -> str:
-        fd = open_dummy(SW_FLAGS)
+    def op_map(self, pages: str, open_event=lambda: open_dummy(SW_FLAGS)) -> str:
+        fd = open_event()
         try:
             rb = RingBuffer(fd, int(pages) - 1)
         except OSError:
@@ -177,11 +183,29 @@ class Script:
         self.maps.append((fd, rb, False))
         return "ok"
 
+    def op_pmu_map(self, pages: str) -> str:
+        return self.op_map(pages, open_test_pmu_task)
+
+    def op_pmu_aux(self, arg: str) -> str:
+        """A real AUX area on map I: aux_offset/aux_size in its control page, then the mmap
+        (perf_mmap(): pgoff != 0, charged as `accounting:` says, then rb_alloc_aux())."""
+        index, _, pages = arg.partition(":")
+        fd, rb, _ = self.maps[int(index)]
+        if rb is None:
+            return "not mapped"
+        ctl = perf.PerfEventMmapPage.from_address(rb.base)
+        ctl.aux_offset, ctl.aux_size = rb.length, int(pages) * PAGE
+        self.aux[int(index)] = Mapping(fd, int(pages) * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
+                                       offset=rb.length)
+        return "ok"
+
     def op_unmap(self, index: str) -> str:
         i = int(index)
         fd, rb, closed = self.maps[i]
         if rb is None:
             return "not mapped"
+        if i in self.aux:
+            self.aux.pop(i).close()
         rb.close()
         if not closed:
             os.close(fd)
@@ -225,6 +249,17 @@ class Script:
         os.close(fd)
         self.trace = None
         return "ok"
+
+
+def open_test_pmu_task() -> int:
+    """An event of the test PMU on this task, any CPU, user space only: what perf_event_open()
+    lets `lab` open at perf_event_paranoid 2."""
+    try:
+        type_ = int(open(f"{PMU_DIR}/type").read())
+    except OSError:
+        raise probelib.Skip("the test PMU ringlab_aux is not loaded (kernels/modules/"
+                            "ringlab_aux)") from None
+    return perf.perf_event_open(perf.attr(type_, 4096, SW_FLAGS), 0, -1)
 
 
 def _map_and_exit(pages: int) -> dict:

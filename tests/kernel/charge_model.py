@@ -18,6 +18,7 @@ class ChargeModel:
     locked: dict[str, int] = field(default_factory=lambda: {"root": 0, "lab": 0})
     pinned: int = 0
     maps: list[tuple[str, int, int] | None] = field(default_factory=list)
+    aux: dict[int, tuple[int, int]] = field(default_factory=dict)  # map: (locked, extra)
     fd_open: list[bool] = field(default_factory=list)
 
     @property
@@ -42,7 +43,7 @@ class ChargeModel:
             self.rlimit_kb = int(arg)
         elif name == "as":
             self.who = arg
-        elif name == "map":
+        elif name in ("map", "pmu-map"):
             pages = int(arg)
             data = pages - 1
             if data & (data - 1):   # perf_mmap(): 1 + 2^n pages, else EINVAL
@@ -63,8 +64,11 @@ class ChargeModel:
             if m is None:
                 return "not mapped"
             user, locked, extra = m
-            self.locked[user] -= locked
-            self.pinned -= extra
+            # perf_mmap_close(): the AUX area's charge goes back to rb->mmap_user, the user
+            # who mapped the data buffer, and to this mm's pinned_vm.
+            aux_locked, aux_extra = self.aux.pop(int(arg), (0, 0))
+            self.locked[user] -= locked + aux_locked
+            self.pinned -= extra + aux_extra
             self.maps[int(arg)] = None
         elif name == "close":
             self.fd_open[int(arg)] = False
@@ -79,7 +83,25 @@ class ChargeModel:
             # A software event has no AUX support: rb_alloc_aux() -> EOPNOTSUPP, nothing
             # charged (the charge is only made when the allocation succeeded).
             return "EPERM" if result == "EPERM" else "EOPNOTSUPP"
+        elif name == "pmu-aux":
+            return self.map_aux(*(int(x) for x in arg.split(":")))
         elif name == "fork-map":
             result, _ = self.charge(int(arg), 0)  # a new process: its own pinned_vm
             return result
+        return "ok"
+
+    def map_aux(self, index: int, pages: int) -> str:
+        """An AUX area on a PMU that has one (the test PMU), on a map without one yet: the
+        same charge as a data buffer of `pages` (perf_mmap(): user_extra = nr_pages, then
+        `accounting:`), refused with nothing charged."""
+        if self.maps[index] is None:
+            return "not mapped"
+        if pages & (pages - 1):
+            return "EINVAL"
+        result, extra = self.charge(pages, self.pinned)
+        if result != "ok":
+            return result
+        self.locked[self.user] += pages - extra
+        self.pinned += extra
+        self.aux[index] = (pages - extra, extra)
         return "ok"

@@ -50,7 +50,7 @@ def allowance_ops(ops: list[str]) -> list[str]:
     """Map exactly the user's locked_vm allowance (mlock 260 KB = 65 pages a CPU, as 1 + 64
     pages a map) as whoever the script ended as: nothing may go to VmPin unless a charge
     leaked. The probe reports the CPU count; 2 maps cover guests of up to 2 CPUs."""
-    first = sum(1 for op in ops if op.startswith("map="))
+    first = sum(1 for op in ops if op.startswith(("map=", "pmu-map=")))
     return ["mlock=260", "map=65", "map=65", f"unmap={first}", f"unmap={first + 1}"]
 
 
@@ -116,6 +116,26 @@ def test_failed_aux_mmaps_charge_nothing(guest: Guest) -> None:
     check(run_script(guest, ops),
           "an AUX mmap refused on a software event (EOPNOTSUPP, EINVAL) charges nothing and "
           "leaves the data buffer's charge to come back whole")
+
+
+@WHO
+def test_aux_area_is_charged_by_the_rule(guest: Guest, test_pmu: int, who: str) -> None:
+    """A real AUX area (the test PMU) is charged like a data buffer of its pages (perf_mmap():
+    user_extra = nr_pages, then the same `accounting:`), given back on munmap, and EPERM past
+    the allowance plus RLIMIT_MEMLOCK without CAP_IPC_LOCK. mlock 8 KB (2 pages a CPU) and
+    RLIMIT_MEMLOCK 48 KB (12 pages) make the 8-page AUX area of step 6 too much on 1 or 2
+    CPUs; as `lab` the identity is the script's (real uid 1000, effective capabilities
+    cleared: what current_user() and capable() see, as for guest.probe(user="lab"))."""
+    steps, wrong = run_script(guest, ["mlock=8", "rlimit=48", f"as={who}", "pmu-map=3",
+                                      "pmu-aux=0:4", "pmu-map=2", "pmu-aux=1:8", "unmap=0",
+                                      "pmu-map=2", "pmu-aux=2:8", "unmap=1", "unmap=2"])
+    assert not wrong, "an AUX area's pages go to locked_vm up to perf_event_mlock_kb x CPUs, " \
+        "the rest to VmPin within RLIMIT_MEMLOCK, and come back on munmap:\n  " \
+        + "\n  ".join(wrong)
+    refused = [s["op"] for s in steps if s["result"] == "EPERM"]
+    assert refused[:1] == (["pmu-aux=1:8"] if who == "user" else []), \
+        f"as {who}: EPERM for {refused or 'nothing'}; only the user without CAP_IPC_LOCK, " \
+        "and first at the 8-page AUX area"
 
 
 def test_tracefs_mapping_charges_nothing(guest: Guest) -> None:

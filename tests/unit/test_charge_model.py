@@ -55,3 +55,13 @@ def test_refusals_and_aux() -> None:
                                   "aux=0:8"]] == ["EINVAL", "EINVAL", "ok", "EOPNOTSUPP",
                                                   "EINVAL", "not mapped"]
     assert m.pinned == 0 and m.locked["root"] == 9
+
+
+def test_an_aux_area_is_charged_like_a_data_buffer() -> None:
+    # mlock 16 KB = 4 pages on 1 CPU, RLIMIT_MEMLOCK 32 KB = 8 pages.
+    m = model(mlock_kb=16, rlimit_kb=32)
+    assert run(m, ["as=user", "pmu-map=5", "pmu-aux=0:4", "pmu-map=2", "pmu-aux=1:2",
+                   "pmu-aux=1:3", "unmap=0", "pmu-aux=1:2", "unmap=1"]) == [
+        ("ok", 0), ("ok", 4), ("ok", 20), ("ok", 28), ("EPERM", 28), ("EINVAL", 28),
+        ("ok", 8), ("ok", 8), ("ok", 0)]
+    assert m.locked["lab"] == 0
