@@ -318,17 +318,6 @@ def check_protection(args: list[str]) -> dict:
     return result
 
 
-def vmas_in(addr: int, length: int) -> list[list]:
-    """[start, end, perms] of every VMA of this process overlapping [addr, addr+length)."""
-    out = []
-    for line in open("/proc/self/maps"):
-        span, perms = line.split()[:2]
-        lo, hi = (int(x, 16) for x in span.split("-"))
-        if lo < addr + length and hi > addr:
-            out.append([lo - addr, hi - addr, perms])
-    return out
-
-
 def _vma_ops(addr: int, length: int, grown: list[int]) -> dict:
     """Each way to split a 1 + 2 page buffer VMA at its last page, and to grow it by a page
     (in place, or moving: where it went is appended to `grown`), as a callable returning
@@ -364,11 +353,11 @@ def _try_on_fresh_buffer(operation: str) -> dict:
     fd = open_dummy()
     m = probelib.Mapping(fd, length, mmap.PROT_READ | mmap.PROT_WRITE)
     addr = m.addr
-    before = vmas_in(addr, length)
+    before = probelib.vmas_in(addr, length)
     ctypes.set_errno(0)
     grown: list[int] = []
     out = {"result": _errno_result(_vma_ops(addr, length, grown)[operation]()),
-           "vmas_before": before, "vmas_after": vmas_in(addr, length)}
+           "vmas_before": before, "vmas_after": probelib.vmas_in(addr, length)}
     after = out["vmas_after"]
     if after and after[0][0] == 0 and after[0][2].startswith("r") and after[0][2][3] == "s":
         out["data_size_after"] = ctypes.c_uint64.from_address(

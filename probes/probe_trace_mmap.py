@@ -34,6 +34,14 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.mremap.restype = ctypes.c_void_p
+_libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int,
+                         ctypes.c_void_p]
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_long]
+MAP_FAILED = ctypes.c_void_p(-1).value
+MREMAP_MAYMOVE, MAP_FIXED, MAP_ANONYMOUS = 1, 0x10, 0x20
 
 
 def _libc_result(rc: int) -> str:
@@ -687,9 +695,75 @@ def _lifetime_rounds(inst: Instance, rounds: int = 200) -> dict:
             "remap_works": _remap_works(inst)}
 
 
+def _addr_result(addr: int | None) -> str:
+    """'ok' for an address mremap()/mmap() returned, else the errno's name."""
+    return probelib.errname(ctypes.get_errno()) if addr in (None, MAP_FAILED) else "ok"
+
+
+RESHAPES = ("shrinking_mremap", "map_fixed_over_part", "mprotect_part", "grow_meta",
+            "grow_meta_maymove", "grow_data", "grow_data_maymove")
+
+
+def _reshape_ops(tm: TraceMap, moved: list[tuple[int, int]]) -> dict:
+    """Each of RESHAPES: a split of the data mapping at its second page, or a growth of a
+    mapping by a page (in place, or moving: where it went, and its length, is appended to
+    `moved`), as a callable returning 'ok' or the errno's name."""
+    data, meta = tm.data, tm.meta_map
+    second = ctypes.c_void_p(data.addr + PAGE)
+
+    def grow(m: Mapping, flags: int) -> str:
+        new = _libc.mremap(ctypes.c_void_p(m.addr), m.length, m.length + PAGE, flags, None)
+        if new not in (None, MAP_FAILED):
+            moved.append((new, m.length + PAGE))
+        return _addr_result(new)
+
+    return {
+        "shrinking_mremap": lambda: _addr_result(_libc.mremap(
+            ctypes.c_void_p(data.addr), data.length, data.length - PAGE, 0, None)),
+        "map_fixed_over_part": lambda: _addr_result(_libc.mmap(
+            second, PAGE, mmap.PROT_READ, mmap.MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)),
+        "mprotect_part": lambda: _libc_result(_libc.mprotect(second, PAGE, 0)),  # PROT_NONE
+        "grow_meta": lambda: grow(meta, 0),
+        "grow_meta_maymove": lambda: grow(meta, MREMAP_MAYMOVE),
+        "grow_data": lambda: grow(data, 0),
+        "grow_data_maymove": lambda: grow(data, MREMAP_MAYMOVE),
+    }
+
+
+def _lifetime_reshape(inst: Instance) -> dict:
+    """Each split and growth of _reshape_ops() on a fresh mapping: its result, the VMAs of
+    the meta page and data area before and after, whether GET_READER still gives what was
+    written, then munmap of all of it (wherever a growth moved it)."""
+    out = {}
+    for name in RESHAPES:
+        fd = inst.open_cpu(0)
+        tm = TraceMap(fd)
+        spans = [(tm.meta_map.addr, tm.meta_map.length), (tm.data.addr, tm.data.length)]
+        before = [probelib.vmas_in(a, n) for a, n in spans]
+        moved: list[tuple[int, int]] = []
+        ctypes.set_errno(0)
+        result = _reshape_ops(tm, moved)[name]()
+        after = [probelib.vmas_in(a, n) for a, n in spans]
+        inst.mark(f"after-{name}")
+        reads = "mapping changed"
+        if after == before:
+            reads = "ok" if f"after-{name}" in MapReader(tm, inst).until_empty().texts \
+                else "marker not read"
+        out[name] = {"result": result, "vmas_before": before, "vmas_after": after,
+                     "reads_after": reads}
+        for a, n in spans:
+            _libc.munmap(ctypes.c_void_p(a), n)
+        for a, n in moved:
+            _libc.munmap(ctypes.c_void_p(a), n)
+        tm.data.addr = tm.meta_map.addr = None
+        os.close(fd)
+    out["remap_works"] = _remap_works(inst)
+    return out
+
+
 LIFETIME = {"partial": _lifetime_partial, "fork": _lifetime_fork, "twice": _lifetime_twice,
             "close-first": _lifetime_close_first, "instances": _lifetime_instances,
-            "rounds": _lifetime_rounds}
+            "rounds": _lifetime_rounds, "reshape": _lifetime_reshape}
 
 
 def check_lifetime(args: list[str]) -> dict:
@@ -703,6 +777,45 @@ def check_lifetime(args: list[str]) -> dict:
         path = inst.path
     out["instance_removed"] = not os.path.exists(path)
     return {"part": part, **out}
+
+
+# --- latency tracers ----------------------------------------------------------------------
+
+# The tracers with use_max_tr set (kernel/trace/trace_irqsoff.c, trace_sched_wakeup.c): they
+# swap the buffer with its snapshot (update_max_tr()), which a mapped buffer cannot allow.
+LATENCY_TRACERS = ("irqsoff", "preemptoff", "preemptirqsoff", "wakeup", "wakeup_rt",
+                   "wakeup_dl")
+
+
+def check_latency_tracer(args: list[str]) -> dict:
+    """Switching an instance to a latency tracer while its buffer is mapped, and after
+    munmap. Skips, saying which tracers the kernel has, when it has none of them."""
+    with instance(subbuf_kb=4, size_kb=64) as inst, pinned(0):
+        listing = f"{inst.path}/available_tracers"  # an instance lists what it may use
+        available = read_file(listing if os.path.exists(listing)
+                              else f"{inst.root}/available_tracers").split()
+        tracer = next((t for t in LATENCY_TRACERS if t in available), None)
+        if tracer is None:
+            raise probelib.Skip(
+                f"kernel has no latency tracer (use_max_tr: {', '.join(LATENCY_TRACERS)}) in "
+                f"available_tracers: {' '.join(available) or 'none'} (CONFIG_IRQSOFF_TRACER, "
+                f"CONFIG_PREEMPT_TRACER, CONFIG_SCHED_TRACER off)")
+        out = {"tracer": tracer, "current_before": inst.get("current_tracer")}
+        fd = inst.open_cpu(0)
+        with TraceMap(fd) as tm:
+            out["set_while_mapped"] = inst.set("current_tracer", tracer)
+            out["current_while_mapped"] = inst.get("current_tracer")
+            inst.mark("after-latency-tracer")
+            out["reads_while_mapped"] = \
+                "after-latency-tracer" in MapReader(tm, inst).until_empty().texts
+        os.close(fd)
+        out["set_after_unmap"] = inst.set("current_tracer", tracer)
+        out["current_after_unmap"] = inst.get("current_tracer")
+        fd = inst.open_cpu(0)
+        out["map_with_latency_tracer"] = _map_result(fd, PAGE)
+        os.close(fd)
+        out["back_to_nop"] = inst.set("current_tracer", "nop")
+    return out
 
 
 # --- 7. readers side by side ---------------------------------------------------------------

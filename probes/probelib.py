@@ -105,6 +105,18 @@ def in_child(fn: Callable[..., dict], *args: object) -> dict:
     return json.loads(data)
 
 
+def vmas_in(addr: int, length: int) -> list[list]:
+    """[start, end, perms] (relative to addr) of each VMA of this process overlapping
+    [addr, addr+length), from /proc/self/maps: what a split or a refused one left."""
+    out = []
+    for line in open("/proc/self/maps"):
+        span, perms = line.split()[:2]
+        lo, hi = (int(x, 16) for x in span.split("-"))
+        if lo < addr + length and hi > addr:
+            out.append([lo - addr, hi - addr, perms])
+    return out
+
+
 def run(main: Callable[[list[str]], int]) -> None:
     """Entry for `python3 probe_x.py ...` by hand."""
     sys.exit(main(sys.argv[1:]))

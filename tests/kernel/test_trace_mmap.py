@@ -321,6 +321,48 @@ def test_many_map_unmap_rounds_leave_nothing_behind(guest: Guest, new_splats) ->
         f"to zero): {d['resize_after']}"
 
 
+# kernel/trace/trace.c tracing_buffers_may_split() returns -EINVAL for any split: a
+# shrinking mremap unmaps the tail, MAP_FIXED over a part unmaps that part, mprotect of a part
+# splits it. kernel/trace/ring_buffer.c __rb_map_vma() sets VM_DONTEXPAND, and mm/mremap.c
+# vma_to_resize() refuses to grow such a VMA, in place or moving: "if (vma->vm_flags &
+# (VM_DONTEXPAND | VM_PFNMAP)) return ERR_PTR(-EFAULT)", before any expansion is tried.
+RESHAPE_ERRNO = {"shrinking_mremap": "EINVAL", "map_fixed_over_part": "EINVAL",
+                 "mprotect_part": "EINVAL", "grow_meta": "EFAULT", "grow_meta_maymove": "EFAULT",
+                 "grow_data": "EFAULT", "grow_data_maymove": "EFAULT"}
+
+
+def test_mapping_cannot_be_split_or_grown(guest: Guest, new_splats) -> None:
+    d = lifetime(guest, "reshape", new_splats)
+    wrong = {}
+    for op, want in RESHAPE_ERRNO.items():
+        r = d[op]
+        if (r["result"], r["reads_after"]) != (want, "ok") or r["vmas_after"] != r["vmas_before"]:
+            wrong[op] = f"expected {want} with the meta page and data area whole and readable; " \
+                        f"got {r['result']}, VMAs {r['vmas_before']} -> {r['vmas_after']}, " \
+                        f"reading after: {r['reads_after']}"
+    assert not wrong, f"splitting or growing a mapped trace_pipe_raw: {wrong}"
+    assert not new_splats(), f"kernel splats: {new_splats()}"
+
+
+def test_latency_tracer_refused_while_mapped(guest: Guest, new_splats) -> None:
+    d = trace(guest, "latency-tracer")
+    # tracing_set_tracer(): switching to a tracer with use_max_tr arms the snapshot, and
+    # 6.12's tracing_arm_snapshot_locked() refuses that on a mapped buffer: "if
+    # (tr->snapshot == UINT_MAX || tr->mapped) return -EBUSY". The instance starts with nop,
+    # which the refused switch leaves in place.
+    assert (d["set_while_mapped"], d["current_while_mapped"]) == ("EBUSY", d["current_before"]), \
+        f"switching to {d['tracer']} while mapped: expected EBUSY with {d['current_before']} " \
+        f"kept, got {d['set_while_mapped']} with {d['current_while_mapped']}"
+    assert d["reads_while_mapped"], "the mapping must keep working after the refused switch"
+    assert (d["set_after_unmap"], d["current_after_unmap"]) == ("ok", d["tracer"]), \
+        f"after munmap the switch to {d['tracer']} must work: {d}"
+    # And the other way round: get_snapshot_map(): tr->snapshot (armed by the tracer) -> EBUSY.
+    assert d["map_with_latency_tracer"] == "EBUSY", \
+        f"mmap with {d['tracer']} current: expected EBUSY, got {d['map_with_latency_tracer']}"
+    assert d["back_to_nop"] == "ok", d
+    assert not new_splats(), f"kernel splats: {new_splats()}"
+
+
 # --- 7. readers side by side ---------------------------------------------------------------
 
 def test_mapping_and_read_consume_from_one_position(guest: Guest, new_splats) -> None:
