@@ -359,7 +359,7 @@ class LabSession:
         return self.pool is not None and any(p is g for p in self.pool.guests.values())
 
     def _discard(self, g: Guest, why: str) -> None:
-        log.info("replacing the guest: %s", why)
+        log.debug("replacing the guest: %s", why)
         for profile, pooled in list((self.pool.guests if self.pool else {}).items()):
             if pooled is g:
                 self.pool.discard(profile)

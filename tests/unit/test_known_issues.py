@@ -54,11 +54,14 @@ class FakeGuest:
 
 def run_kernel_test(test: Any, probe: dict[str, Any], **fixtures: Any
                     ) -> tuple[verdicts.Checks, str | None]:
-    """Run a kernel test's own function on a recorded probe output: its failed checks, and
-    the first line of the exception it ended with."""
+    """Run a kernel test's own function on a recorded probe output (given as its `guest`, or
+    as the fixture named in fixtures): its failed checks, and the first line of the exception
+    it ended with."""
     checks = verdicts.Checks()
+    if not fixtures:
+        fixtures = {"guest": FakeGuest(probe)}
     try:
-        test(FakeGuest(probe), check=checks, **fixtures)
+        test(check=checks, **fixtures)
     except AssertionError as e:
         return checks, f"AssertionError: {str(e).splitlines()[0]}"
     return checks, None
@@ -190,6 +193,46 @@ def test_mistakes_name_file_and_key(tmp_path: Path, text: str, culprit: str) -> 
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         known_issues.load(tmp_path / "nope.yaml")
+
+
+def test_meta_page_lost_events_always_zero() -> None:
+    from tests.kernel.test_trace_mmap import test_overflow_lost_events_reach_the_meta_page as test
+    r = recorded("overflow")
+    issues = issues_of(r["test"])
+    assert r["probe"]["meta_after_drain"]["overrun"] > 0 and not any(
+        r["probe"]["drain"]["lost_events"])
+    checks, raised = run_kernel_test(test, r["probe"], overflow=r["probe"])
+    assert verdicts.judge(checks.failures, [], issues, raised).outcome == "xfailed"
+    # Fixed: the swaps' lost_events sum to the overrun.
+    overrun = r["probe"]["meta_after_drain"]["overrun"]
+    fixed = copy.deepcopy(r["probe"])
+    fixed["drain"]["lost_events"] = [overrun] + [0] * (len(fixed["drain"]["lost_events"]) - 1)
+    checks, raised = run_kernel_test(test, fixed, overflow=fixed)
+    v = verdicts.judge(checks.failures, [], issues, raised)
+    assert v.outcome == "passed" and v.not_seen == ("trace-mmap-meta-lost-events-always-zero",)
+    # A count that reaches user space but is wrong is another bug, not this one.
+    wrong = copy.deepcopy(r["probe"])
+    wrong["drain"]["lost_events"][0] = 5
+    checks, raised = run_kernel_test(test, wrong, overflow=wrong)
+    assert verdicts.judge(checks.failures, [], issues, raised).outcome == "failed"
+
+
+def test_aux_truncation_that_does_not_stop_the_event() -> None:
+    from tests.kernel.test_perf_aux import test_a_truncation_stops_the_event as test
+    r = recorded("aux-truncated")
+    issues = issues_of(r["test"])
+    fixtures = {"guest": FakeGuest(r["probe"]), "test_pmu": 1}
+    checks, raised = run_kernel_test(test, r["probe"], **fixtures)
+    assert verdicts.judge(checks.failures, [], issues, raised).outcome == "xfailed"
+    # The same symptom beside aux_head moving after the probe stopped: a second bug, FAIL.
+    moved = dict(r["probe"], head_moved_after_stop=True)
+    checks, raised = run_kernel_test(test, moved, guest=FakeGuest(moved), test_pmu=1)
+    v = verdicts.judge(checks.failures, [], issues, raised)
+    assert v.outcome == "failed" and "aux_head moved after the probe stopped" in v.unexplained[0]
+    # Fixed: one TRUNCATED record, the last one.
+    fixed = dict(r["probe"], truncated=[r["probe"]["records"] - 1])
+    checks, raised = run_kernel_test(test, fixed, guest=FakeGuest(fixed), test_pmu=1)
+    assert verdicts.judge(checks.failures, [], issues, raised).outcome == "passed"
 
 
 def test_recorded_outputs_are_not_changed_by_the_tests() -> None:
