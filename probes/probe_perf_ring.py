@@ -37,7 +37,7 @@ _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                        ctypes.c_long]
 MAP_FAILED = ctypes.c_void_p(-1).value
-MREMAP_MAYMOVE, MREMAP_FIXED = 1, 2
+MREMAP_MAYMOVE, MREMAP_FIXED, MREMAP_DONTUNMAP = 1, 2, 4
 MAP_FIXED, MAP_ANONYMOUS, PROT_NONE = 0x10, 0x20, 0
 
 
@@ -318,22 +318,23 @@ def check_protection(args: list[str]) -> dict:
     return result
 
 
-def _vma_ops(addr: int, length: int, grown: list[int]) -> dict:
-    """Each way to split a 1 + 2 page buffer VMA at its last page, and to grow it by a page
-    (in place, or moving: where it went is appended to `grown`), as a callable returning
-    whether the call succeeded."""
+def _vma_ops(addr: int, length: int, grown: list[tuple[int, int]]) -> dict:
+    """Each way to split a 1 + 2 page buffer VMA at its last page, to grow it by a page (in
+    place, or moving: where it went is appended to `grown`) and to move it keeping the old
+    range (MREMAP_DONTUNMAP), as a callable returning whether the call succeeded."""
     last = ctypes.c_void_p(addr + length - PAGE)
 
-    def grow(flags: int) -> bool:
-        new = _libc.mremap(ctypes.c_void_p(addr), length, length + PAGE, flags, None)
+    def grow(flags: int, by: int = PAGE) -> bool:
+        new = _libc.mremap(ctypes.c_void_p(addr), length, length + by, flags, None)
         if new in (None, MAP_FAILED):
             return False
-        grown.append(new)
+        grown.append((new, length + by))
         return True
 
     return {
         "growing_mremap": lambda: grow(0),
         "growing_mremap_maymove": lambda: grow(MREMAP_MAYMOVE),
+        "dontunmap_move": lambda: grow(MREMAP_MAYMOVE | MREMAP_DONTUNMAP, 0),
         "partial_munmap": lambda: _libc.munmap(last, PAGE) == 0,
         "shrinking_mremap": lambda: _libc.mremap(ctypes.c_void_p(addr), length, length - PAGE,
                                                  0, None) not in (None, MAP_FAILED),
@@ -355,7 +356,7 @@ def _try_on_fresh_buffer(operation: str) -> dict:
     addr = m.addr
     before = probelib.vmas_in(addr, length)
     ctypes.set_errno(0)
-    grown: list[int] = []
+    grown: list[tuple[int, int]] = []
     out = {"result": _errno_result(_vma_ops(addr, length, grown)[operation]()),
            "vmas_before": before, "vmas_after": probelib.vmas_in(addr, length)}
     after = out["vmas_after"]
@@ -363,8 +364,8 @@ def _try_on_fresh_buffer(operation: str) -> dict:
         out["data_size_after"] = ctypes.c_uint64.from_address(
             addr + perf.PerfEventMmapPage.data_size.offset).value
     _libc.munmap(ctypes.c_void_p(addr), length)
-    for new in grown:
-        _libc.munmap(ctypes.c_void_p(new), length + PAGE)
+    for new, new_length in grown:
+        _libc.munmap(ctypes.c_void_p(new), new_length)
     out["new_size_after_unmap"] = map_result(fd, 4)
     os.close(fd)
     out["vm_pin_kb_after"] = vm_pin_kb()

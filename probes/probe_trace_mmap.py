@@ -41,7 +41,7 @@ _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
                        ctypes.c_int, ctypes.c_long]
 MAP_FAILED = ctypes.c_void_p(-1).value
-MREMAP_MAYMOVE, MAP_FIXED, MAP_ANONYMOUS = 1, 0x10, 0x20
+MREMAP_MAYMOVE, MREMAP_DONTUNMAP, MAP_FIXED, MAP_ANONYMOUS = 1, 4, 0x10, 0x20
 
 
 def _libc_result(rc: int) -> str:
@@ -701,20 +701,21 @@ def _addr_result(addr: int | None) -> str:
 
 
 RESHAPES = ("shrinking_mremap", "map_fixed_over_part", "mprotect_part", "grow_meta",
-            "grow_meta_maymove", "grow_data", "grow_data_maymove")
+            "grow_meta_maymove", "grow_data", "grow_data_maymove", "dontunmap_move_data")
 
 
 def _reshape_ops(tm: TraceMap, moved: list[tuple[int, int]]) -> dict:
     """Each of RESHAPES: a split of the data mapping at its second page, or a growth of a
     mapping by a page (in place, or moving: where it went, and its length, is appended to
-    `moved`), as a callable returning 'ok' or the errno's name."""
+    `moved`), or a move of the data area keeping the old range (MREMAP_DONTUNMAP), as a
+    callable returning 'ok' or the errno's name."""
     data, meta = tm.data, tm.meta_map
     second = ctypes.c_void_p(data.addr + PAGE)
 
-    def grow(m: Mapping, flags: int) -> str:
-        new = _libc.mremap(ctypes.c_void_p(m.addr), m.length, m.length + PAGE, flags, None)
+    def grow(m: Mapping, flags: int, by: int = PAGE) -> str:
+        new = _libc.mremap(ctypes.c_void_p(m.addr), m.length, m.length + by, flags, None)
         if new not in (None, MAP_FAILED):
-            moved.append((new, m.length + PAGE))
+            moved.append((new, m.length + by))
         return _addr_result(new)
 
     return {
@@ -727,6 +728,7 @@ def _reshape_ops(tm: TraceMap, moved: list[tuple[int, int]]) -> dict:
         "grow_meta_maymove": lambda: grow(meta, MREMAP_MAYMOVE),
         "grow_data": lambda: grow(data, 0),
         "grow_data_maymove": lambda: grow(data, MREMAP_MAYMOVE),
+        "dontunmap_move_data": lambda: grow(data, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, 0),
     }
 
 

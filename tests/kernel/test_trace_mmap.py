@@ -325,10 +325,13 @@ def test_many_map_unmap_rounds_leave_nothing_behind(guest: Guest, new_splats) ->
 # shrinking mremap unmaps the tail, MAP_FIXED over a part unmaps that part, mprotect of a part
 # splits it. kernel/trace/ring_buffer.c __rb_map_vma() sets VM_DONTEXPAND, and mm/mremap.c
 # vma_to_resize() refuses to grow such a VMA, in place or moving: "if (vma->vm_flags &
-# (VM_DONTEXPAND | VM_PFNMAP)) return ERR_PTR(-EFAULT)", before any expansion is tried.
+# (VM_DONTEXPAND | VM_PFNMAP)) return ERR_PTR(-EFAULT)", before any expansion is tried; and
+# a move that keeps the old range: "if ((flags & MREMAP_DONTUNMAP) && (vma->vm_flags &
+# (VM_DONTEXPAND | VM_PFNMAP))) return ERR_PTR(-EINVAL)".
 RESHAPE_ERRNO = {"shrinking_mremap": "EINVAL", "map_fixed_over_part": "EINVAL",
                  "mprotect_part": "EINVAL", "grow_meta": "EFAULT", "grow_meta_maymove": "EFAULT",
-                 "grow_data": "EFAULT", "grow_data_maymove": "EFAULT"}
+                 "grow_data": "EFAULT", "grow_data_maymove": "EFAULT",
+                 "dontunmap_move_data": "EINVAL"}
 
 
 def test_mapping_cannot_be_split_or_grown(guest: Guest, new_splats) -> None:
