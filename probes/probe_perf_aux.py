@@ -20,6 +20,7 @@ import fcntl
 import mmap
 import os
 import select
+import signal
 import struct
 import threading
 import time
@@ -363,14 +364,51 @@ def _pollin_after(chunk: int, chunks: int, watermark: int, pages: int, writable:
     return out
 
 
+F_SETOWN, F_SETSIG = 8, 10  # include/uapi/asm-generic/fcntl.h
+
+
+def _wakeups_counted(chunk: int, chunks: int, watermark: int, pages: int = 16) -> dict:
+    """Every wakeup, counted: with O_ASYNC and F_SETSIG a realtime signal, each wakeup of
+    the event (perf_event_wakeup(): kill_fasync(..., POLL_IN)) queues one signal, which stays
+    blocked until counted. The reader keeps aux_tail at aux_head meanwhile, so the area
+    never fills: whatever wakes it is aux_head's progress."""
+    sig = signal.SIGRTMIN
+    signal.pthread_sigmask(signal.SIG_BLOCK, {sig})
+    fd = open_test_pmu(chunk=chunk, max_chunks=chunks, period_us=20000, aux_watermark=watermark)
+    rb = RingBuffer(fd, 16)
+    aux = AuxArea(fd, rb, pages)
+    fcntl.fcntl(fd, F_SETOWN, os.getpid())
+    fcntl.fcntl(fd, F_SETSIG, sig)
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)
+    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
+    deadline = time.monotonic() + 20
+    while aux.head < chunk * chunks and time.monotonic() < deadline:
+        aux.tail = aux.head
+        time.sleep(0.005)
+    time.sleep(0.1)  # five periods: a chunk past the budget would be there by now
+    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
+    signals = 0
+    while signal.sigtimedwait([sig], 0) is not None:
+        signals += 1
+    out = {"aux_head": aux.head, "signals": signals, "aux_size": aux.size}
+    aux.close()
+    rb.close()
+    os.close(fd)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+    return out
+
+
 def check_watermark(args: list[str]) -> dict:
     """aux_watermark wakeups, exactly: the PMU writes a known number of bytes and stops, then
     the probe asks whether a wakeup is pending. rb_need_aux_wakeup(): a wakeup once aux_head
     has moved aux_watermark bytes past the last one, never in overwrite mode; rb_alloc_aux():
     aux_watermark 0 is half the AUX area."""
-    return {name: {"chunk": chunk, "chunks": n, "aux_watermark": wm,
-                   **_pollin_after(chunk, n, wm, pages, writable)}
-            for name, chunk, n, wm, pages, writable in WATERMARK_CASES}
+    out = {name: {"chunk": chunk, "chunks": n, "aux_watermark": wm,
+                  **_pollin_after(chunk, n, wm, pages, writable)}
+           for name, chunk, n, wm, pages, writable in WATERMARK_CASES}
+    out["every_watermark"] = {"chunk": 3000, "chunks": 11, "aux_watermark": 8192,
+                              **_wakeups_counted(3000, 11, 8192)}
+    return out
 
 
 def check_pause(args: list[str]) -> dict:

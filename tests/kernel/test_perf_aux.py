@@ -125,8 +125,17 @@ def test_overwrite_mode_keeps_the_newest_data(guest: Guest, test_pmu: int) -> No
 def test_aux_watermark_wakes_the_reader(guest: Guest, test_pmu: int) -> None:
     w = aux(guest, "watermark")
     wrong = {}
+    every = w["every_watermark"]
+    # rb_need_aux_wakeup() sets rb->aux_wakeup = rounddown(aux_head, aux_watermark) at each
+    # wakeup: with chunks smaller than the watermark, one wakeup per aux_watermark bytes of
+    # aux_head, aux_head // aux_watermark in all, however far the reader keeps aux_tail.
+    want = every["chunk"] * every["chunks"] // every["aux_watermark"]
+    if every["aux_head"] != every["chunk"] * every["chunks"] or every["signals"] != want:
+        wrong["every_watermark"] = f"{every['chunks']} chunks of {every['chunk']} bytes, " \
+            f"aux_watermark {every['aux_watermark']}, aux_tail kept at aux_head: expected " \
+            f"{want} wakeups (queued F_SETSIG signals), got {every}"
     for name, c in w.items():
-        if not isinstance(c, dict):
+        if not isinstance(c, dict) or name == "every_watermark":
             continue
         written = c["chunk"] * c["chunks"]
         if c["aux_head"] != written or c["truncated"]:
