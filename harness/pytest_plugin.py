@@ -525,8 +525,11 @@ class LabSession:
                                  f"{r.get('broke', ['guest'])[0]} broke: "
                                  f"{_first_line(r['reason'])}")
             elif r is last.get(r["test"]) and r["outcome"] != "passed":
+                again = " (again on a rerun in a fresh guest)" if any(
+                    x["test"] == r["test"] and x["outcome"] == "rerun" for x in self.results) \
+                    else ""
                 lines.append(f"  {r['outcome'].upper():7s} {r['test']}: "
-                             f"{_first_line(r['reason'])}")
+                             f"{_first_line(r['reason'])}{again}")
             if r is last.get(r["test"]):
                 lines += [f"  NOT SEEN known issue {i} in {r['test']} on this kernel"
                           for i in r.get("not_seen", [])]

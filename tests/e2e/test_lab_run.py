@@ -61,8 +61,13 @@ def test_guest_crash_fails_that_test_and_the_run_goes_on(tmp_path: Path, make_la
     text = failure.get("message", "") + (failure.text or "")
     assert "the guest died during this test" in text and "sysrq" in text.lower()
     assert c.find("failure") is None and c.find("error") is None
-    summary = (tmp_path / "run" / "summary.json").read_text()
-    assert '"cpus": 1' in summary and summary.count('"boot_s"') == 2
+    # A guest death is rerun once in a fresh guest (it fails again: a kernel panic); the test
+    # after it gets a fresh guest too.
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert [b["cpus"] for b in summary["boots"]] == [1, 1, 1]
+    [rerun] = [r for r in summary["results"] if r["outcome"] == "rerun"]
+    assert rerun["test"].endswith("test_b_crashes_the_guest") and rerun["broke"][0] == "kernel"
+    assert "(again on a rerun in a fresh guest)" in (tmp_path / "run" / "summary.txt").read_text()
 
 
 def test_known_issues_excuse_exactly_their_symptom(tmp_path: Path, make_lab_yaml) -> None:
@@ -222,9 +227,10 @@ def test_a_hung_guest_fails_its_test_in_bounded_time(tmp_path: Path, make_lab_ya
     assert "the kernel reports a lockup: " in stalled.find("failure").get("message")
     assert float(stalled.get("time")) < 60
     assert cases["test_c_gets_a_fresh_guest"].find("failure") is None
-    assert took < 240, f"hung guests must not hold the run up: {took:.0f} s"
+    # Each hang is rerun once in a fresh guest (a hang the lab classified): 2 + 2 + 1 boots.
+    assert took < 360, f"hung guests must not hold the run up: {took:.0f} s"
     boots = json.loads((tmp_path / "run" / "summary.json").read_text())["boots"]
-    assert len(boots) == 3, boots
+    assert len(boots) == 5, boots
 
 
 def test_a_guest_flooding_its_console_is_capped_and_keeps_working(tmp_path: Path,
