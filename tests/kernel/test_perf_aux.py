@@ -96,13 +96,16 @@ def test_a_full_aux_area_is_truncated(guest: Guest, test_pmu: int) -> None:
     assert not t["bad_words"], t["bad_words"]
 
 
-def test_a_truncation_stops_the_event(guest: Guest, test_pmu: int) -> None:
+def test_a_truncation_stops_the_event(guest: Guest, test_pmu: int, check) -> None:
     t = aux(guest, "truncated")
+    assert t["truncated"], f"the reader never advanced aux_tail, yet no record was TRUNCATED: {t}"
     # perf_aux_output_end(): PERF_AUX_FLAG_TRUNCATED disables the event (pending disable),
     # so the PMU's next chunk never comes: one TRUNCATED record, the last one.
-    assert len(t["truncated"]) == 1 and t["truncated"][0] == t["records"] - 1, \
-        f"after the TRUNCATED record the event went on: {t['records'] - t['truncated'][0] - 1}" \
-        f" more records, {len(t['truncated'])} of them TRUNCATED"
+    after = t["records"] - t["truncated"][0] - 1
+    check("truncation-stops-event", len(t["truncated"]) == 1 and after == 0,
+          f"after the TRUNCATED record the event went on: {after} more records, "
+          f"{len(t['truncated'])} of them TRUNCATED",
+          truncated=len(t["truncated"]), records_after=after, records=t["records"])
     assert not t["head_moved_after_stop"], "aux_head moved after the probe stopped"
 
 

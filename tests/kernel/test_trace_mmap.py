@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from harness.boot.guest import Guest
-from harness.results.known_issues import release_version
+from harness.kernels.kernel import release_version
 
 META_STRUCT_LEN = 80  # sizeof(struct trace_buffer_meta) in trace_mmap.h since v6.10
 
@@ -160,14 +160,15 @@ def test_overflow_counters_account_for_every_event(overflow: dict) -> None:
     assert o["read_is_newest_suffix"], "overwrite mode must keep the newest events, in order"
 
 
-def test_overflow_lost_events_reach_the_meta_page(overflow: dict) -> None:
+def test_overflow_lost_events_reach_the_meta_page(overflow: dict, check) -> None:
     # trace_mmap.h: reader.lost_events is the "Number of events lost at the time of the
     # reader swap"; summed over the swaps of a full drain it must equal overrun.
     lost = overflow["drain"]["lost_events"]
     overrun = overflow["meta_after_drain"]["overrun"]
-    assert sum(lost) == overrun, \
-        f"reader.lost_events over {len(lost)} reader swaps sums to {sum(lost)}, but " \
-        f"{overrun} events were overwritten (meta overrun); per swap: {lost}"
+    check("meta-lost-events", sum(lost) == overrun,
+          f"reader.lost_events over {len(lost)} reader swaps sums to {sum(lost)}, but "
+          f"{overrun} events were overwritten (meta overrun); per swap: {lost}",
+          lost_events=sum(lost), overrun=overrun, swaps=len(lost))
 
 
 def test_overflow_is_flagged_in_the_sub_buffer(overflow: dict) -> None:
@@ -182,17 +183,16 @@ def test_overflow_is_flagged_in_the_sub_buffer(overflow: dict) -> None:
 
 # --- 4. refusals ---------------------------------------------------------------------------
 
-def test_refused_mappings_fail_on_an_unmapped_buffer(guest: Guest, new_splats) -> None:
+def test_refused_mappings_fail_on_an_unmapped_buffer(guest: Guest, check) -> None:
     r = trace(guest, "first-mapping")
     # __rb_map_vma(): VM_WRITE, VM_EXEC or !VM_MAYSHARE -> EPERM; pgoff off a sub-buffer
     # (order > 0) or past the end -> EINVAL. ring_buffer_map() must return that error.
     expected = {"prot_write": "EPERM", "prot_exec": "EPERM", "map_private": "EPERM",
                 "off_subbuf_boundary": "EINVAL", "past_the_end": "EINVAL"}
-    wrong = {k: f"expected {v}, got {r[k]}" for k, v in expected.items() if r[k] != v}
-    splat = new_splats()
-    assert not wrong and not splat, \
-        f"the first mapping of a CPU buffer: {wrong or 'refused as it should be'}; " \
-        f"kernel splats: {splat or 'none'}"
+    for case, errno in expected.items():
+        check(f"first-map-{case}", r[case] == errno,
+              f"the first mapping of a CPU buffer, {case}: expected {errno}, got {r[case]}",
+              expected=errno, got=r[case])
     assert r["map_after"] == "ok", "a good mapping after the refused ones must work"
 
 
@@ -267,8 +267,9 @@ def test_ioctls_on_unmapped_and_unknown(refusals: dict) -> None:
 
 def lifetime(guest: Guest, part: str, new_splats) -> dict:
     d = trace(guest, "lifetime", part)
-    splat = new_splats()
-    assert not splat, f"lifetime case '{part}': kernel splats {splat}; observations {d}"
+    # A splat here fails the test through the plugin (harness/results/verdicts.py), which also
+    # lets a known issue excuse exactly its own splat; print the titles beside the data.
+    print(f"lifetime case '{part}': kernel splats {new_splats() or 'none'}")
     assert d["remap_works"], f"after '{part}' a new mapping must work: {d}"
     assert d["instance_removed"], f"after '{part}' the instance must be removable: {d}"
     return d
