@@ -1,12 +1,16 @@
 """Which Debian mirror to use: lab.yaml's `mirror`, else the one the host's apt configuration names.
 
 The lab never carries a mirror host name of its own: users behind a local mirror get theirs,
-and so does CI. Both apt formats are read: deb822 `*.sources` files and one-line `*.list` files.
+and so does CI. Where apt-get is installed, apt itself says what its sources are (`apt-get
+indextargets`), so every syntax and option apt accepts is read as apt reads it; without apt-get
+the lab parses both formats by hand: deb822 `*.sources` files and one-line `*.list` files.
 """
 from __future__ import annotations
 
 import logging
 import shlex
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,8 +101,64 @@ def parse_one_line(text: str, origin: str) -> list[AptSource]:
     return out
 
 
-def host_sources(apt_root: Path = APT_ROOT) -> tuple[list[AptSource], list[Path]]:
-    """All `deb` entries of the host's apt configuration, and the files that were read."""
+def _hand_origin(entry: str) -> str:
+    """apt's Sourcesentry ("file:N": a line of a .list, a stanza of a .sources) in the hand
+    parser's words, so both name a source the same way."""
+    path, _, n = entry.rpartition(":")
+    return f"{path} (stanza {n})" if path.endswith(".sources") else entry
+
+
+def parse_indextargets(text: str, by_hand: list[AptSource]) -> list[AptSource]:
+    """The `deb` sources in `apt-get indextargets` output (deb822 records, one per index
+    target), one per (file entry, URI, suite). Signed-By is not among apt's fields: it is
+    taken from the hand parser's reading of the same entry (`by_hand`)."""
+    signed = {s.origin: s.signed_by for s in by_hand}
+    found: dict[tuple[str, str, str], list[str]] = {}
+    for para in Deb822.iter_paragraphs(text.splitlines(keepends=True)):
+        if para.get("Target-Of") != "deb" or para.get("Identifier") != "Packages":
+            continue
+        key = (_hand_origin(para.get("Sourcesentry", "apt-get indextargets")),
+               para.get("Repo-URI", "").rstrip("/"), para.get("Release", ""))
+        components = found.setdefault(key, [])
+        if para.get("Component", "") not in components:
+            components.append(para.get("Component", ""))
+    return [AptSource(uri=uri, suites=(suite,), components=tuple(comps),
+                      signed_by=signed.get(origin), origin=origin)
+            for (origin, uri, suite), comps in found.items() if uri and suite]
+
+
+def apt_indextargets(apt_get: str, apt_root: Path) -> str | None:
+    """`apt-get indextargets` for the Packages indexes of the sources under `apt_root`; None
+    if apt-get fails (then the hand parser answers)."""
+    cmd = [apt_get, "-o", f"Dir::Etc={apt_root}", "indextargets", "--no-release-info",
+           "Identifier: Packages"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        log.debug("%s: %s; reading the apt sources by hand", " ".join(cmd), e)
+        return None
+    if proc.returncode != 0:
+        log.debug("%s: exit %d: %s; reading the apt sources by hand", " ".join(cmd),
+                  proc.returncode, proc.stderr.strip())
+        return None
+    return proc.stdout
+
+
+def host_sources(apt_root: Path = APT_ROOT, use_apt: bool = True
+                 ) -> tuple[list[AptSource], list[Path]]:
+    """All `deb` entries of the host's apt configuration, and the files that were read: as
+    apt-get reads them where it is installed, else by the lab's own parser."""
+    by_hand, files = hand_sources(apt_root)
+    apt_get = shutil.which("apt-get") if use_apt else None
+    text = apt_indextargets(apt_get, apt_root) if apt_get else None
+    if text is None:
+        return by_hand, files
+    return parse_indextargets(text, by_hand), files
+
+
+def hand_sources(apt_root: Path = APT_ROOT) -> tuple[list[AptSource], list[Path]]:
+    """All `deb` entries of the apt configuration under `apt_root` by the lab's own parser
+    (hosts without apt-get), and the files that were read."""
     files: list[Path] = []
     main = apt_root / "sources.list"
     if main.is_file():
@@ -147,12 +207,13 @@ def choose(sources: list[AptSource], files: list[Path]) -> AptSource:
                       hint="set mirror.url in lab.yaml to your Debian mirror")
 
 
-def resolve(spec: MirrorSpec | None, apt_root: Path = APT_ROOT) -> Mirror:
+def resolve(spec: MirrorSpec | None, apt_root: Path = APT_ROOT, use_apt: bool = True
+            ) -> Mirror:
     """The mirror to use: the configured one, else the host's Debian archive."""
     if spec is not None:
         return Mirror(url=spec.url, keyring=spec.keyring or DEFAULT_KEYRING,
                       origin="lab.yaml mirror.url")
-    sources, files = host_sources(apt_root)
+    sources, files = host_sources(apt_root, use_apt)
     s = choose(sources, files)
     keyring = s.signed_by if s.signed_by and s.signed_by.exists() else DEFAULT_KEYRING
     log.debug("mirror %s from %s, keyring %s", s.uri, s.origin, keyring)
