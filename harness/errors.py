@@ -31,6 +31,10 @@ class MirrorError(LabError):
     """The Debian mirror cannot be found, reached, or trusted."""
 
 
+class MirrorFileMissing(MirrorError):
+    """The mirror answered 404: it has no such file (or not yet, in the middle of an update)."""
+
+
 class KernelError(LabError):
     """A kernel cannot be resolved, fetched, or prepared for booting."""
 

@@ -3,6 +3,12 @@
 Trust chain, as apt's: InRelease is verified with gpgv against the mirror's keyring; the
 Packages index is checked against the SHA256 in the verified Release; each .deb against the
 SHA256 in the index. Nothing unverified is ever unpacked.
+
+Also as apt does: the Release must be the suite asked for (its Suite or Codename), and when it
+says `Acquire-By-Hash: yes` the index is fetched by its hash (`by-hash/SHA256/<sha256>`), which a
+mirror in the middle of an update still serves for the Release it has, so a new Packages file
+beside an old Release gives no false checksum mismatch. Only a missing by-hash file falls back
+to the plain name.
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from pathlib import Path
 from debian.deb822 import Deb822, Release
 
 from harness import progress
-from harness.errors import MirrorError
+from harness.errors import MirrorError, MirrorFileMissing
 from harness.debian.mirror import Mirror
 
 log = logging.getLogger(__name__)
@@ -44,7 +50,8 @@ def _open(url: str, origin: str):  # -> http.client.HTTPResponse or file-like
     try:
         return urllib.request.urlopen(url, timeout=TIMEOUT_S)
     except urllib.error.HTTPError as e:
-        raise MirrorError(f"{url}: HTTP {e.code} {e.reason} (mirror from {origin})") from None
+        kind = MirrorFileMissing if e.code == 404 else MirrorError
+        raise kind(f"{url}: HTTP {e.code} {e.reason} (mirror from {origin})") from None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise MirrorError(f"mirror unreachable: {url}: {reason} (mirror from {origin})",
@@ -111,13 +118,16 @@ class Archive:
             url = self.url(f"dists/{self.suite}/InRelease")
             try:
                 signed = fetch_bytes(url, self.mirror.origin)
-            except MirrorError as e:
-                if "HTTP 404" in e.message:
-                    raise MirrorError(f"the mirror {self.mirror.url} has no suite {self.suite!r} "
-                                      f"(mirror from {self.mirror.origin})") from None
-                raise
-            self._release = Release(verify_release(signed, self.mirror.keyring, url))
+            except MirrorFileMissing:
+                raise MirrorError(f"the mirror {self.mirror.url} has no suite {self.suite!r} "
+                                  f"(mirror from {self.mirror.origin})") from None
+            release = Release(verify_release(signed, self.mirror.keyring, url))
+            check_suite(release, self.suite, self.mirror.url)
+            self._release = release
         return self._release
+
+    def by_hash(self) -> bool:
+        return self.release().get("Acquire-By-Hash", "no").strip().lower() == "yes"
 
     def _index_entry(self, path: str) -> tuple[str, int]:
         for entry in self.release().get("SHA256", []):
@@ -133,8 +143,7 @@ class Archive:
         path = f"{component}/binary-{arch}/Packages.xz"
         sha, size = self._index_entry(path)
         with tempfile.TemporaryDirectory(prefix="ringlab-index-") as tmp:
-            local = download(self.url(f"dists/{self.suite}/{path}"), Path(tmp) / "Packages.xz",
-                             sha, size, self.mirror.origin)
+            local = self._fetch_index(path, sha, size, Path(tmp) / "Packages.xz")
             with lzma.open(local, "rt", encoding="utf-8", errors="replace") as f:
                 stanza: list[str] = []
                 keep = False
@@ -150,6 +159,28 @@ class Archive:
                         stanza.append(line)
                 if keep and stanza:
                     yield _record(Deb822(stanza))
+
+
+    def _fetch_index(self, path: str, sha: str, size: int, dest: Path) -> Path:
+        """An index file of the Release, by hash where the Release offers it."""
+        plain = self.url(f"dists/{self.suite}/{path}")
+        if self.by_hash():
+            folder = path.rpartition("/")[0]
+            hashed = self.url(f"dists/{self.suite}/{folder}/by-hash/SHA256/{sha}")
+            try:
+                return download(hashed, dest, sha, size, self.mirror.origin)
+            except MirrorFileMissing:
+                log.debug("%s: not on the mirror; fetching %s", hashed, plain)
+        return download(plain, dest, sha, size, self.mirror.origin)
+
+
+def check_suite(release: Release, suite: str, mirror_url: str) -> None:
+    """A Release for another suite than the one asked for (a mirror serving bookworm under
+    trixie's name) is an error: its packages are not the ones the lab.yaml names."""
+    got_suite, codename = release.get("Suite", ""), release.get("Codename", "")
+    if suite not in (got_suite, codename):
+        raise MirrorError(f"mirror {mirror_url}: dists/{suite}/InRelease is for suite "
+                          f"{got_suite!r} (codename {codename!r}), not {suite!r}")
 
 
 def _record(d: Deb822) -> PackageRecord:
