@@ -223,6 +223,7 @@ class Builder:
             if base_text is None:
                 self._run_make(source, scratch, [base], logf, f"make {base}")
                 base_text = (scratch / ".config").read_text()
+            self._warn_redefinitions(spec, base, base_text, options)
             (scratch / ".config").write_text(kconfig.merge(base_text, options))
             self._run_make(source, scratch, ["olddefconfig"], logf, "make olddefconfig")
             final = (scratch / ".config").read_text()
@@ -235,6 +236,16 @@ class Builder:
         for d in report.dropped:
             log.warning("kernel %s: config option did not survive olddefconfig: %s",
                         spec.name, d)
+
+    @staticmethod
+    def _warn_redefinitions(spec: KernelSpec, base: str, base_text: str,
+                            options: list[kconfig.Option]) -> None:
+        """merge_config.sh's warning: a fragment changing what the base or an earlier fragment
+        set is most often a mistake in one of them."""
+        label = base if base in ("defconfig", "tinyconfig", "allnoconfig") else \
+            f"base config {base}"
+        for r in kconfig.redefinitions(kconfig.parse(base_text, label), options):
+            log.warning("kernel %s: %s", spec.name, r)
 
     def _make(self, spec: KernelSpec, source: Path, out: Path, report: BuildReport) -> None:
         modules = kconfig.values((out / ".config").read_text()).get("MODULES") == "y"

@@ -1,5 +1,6 @@
 """Kernel configs and config fragments: parse them, merge fragments over a base (as
-scripts/kconfig/merge_config.sh does: a later line for a symbol wins), and say which requested
+scripts/kconfig/merge_config.sh does: a later line for a symbol wins, with a warning when it
+changes the value), and say which requested
 options did not survive `make olddefconfig` (unmet dependencies) or name no symbol at all.
 
 Pure functions over text, so they are unit tested; kbuild.py runs make around them.
@@ -74,6 +75,30 @@ def merge(base: str, options: list[Option]) -> str:
             if not ((m := _SET.match(line.strip()) or _UNSET.match(line.strip()))
                     and m.group("sym") in wanted)]
     return "\n".join(kept + [o.line for o in wanted.values()]) + "\n"
+
+
+@dataclass(frozen=True)
+class Redefinition:
+    """A fragment line setting a symbol that the base config or an earlier fragment set to
+    another value: merge_config.sh warns of it, since one of the two files is then wrong."""
+    option: Option
+    previous: Option
+
+    def __str__(self) -> str:
+        return (f"CONFIG_{self.option.symbol} redefined by {self.option.source} (was "
+                f"{self.previous.value} at {self.previous.source}, now {self.option.value})")
+
+
+def redefinitions(base: list[Option], options: list[Option]) -> list[Redefinition]:
+    """The fragment options (in merge order) that change a value set before them."""
+    current = {o.symbol: o for o in base}
+    out = []
+    for o in options:
+        prev = current.get(o.symbol)
+        if prev is not None and prev.value != o.value:
+            out.append(Redefinition(o, prev))
+        current[o.symbol] = o
+    return out
 
 
 def dropped(options: list[Option], final: dict[str, str]) -> list[Dropped]:

@@ -3,6 +3,7 @@ patches applied to a hard-link copy (the original never changes), rejected hunks
 config fragments merged and checked."""
 from __future__ import annotations
 
+import logging
 import subprocess
 from pathlib import Path
 
@@ -135,6 +136,30 @@ def test_fragments_merge_and_report_what_olddefconfig_dropped() -> None:
     dropped = kconfig.dropped(options, final)
     assert [str(d) for d in dropped] == ["CONFIG_C=y (f.config:3): got m",
                                         'CONFIG_D="x" (f.config:4): got n']
+
+
+def test_a_fragment_changing_an_earlier_value_is_a_redefinition_as_merge_config_says() -> None:
+    base = kconfig.parse("CONFIG_A=y\n# CONFIG_B is not set\nCONFIG_C=m\n", "defconfig")
+    first = kconfig.parse("CONFIG_B=y\nCONFIG_C=m\n", "a.config")
+    second = kconfig.parse("# comment\nCONFIG_B=n\nCONFIG_E=y\n# CONFIG_A is not set\n",
+                           "b.config")
+    found = [str(r) for r in kconfig.redefinitions(base, first + second)]
+    # C=m again is no change; E is new; B changes twice (base, then a.config); A once.
+    assert found == ["CONFIG_B redefined by a.config:1 (was n at defconfig:2, now y)",
+                     "CONFIG_B redefined by b.config:2 (was y at a.config:1, now n)",
+                     "CONFIG_A redefined by b.config:4 (was y at defconfig:1, now n)"]
+
+
+def test_redefinitions_are_logged_as_build_warnings(caplog: pytest.LogCaptureFixture) -> None:
+    from harness.config import KernelSpec, PathKernel
+    from harness.kernels import kbuild
+
+    spec = KernelSpec("k", PathKernel(Path("/bzImage")))
+    with caplog.at_level(logging.WARNING):
+        kbuild.Builder._warn_redefinitions(spec, "defconfig", "CONFIG_A=y\n",
+                                           kconfig.parse("CONFIG_A=m\n", "f.config"))
+    assert [r.getMessage() for r in caplog.records] == [
+        "kernel k: CONFIG_A redefined by f.config:1 (was y at defconfig:1, now m)"]
 
 
 def test_fragment_errors_name_file_and_line(tmp_path: Path) -> None:
