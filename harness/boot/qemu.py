@@ -40,6 +40,14 @@ def tcg_threads(setting: str, cpus: int) -> str:
     return "single" if cpus > 1 else "multi"
 
 
+def opt_value(value: object) -> str:
+    """A value inside a QEMU `key=value,...` option (-drive, -chardev, -netdev, -device): a
+    comma ends the value there unless doubled, so a cache path with a comma must be escaped.
+    Options that take one bare value (-kernel, -initrd, -append, -pidfile) take it verbatim
+    and must not be escaped (QEMU 7.2 then opens '/a,,b')."""
+    return str(value).replace(",", ",,")
+
+
 def command(spec: QemuSpec, binary: str = QEMU) -> list[str]:
     """argv for QEMU: no display, serial console on stdio, user networking bound to loopback."""
     if spec.accel == "kvm":
@@ -52,9 +60,11 @@ def command(spec: QemuSpec, binary: str = QEMU) -> list[str]:
             "-kernel", str(spec.kernel), "-initrd", str(spec.initramfs),
             "-append", f"{BASE_CMDLINE} {spec.cmdline}".strip()]
     if spec.root_disk is not None:
-        argv += ["-drive", f"file={spec.root_disk},if=virtio,format=qcow2,cache=unsafe"]
+        argv += ["-drive", f"file={opt_value(spec.root_disk)},if=virtio,format=qcow2,"
+                 "cache=unsafe"]
     if spec.modules_disk is not None:
-        argv += ["-drive", f"file={spec.modules_disk},if=virtio,format=raw,readonly=on"]
+        argv += ["-drive", f"file={opt_value(spec.modules_disk)},if=virtio,format=raw,"
+                 "readonly=on"]
     if spec.ssh_port is not None:
         # restrict=on: the guest reaches nothing but the forwarded port; hostfwd binds loopback.
         argv += ["-netdev", f"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{spec.ssh_port}-:22",

@@ -61,3 +61,30 @@ def test_tcg_threads_auto() -> None:
     assert qemu.tcg_threads("auto", 1) == "multi"
     assert qemu.tcg_threads("auto", 2) == "single"
     assert qemu.tcg_threads("multi", 2) == "multi"
+
+
+def test_a_comma_in_a_cache_path_is_doubled_inside_drive_options_only() -> None:
+    argv = qemu.command(spec(kernel=Path("/c,1/vmlinuz"), initramfs=Path("/c,1/initramfs.gz"),
+                             root_disk=Path("/c,1/root.qcow2"),
+                             modules_disk=Path("/c,1/modules.ext4")))
+    drives = value_of(argv, "-drive")
+    assert drives[0] == "file=/c,,1/root.qcow2,if=virtio,format=qcow2,cache=unsafe"
+    assert drives[1] == "file=/c,,1/modules.ext4,if=virtio,format=raw,readonly=on"
+    # -kernel and -initrd take one bare value: QEMU opens it as written.
+    assert value_of(argv, "-kernel") == ["/c,1/vmlinuz"]
+    assert value_of(argv, "-initrd") == ["/c,1/initramfs.gz"]
+
+
+def test_qemu_itself_reads_the_escaped_drive_path_whole(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which(qemu.QEMU) is None:
+        pytest.skip(f"{qemu.QEMU} is not installed")
+    missing = tmp_path / "a,b" / "root.qcow2"
+    argv = [qemu.QEMU, "-nodefaults", "-display", "none", "-machine", "none",
+            "-drive", f"file={qemu.opt_value(missing)},if=none,format=qcow2"]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0 and f"Could not open '{missing}'" in p.stderr
