@@ -118,6 +118,9 @@ def _run_suite(cfg: lab_config.LabConfig, args: argparse.Namespace, kernel_name:
         argv.append("--lab-refresh")
     if args.k:
         argv += ["-k", args.k]
+    jobs = run_jobs(cfg, args.jobs)
+    if jobs > 1:  # pytest-xdist: a guest pool per worker, a test file stays on one worker
+        argv += ["-n", str(jobs), "--dist", "loadfile"]
     argv += args.pytest_args
     log.debug("pytest %s", " ".join(argv))
     code = pytest.main(argv)
@@ -134,6 +137,16 @@ def _run_suite(cfg: lab_config.LabConfig, args: argparse.Namespace, kernel_name:
     return int(code)
 
 
+def run_jobs(cfg: lab_config.LabConfig, text: str) -> int:
+    """How many guests `./lab run -j` runs at once: N, or `auto`: the host's cores over each
+    guest's vCPUs (under TCG a vCPU wants a core), at least 1."""
+    if text == "auto":
+        return max(1, (os.cpu_count() or 1) // max(1, cfg.machine.cpus))
+    if not text.isdigit() or int(text) < 1:
+        raise LabError(f"-j: expected a number of guests (1 or more) or 'auto', got {text!r}")
+    return int(text)
+
+
 def _run_many(cfg: lab_config.LabConfig, args: argparse.Namespace, names: list[str]) -> int:
     """The suite on each kernel, one after the other (each in its own process, with its own
     reports in a sub-folder), then one table with a column per kernel."""
@@ -146,6 +159,7 @@ def _run_many(cfg: lab_config.LabConfig, args: argparse.Namespace, names: list[s
         argv = [sys.executable, "-m", "harness.cli", "--lab-config", str(cfg.path), "run",
                 "--kernel", name, "--report-dir", str(parent / name)]
         argv += ["-k", args.k] if args.k else []
+        argv += ["-j", args.jobs]
         argv += ["--refresh"] if args.refresh else []
         argv += ["--history", args.history] if args.history else []
         argv += ["--", *args.pytest_args] if args.pytest_args else []
@@ -343,6 +357,40 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     return mutate.run(mutate.Plan(cfg, name, mutants, args.k, args.pytest_args, out))
 
 
+def cmd_splats(args: argparse.Namespace) -> int:
+    """The kernel splats of a console log, offline (like kunit.py's parse stage): each one's
+    title, RIP, call trace and tainting modules; with --kernel of a kernel the lab built, its
+    frames as file:line. Exit 1 if there is any, 0 if none, 2 if the file cannot be read."""
+    from harness.boot import decode, splats
+
+    text = _read_console_log(Path(args.log))
+    found = [s.as_dict() for s in splats.find(text.splitlines())]
+    if args.kernel and found:
+        cfg = _config(args)
+        spec = cfg.kernel(args.kernel)
+        if not isinstance(spec.source, lab_config.BuildKernel):
+            raise LabError(f"--kernel {spec.name}: not a `build` kernel of {cfg.path}, so there "
+                           f"is no vmlinux to decode with; the build kernels are: "
+                           f"{', '.join(_build_kernels(cfg)) or 'none'}")
+        found = decode.with_decoded(found, decode.decoder_for(Lab(cfg).kernel(spec.name)),
+                                    limit=len(found))
+    for i, s in enumerate(found, 1):
+        print(f"splat {i} of {len(found)}: " + "\n".join(decode.render(s)))
+    print(f"{len(found)} splat(s) in {args.log}")
+    return 1 if found else 0
+
+
+def _read_console_log(path: Path) -> str:
+    """A console log's text; a missing, unreadable or binary file is the user's error."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise LabError(f"cannot read the console log {path}: {e.strerror or e}") from None
+    if b"\0" in data[:65536]:
+        raise LabError(f"{path} is not a console log (it holds binary data)")
+    return data.decode("utf-8", errors="replace")
+
+
 def _build_kernels(cfg: lab_config.LabConfig) -> list[str]:
     return [n for n, s in cfg.kernels.items() if isinstance(s.source, lab_config.BuildKernel)]
 
@@ -429,6 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--series", action="append", default=[], help=argparse.SUPPRESS)
     r.add_argument("--tree", help=argparse.SUPPRESS)
     r.add_argument("-k", metavar="EXPR", help="only tests matching EXPR (pytest -k)")
+    r.add_argument("-j", "--jobs", metavar="N", default="1",
+                   help="run N guests at once (pytest-xdist: one guest pool per worker, a test "
+                   "file stays on one worker); 'auto': host cores / guest vCPUs (default 1)")
     r.add_argument("--keep-guest", action="store_true", help="keep the guest up at the end")
     r.add_argument("--refresh", action="store_true", help="look for a newer kernel package")
     r.add_argument("--history", metavar="DIR", help="keep this run's summary in DIR and compare "
@@ -508,6 +559,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "kernel builds only slow each other)")
     mu.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     mu.set_defaults(func=cmd_mutate)
+
+    sp = sub.add_parser("splats", help="the kernel splats of a console log (decoded with "
+                        "--kernel of a built kernel); exit 1 if any", description=cmd_splats.__doc__)
+    sp.add_argument("log", metavar="CONSOLE.LOG", help="a console log (console-<kernel>.log of a "
+                    "report, or any kernel log)")
+    sp.add_argument("--kernel", help="a `build` kernel of lab.yaml: decode the frames to "
+                    "file:line with its vmlinux")
+    sp.set_defaults(func=cmd_splats)
 
     d = sub.add_parser("doctor", help="check the host, KVM, mirror and cache",
                        description=cmd_doctor.__doc__)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness import config as lab_config
-from harness.boot import console, splats
+from harness.boot import console, decode, splats
 from harness.results import history, kcidb, known_issues, report as report_files, verdicts
 from harness.errors import ConfigError, GuestHang, LabError, SSHError
 from harness.boot.guest import Guest
@@ -81,10 +81,11 @@ class GuestPool:
     """Guests booted on demand, one per machine profile, reused by every test of the session.
     A guest that died is replaced by a fresh one for the next test."""
 
-    def __init__(self, lab: Lab, kernel: str, report_dir: Path) -> None:
+    def __init__(self, lab: Lab, kernel: str, report_dir: Path, console_log: Path) -> None:
         self.lab = lab
         self.kernel = kernel
         self.report_dir = report_dir
+        self.console_log = console_log
         self.guests: dict[Profile, Guest] = {}
         self.boots: list[dict] = []
 
@@ -98,7 +99,7 @@ class GuestPool:
             self.discard(p)
             g = None
         if g is None:
-            g = self.lab.boot(self.kernel, self.report_dir / f"console-{self.kernel}.log",
+            g = self.lab.boot(self.kernel, self.console_log,
                               cpus=p.cpus, memory_mb=p.memory_mb)
             self.guests[p] = g
             self.boots.append({"cpus": p.cpus, "memory_mb": p.memory_mb,
@@ -125,6 +126,16 @@ class LabSession:
         self.error: LabError | None = None
         self.results: list[dict] = []
         self.facts: dict[str, str] = {}
+        # Under pytest-xdist (./lab run -j N) each worker runs tests and guests, and only the
+        # controller writes the run's files: what a worker learns about the run (boots, the
+        # kernel, facts, splats after a test, failed boots) travels to it on the test reports
+        # as `ringlab_events`. A serial run takes the same path within one process.
+        self.worker = getattr(config, "workerinput", {}).get("workerid")
+        self._outbox: list[dict] = []
+        self._boots_sent = 0
+        self._kernel_sent = False
+        self.boots: list[dict] = []
+        self.kernel_info: dict = {}
         self.commit = _git_commit()
         self.between_tests: list[dict] = []   # splats logged while no test was running
         self.late_failures = 0                # results failed after their report was written
@@ -151,7 +162,9 @@ class LabSession:
         except OSError as e:
             raise ConfigError(f"cannot write reports to {self.report_dir}: {e.strerror}") \
                 from None
-        self.result_log = report_files.ResultLog(self.report_dir / "results.jsonl")
+        self.result_log = report_files.ResultLog(
+            self.report_dir / ("results.jsonl" if self.worker is None else
+                               f".results-{self.worker}.jsonl"))
         self.written: report_files.Written | None = None
 
     def _pool(self) -> GuestPool:
@@ -159,14 +172,17 @@ class LabSession:
             raise self.error
         if self.pool is None:
             lab = Lab(self.lab_config, refresh=self.config.getoption("--lab-refresh"))
-            self.pool = GuestPool(lab, self.kernel_name, self.report_dir)
+            console = f"console-{self.kernel_name}" + \
+                (f"-{self.worker}" if self.worker else "") + ".log"
+            self.pool = GuestPool(lab, self.kernel_name, self.report_dir,
+                                  self.report_dir / console)
         return self.pool
 
     @pytest.fixture
     def kernel_fact(self) -> Callable[[str, str], None]:
         """Call it with (name, value) to put what a test learnt about the kernel (e.g. which
         mapping ABI it speaks) in the run's summary.txt and summary.json."""
-        return self.facts.__setitem__
+        return lambda name, value: self._emit("fact", name=name, value=value)
 
     @pytest.fixture
     def lab(self) -> Lab:
@@ -220,14 +236,22 @@ class LabSession:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo
                                   ) -> Iterator[None]:
         report: pytest.TestReport = yield
+        self._review(item, call, report)
+        self._send_events(report)
+        return report
+
+    def _review(self, item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport
+                ) -> None:
+        """What the guest says about this phase of the test: its dmesg, splats, probe output,
+        the verdict, and whether the guest died or must be replaced."""
         g = item.stash.get(GUEST_KEY, None)
         if g is None:  # no guest, no splats: its checks are still judged
             if call.when == "call":
                 self._judge(item, report, call, [])
-            return report
+            return
         if call.when == "teardown":
             self._judge_late_splats(item, report, g)
-            return report
+            return
         dead = g.health()
         if dead is None and report.failed and call.excinfo is not None and \
                 call.excinfo.errisinstance((GuestHang, SSHError)):
@@ -235,7 +259,7 @@ class LabSession:
                 f"{call.excinfo.exconly().splitlines()[0]}"
         if call.when == "setup":  # a fixture's probe may be what the guest died under
             if dead is None or report.passed:
-                return report
+                return
         elif dead is None:
             try:
                 g.kmsg()
@@ -266,7 +290,8 @@ class LabSession:
             tail = console.tail(text, 40)
             found = splats.find(text.splitlines()[-400:])
             if found:
-                report.ringlab_splats = [s.as_dict() for s in found]  # type: ignore[attr-defined]
+                report.ringlab_splats = self._with_decoded(  # type: ignore[attr-defined]
+                    g, [s.as_dict() for s in found])
             kernel_said = [s for s in found if not (g.plan.accel == "tcg" and
                                                     console.tcg_artefact_in(s.lines[0]))]
             item.stash[BROKE_KEY] = ("kernel" if kernel_said else "emulator", dead)
@@ -275,7 +300,6 @@ class LabSession:
             report.longrepr = f"the guest died during this test: {dead}\n" \
                               f"last console lines:\n{tail}"
             self._discard(g, f"the guest died during {item.nodeid}")
-        return report
 
     def _judge(self, item: pytest.Item, report: pytest.TestReport, call: pytest.CallInfo,
                found: list[splats.Splat]) -> None:
@@ -342,7 +366,8 @@ class LabSession:
         self._reviewed[g] = len(g.kernel_log)
         late = self._unexplained_bugs(g, g.kernel_log[start:], item.nodeid)
         if late:
-            report.ringlab_splats = [s.as_dict() for s in late]  # type: ignore[attr-defined]
+            report.ringlab_splats = self._with_decoded(  # type: ignore[attr-defined]
+                g, [s.as_dict() for s in late])
             report.outcome = "failed"
             report.longrepr = (f"the kernel splatted after the test returned: "
                                f"{'; '.join(s.title for s in late)}\n{late[0].text}")
@@ -354,6 +379,19 @@ class LabSession:
         return [s for s in splats.find(lines)
                 if not (g.plan.accel == "tcg" and console.tcg_artefact_in(s.lines[0]))
                 and not any(i.explains_splat(s.title) for i in issues)]
+
+    def _with_decoded(self, g: Guest | None, found: list[dict]) -> list[dict]:
+        """Splat dicts with their frames as file:line when the lab built the kernel (its
+        vmlinux and decode_stacktrace.sh at hand), else with why not; never fails the run."""
+        k = g.kernel if g is not None else \
+            (self.pool.lab.prepared(self.kernel_name) if self.pool else None)
+        if not found or k is None:
+            return found
+        try:
+            return decode.with_decoded(found, decode.decoder_for(k))
+        except Exception as e:  # a bug of ours in decoding must not cost the run its report
+            log.warning("decoding splats failed: %s", e)
+            return [{**d, "not_decoded": f"decoding failed: {e}"} for d in found]
 
     def _pooled(self, g: Guest) -> bool:
         return self.pool is not None and any(p is g for p in self.pool.guests.values())
@@ -391,13 +429,15 @@ class LabSession:
         """The splats of a test and its taint change, into its report; the verdict on them is
         _judge's. A TCG artefact (harness/boot/console.py) is shown but fails nothing."""
         found = splats.find(lines)
-        report.ringlab_splats = [s.as_dict() for s in found]  # type: ignore[attr-defined]
+        report.ringlab_splats = self._with_decoded(  # type: ignore[attr-defined]
+            g, [s.as_dict() for s in found])
         before, after = item.stash.get(TAINT_KEY, -1), g.tainted
         if before != after:
             report.ringlab_taint = [before, after]  # type: ignore[attr-defined]
             report.sections.append(("guest kernel taint", f"{before} -> {after}\n"))
         if found:
-            text = "\n\n".join(s.text for s in found) + "\n"
+            text = "\n\n".join(s.text + _decoded_text(d) for s, d in
+                                 zip(found, report.ringlab_splats)) + "\n"  # type: ignore
             report.sections.append(("guest kernel splats", text))
             item.add_report_section("call", "stdout guest kernel splats", text)
         return found
@@ -412,32 +452,71 @@ class LabSession:
         if not found:
             return
         titles = "; ".join(s.title for s in found)
+        found_dicts = [s.as_dict() for s in found]
         if previous is not None:
-            self.between_tests.append({"after_test": previous,
-                                       "splats": [s.as_dict() for s in found]})
-            self._amend(previous, f"the kernel splatted after the test returned: {titles}",
-                        found)
+            self._emit("between", after_test=previous, splats=found_dicts)
+            self._emit("amend", test=previous, splats=found_dicts,
+                       reason=f"the kernel splatted after the test returned: {titles}")
         else:
             name = f"boot ({g.plan.cpus} cpu, {g.plan.memory_mb} MB)"
-            entry = {"test": name, "outcome": "failed", "duration_s": round(g.record.boot_s, 3),
-                     "reason": f"the kernel splatted while booting: {titles}",
-                     "splats": [s.as_dict() for s in found]}
-            self.results.append(entry)
-            self.result_log.append(entry)
+            self._emit("result", entry={
+                "test": name, "outcome": "failed", "duration_s": round(g.record.boot_s, 3),
+                "reason": f"the kernel splatted while booting: {titles}", "splats": found_dicts})
+
+    def _emit(self, kind: str, **data: object) -> None:
+        self._outbox.append({"kind": kind, **data})
+
+    def _send_events(self, report: pytest.TestReport) -> None:
+        """What this process learnt about the run since its last report, onto this report."""
+        if self.pool is not None:
+            for b in self.pool.boots[self._boots_sent:]:
+                self._emit("boot", record=b)
+            self._boots_sent = len(self.pool.boots)
+            if not self._kernel_sent and (k := self.pool.lab.prepared(self.kernel_name)):
+                self._kernel_sent = True
+                self._emit("kernel", info={"release": k.release, "description": k.description,
+                                           "commit": k.commit, "series": list(k.series)})
+        if self._outbox:
+            report.ringlab_events = self._outbox  # type: ignore[attr-defined]
+            self._outbox = []
+
+    def _apply(self, event: dict) -> None:
+        """An event of _emit, in the process that writes the run's files."""
+        kind = event["kind"]
+        if kind == "boot":
+            self.boots.append(event["record"])
+        elif kind == "kernel":
+            self.kernel_info = event["info"]
+        elif kind == "fact":
+            self.facts[event["name"]] = event["value"]
+        elif kind == "between":
+            self.between_tests.append({"after_test": event["after_test"],
+                                       "splats": event["splats"]})
+        elif kind == "amend":
+            self._amend(event["test"], event["reason"], event["splats"])
+        elif kind == "result":
+            self._record(event["entry"])
             self.late_failures += 1
 
-    def _amend(self, test: str, reason: str, found: list[splats.Splat]) -> None:
+    def _record(self, entry: dict) -> None:
+        self.results.append(entry)
+        self.result_log.append(entry)
+
+    def _amend(self, test: str, reason: str, found: list[dict]) -> None:
         """Fail a test whose report is already written (results.jsonl: the last line of a
         test is its result)."""
         entry = next((r for r in reversed(self.results) if r["test"] == test), None)
         if entry is None:
             return
-        entry.update(outcome="failed", reason=reason,
-                     splats=entry.get("splats", []) + [s.as_dict() for s in found])
+        entry.update(outcome="failed", reason=reason, splats=entry.get("splats", []) + found)
         self.result_log.append(entry)
         self.late_failures += 1
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.worker is not None:  # the controller records it
+            return
+        for event in getattr(report, "ringlab_events", None) or []:
+            self._apply(event)
         if report.when == "teardown" and report.failed:  # a splat after the test returned
             self._amend(report.nodeid, _reason(report), [])
             return
@@ -454,8 +533,7 @@ class LabSession:
             for key in ("splats", "taint", "not_seen", "replaced", "also", "broke"):
                 if getattr(report, f"ringlab_{key}", None):
                     entry[key] = getattr(report, f"ringlab_{key}")
-            self.results.append(entry)
-            self.result_log.append(entry)
+            self._record(entry)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         try:
@@ -464,6 +542,11 @@ class LabSession:
         finally:
             if self.pool is not None:
                 self.pool.stop_all()
+        if self.worker is not None:  # the controller writes the run's files
+            return
+        for event in self._outbox:  # learnt after the last report (a serial run)
+            self._apply(event)
+        self._outbox = []
         final = history.outcomes({"results": self.results})
         findings = self.late_failures or sum(o == "flaky" for o in final.values())
         if findings and exitstatus == pytest.ExitCode.OK:
@@ -473,6 +556,15 @@ class LabSession:
         self._write_summary(exitstatus)
         if self.written is not None and self.written.error:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+    def _decode_rest(self, doc: dict) -> None:
+        """Decode the splats no test report carried decoded (between tests, at boot), now
+        that the run is over: only reported splats cost a decode."""
+        for r in doc["results"]:
+            if r.get("splats"):
+                r["splats"] = self._with_decoded(None, r["splats"])
+        for b in doc["splats_between_tests"]:
+            b["splats"] = self._with_decoded(None, b["splats"])
 
     def _keep_guest(self) -> None:
         assert self.pool is not None
@@ -493,12 +585,11 @@ class LabSession:
         counts: dict[str, int] = {}
         for r in self.results:
             counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
-        k = self.pool.lab.prepared(self.kernel_name) if self.pool else None
-        doc = {"kernel": self.kernel_name, "release": k.release if k else None,
-               "kernel_description": k.description if k else None,
-               "kernel_commit": k.commit if k else None,
-               "series": list(k.series) if k else [],
-               "boots": self.pool.boots if self.pool else [], "counts": counts,
+        k = self.kernel_info
+        doc = {"kernel": self.kernel_name, "release": k.get("release"),
+               "kernel_description": k.get("description"),
+               "kernel_commit": k.get("commit"), "series": k.get("series", []),
+               "boots": self.boots, "counts": counts,
                "exit_status": int(exitstatus), "duration_s": round(time.time() - self.started, 1),
                "kernel_facts": self.facts, "splats_between_tests": self.between_tests,
                "results": self.results}
@@ -530,11 +621,14 @@ class LabSession:
                     else ""
                 lines.append(f"  {r['outcome'].upper():7s} {r['test']}: "
                              f"{_first_line(r['reason'])}{again}")
+                if r.get("splats"):
+                    lines.append(f"          {_splat_line(r['splats'][0])}")
             if r is last.get(r["test"]):
                 lines += [f"  NOT SEEN known issue {i} in {r['test']} on this kernel"
                           for i in r.get("not_seen", [])]
                 if r.get("replaced"):
                     lines.append(f"  GUEST REPLACED after {r['test']}: {r['replaced']}")
+        self._decode_rest(doc)
         files = {"summary.json": json.dumps(doc, indent=2),
                  "kcidb.json": json.dumps(kcidb.from_summary(doc, self.started), indent=2),
                  "summary.txt": "\n".join(lines) + "\n"}
@@ -580,6 +674,22 @@ def _reason(report: pytest.TestReport) -> str:
     if crash is not None and crash.message:
         return crash.message[:2000]
     return (str(report.longrepr).strip() if report.longrepr else "")[:2000]
+
+
+def _splat_line(splat: dict) -> str:
+    """A splat in one line of summary.txt: its title, and where it happened as file:line when
+    it was decoded, or why not."""
+    top = decode.top_frame(splat)
+    where = f" at {top}" if top else \
+        (f" (not decoded: {splat['not_decoded']})" if splat.get("not_decoded") else "")
+    return f"splat: {splat['title']}{where}"[:400]
+
+
+def _decoded_text(splat: dict) -> str:
+    """The decoded frames under a splat's text in the report, or why there are none."""
+    if splat.get("decoded"):
+        return "\ndecoded:\n" + "\n".join(f"  {f}" for f in splat["decoded"])
+    return f"\nnot decoded: {splat['not_decoded']}" if splat.get("not_decoded") else ""
 
 
 def _first_line(text: str) -> str:

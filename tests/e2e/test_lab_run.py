@@ -247,3 +247,25 @@ def test_a_guest_flooding_its_console_is_capped_and_keeps_working(tmp_path: Path
     assert "==== ringlab: console flood:" in text and "bytes not kept" in text
     assert "ringlab_splat: flood line 100000, 0 to go" in text, "the flood's end was not kept"
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["boots"][0]
+
+
+def test_two_guests_at_once_give_one_report(tmp_path: Path, make_lab_yaml) -> None:
+    """./lab run -j 2: pytest-xdist workers, a guest each, one set of run files written by
+    the controller alone (the same results a serial run gives)."""
+    env = dict(os.environ, RINGLAB_CONFIG=str(make_lab_yaml()))
+    p = subprocess.run(["./lab", "run", "-j", "2", "-k", "test_release_is_the_booted_kernel or "
+                        "test_page_size or test_meta_page_fields_describe_the_buffer or "
+                        "test_kernel_speaks_the_mainline_mapping_abi"],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "2 workers" in p.stdout
+    run = (tmp_path / "reports" / "latest").resolve()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["counts"] == {"passed": 4}, summary["counts"]
+    assert len(summary["boots"]) == 2 and summary["release"], summary
+    # A fact learnt in a worker reaches the controller's summary.
+    assert "trace_pipe_raw mmap ABI" in summary["kernel_facts"]
+    assert len((run / "results.jsonl").read_text().splitlines()) == 4
+    assert sorted(f.name for f in run.glob("console-*.log")) == [
+        "console-trixie-cloud-gw0.log", "console-trixie-cloud-gw1.log"]
+    assert len(_cases(run / "junit.xml")) == 4
