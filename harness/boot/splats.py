@@ -54,16 +54,7 @@ class Splat:
     @property
     def call_trace(self) -> list[str]:
         """The reliable frames after 'Call Trace:', innermost first ('? ' frames left out)."""
-        frames, inside = [], False
-        for line in self.lines:
-            text = line.strip()
-            if text == "Call Trace:":
-                inside = True
-            elif inside and (text == "</TASK>" or text.startswith("---[ end")):
-                break
-            elif inside and not text.startswith("? ") and (m := _FRAME.match(line)):
-                frames.append(m.group("fn"))
-        return frames
+        return [_FRAME.match(f).group("fn") for f in trace_frames(self.lines)]  # type: ignore
 
     @property
     def rip(self) -> str | None:
@@ -91,6 +82,21 @@ class Splat:
     def as_dict(self) -> dict:
         return {"title": self.title, "rip": self.rip, "call_trace": self.call_trace[:16],
                 "tainting_modules": self.tainting_modules, "text": self.text}
+
+
+def trace_frames(lines: list[str]) -> list[str]:
+    """The reliable frames after 'Call Trace:' as printed, offsets and module kept
+    ("hang_set+0x3f/0x60 [ringlab_splat]"): what decode_stacktrace.sh needs."""
+    frames, inside = [], False
+    for line in lines:
+        text = line.strip()
+        if text == "Call Trace:":
+            inside = True
+        elif inside and (text == "</TASK>" or text.startswith("---[ end")):
+            break
+        elif inside and not text.startswith("? ") and _FRAME.match(line):
+            frames.append(text)
+    return frames
 
 
 def find(lines: list[str]) -> list[Splat]:

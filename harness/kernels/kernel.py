@@ -45,6 +45,7 @@ class BootableKernel:
     build_dir: Path | None = None
     commit: str | None = None
     series: tuple[str, ...] = ()
+    source_dir: Path | None = None  # the tree make built: decode_stacktrace.sh and file paths
 
     def config_option(self, option: str) -> str | None:
         """The value of CONFIG_<option> in the kernel's .config ('y', 'm', ...), None if unset."""
@@ -131,7 +132,8 @@ def load_prepared(entry: Path) -> BootableKernel | None:
         package_version=(meta.get("package") or {}).get("version"),
         build_dir=Path(meta["build"]["out"]) if meta.get("build") else None,
         commit=(meta.get("build") or {}).get("commit"),
-        series=tuple((meta.get("build") or {}).get("series", ())))
+        series=tuple((meta.get("build") or {}).get("series", ())),
+        source_dir=Path(meta["build"]["source"]) if meta.get("build") else None)
 
 
 def _prepare_debian(spec: KernelSpec, src: DebianKernel, root: Path,
