@@ -69,6 +69,46 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
+CONFIG_STAMP = "ringlab-config.stamp"  # beside the build's .config
+
+
+@dataclass(frozen=True)
+class ConfigStamp:
+    """What produced a build folder's .config: the config key (base + fragments), the tree's
+    Kconfig files and the toolchain. The config step (make defconfig, the fragments,
+    olddefconfig: ~10 s) is skipped when the stamp matches and .config is the one it
+    describes, which is every rebuild of a bisect or mutate step that left Kconfig alone."""
+    key: str
+
+    def is_current(self, out: Path) -> bool:
+        """The stamp beside out/.config has this key and the .config's SHA256 it recorded."""
+        try:
+            recorded = json.loads((out / CONFIG_STAMP).read_text())
+            config = (out / ".config").read_bytes()
+        except (OSError, ValueError):
+            return False
+        return isinstance(recorded, dict) and recorded.get("key") == self.key and \
+            recorded.get("config_sha256") == hashlib.sha256(config).hexdigest()
+
+    def write(self, out: Path) -> None:
+        sha = hashlib.sha256((out / ".config").read_bytes()).hexdigest()
+        cache.write_atomic(out / CONFIG_STAMP,
+                           json.dumps({"key": self.key, "config_sha256": sha}).encode())
+
+
+def _toolchain() -> str:
+    """The compiler and linker versions: Kconfig records them (CC_VERSION_TEXT) and tests
+    their features, so a new toolchain must reconfigure."""
+    out = []
+    for tool in ("gcc", "ld"):
+        try:
+            p = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30)
+            out.append(p.stdout.partition("\n")[0])
+        except (OSError, subprocess.TimeoutExpired):
+            out.append(f"{tool}: absent")
+    return "\n".join(out)
+
+
 class Builder:
     """Builds the `build` kernels of one lab configuration."""
 
@@ -144,7 +184,8 @@ class Builder:
         source = self._source(tree, src, work)
         report.source, report.out, report.log = source, work / "out", work / "build.log"
         make_start = time.monotonic()
-        self._configure(spec, source, work / "out", base_text, src.base, options, report)
+        self._configure(spec, source, work / "out", base_text, src.base, options, report,
+                        config_key)
         self._make(spec, source, work / "out", report)
         report.make_seconds = time.monotonic() - make_start
         k = self._store(spec, src, tree, source, work / "out", entry, report)
@@ -207,8 +248,10 @@ class Builder:
             raise BuildError(f"{what} failed: {first_error(text)}", hint=f"full log: {logf.name}")
 
     def _configure(self, spec: KernelSpec, source: Path, out: Path, base_text: str | None,
-                   base: str, options: list[kconfig.Option], report: BuildReport) -> None:
-        unknown = kconfig.unknown(options, kconfig.symbols(source))
+                   base: str, options: list[kconfig.Option], report: BuildReport,
+                   config_key: str) -> None:
+        files = kconfig.scan(source)
+        unknown = kconfig.unknown(options, set(files.symbols))
         if unknown:
             raise BuildError(f"kernels.{spec.name}: config fragment options name no Kconfig "
                              "symbol of this tree: " + ", ".join(
@@ -216,6 +259,15 @@ class Builder:
                              hint="a typo, or an option this kernel version does not have")
         out.mkdir(parents=True, exist_ok=True)
         assert report.log is not None
+        stamp = ConfigStamp(_digest(config_key, files.digest, _toolchain()))
+        if stamp.is_current(out):
+            log.info("kernel %s: config unchanged (%s): make %s, fragments and olddefconfig "
+                     "skipped", spec.name, stamp.key, base)
+            report.log.write_text("config step skipped: the config key matches "
+                                  f"{out / CONFIG_STAMP}\n")
+            report.dropped = [str(d) for d in kconfig.dropped(
+                options, kconfig.values((out / ".config").read_text()))]
+            return
         with report.log.open("w") as logf, progress.step(f"configuring {spec.name}"):
             scratch = out.parent / "config.new"
             shutil.rmtree(scratch, ignore_errors=True)
@@ -231,6 +283,7 @@ class Builder:
             # make the next build look stale to make.
             if not (out / ".config").exists() or (out / ".config").read_text() != final:
                 cache.write_atomic(out / ".config", final.encode())
+            stamp.write(out)
             shutil.rmtree(scratch, ignore_errors=True)
         report.dropped = [str(d) for d in kconfig.dropped(options, kconfig.values(final))]
         for d in report.dropped:

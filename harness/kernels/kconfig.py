@@ -7,6 +7,7 @@ Pure functions over text, so they are unit tested; kbuild.py runs make around th
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -111,20 +112,35 @@ def dropped(options: list[Option], final: dict[str, str]) -> list[Dropped]:
     return out
 
 
-def symbols(tree: Path) -> set[str]:
-    """Every symbol a Kconfig file of the tree defines (for telling an unknown symbol, a
-    typo, from one whose dependencies are not met)."""
+@dataclass(frozen=True)
+class KconfigFiles:
+    """What a tree's Kconfig files say, from one walk of the tree."""
+    symbols: frozenset[str]  # every symbol they define
+    digest: str              # of their names and contents: olddefconfig's input besides .config
+
+
+def scan(tree: Path) -> KconfigFiles:
+    """The tree's Kconfig files: the symbols they define (for telling an unknown symbol, a
+    typo, from one whose dependencies are not met) and a digest of them (a changed Kconfig
+    means the config step must run again)."""
     found: set[str] = set()
+    h = hashlib.sha256()
     for dirpath, dirnames, files in os.walk(tree):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-        for f in files:
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for f in sorted(files):
             if f.startswith("Kconfig"):
                 try:
                     text = (Path(dirpath) / f).read_text(errors="replace")
                 except OSError:
                     continue
+                h.update(f"{Path(dirpath, f).relative_to(tree)}\0{text}\0".encode())
                 found.update(m.group("sym") for m in _DEFINES.finditer(text))
-    return found
+    return KconfigFiles(frozenset(found), h.hexdigest()[:16])
+
+
+def symbols(tree: Path) -> set[str]:
+    """Every symbol a Kconfig file of the tree defines."""
+    return set(scan(tree).symbols)
 
 
 def unknown(options: list[Option], known: set[str]) -> list[Option]:
