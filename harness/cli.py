@@ -317,13 +317,13 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     _setup_logging(args.verbose, out / "lab.log")
     _point_latest(cfg, out)
     return bisect.run(cfg, name, args.good, args.bad, args.k, args.on_build_failure, out,
-                      args.pytest_args)
+                      args.pytest_args, args.on_boot_failure)
 
 
 def cmd_bisect_step(args: argparse.Namespace) -> int:
     """One bisect step on the commit checked out in --tree (default: the current folder):
-    build, boot, run the selected tests; exit 0 good, 1 bad, 125 skip (build failure), 255
-    abort. Usable by hand: git bisect run ./lab bisect-step --kernel NAME -k EXPR"""
+    build, boot, run the selected tests; exit 0 good, 1 bad, 125 skip (build or boot
+    failure), 255 abort. Usable by hand: git bisect run ./lab bisect-step --kernel NAME -k EXPR"""
     from harness.commands import bisect
 
     cfg = _config(args)
@@ -334,7 +334,7 @@ def cmd_bisect_step(args: argparse.Namespace) -> int:
     _make_report_dir(out)
     steps = Path(args.steps_log) if args.steps_log else out / "steps.jsonl"
     return bisect.step(cfg, name, tree, args.k, args.on_build_failure, steps, out,
-                       args.pytest_args)
+                       args.pytest_args, args.on_boot_failure)
 
 
 def cmd_mutate(args: argparse.Namespace) -> int:
@@ -533,6 +533,8 @@ def build_parser() -> argparse.ArgumentParser:
     bi.add_argument("-k", metavar="EXPR", help="the tests that decide (pytest -k)")
     bi.add_argument("--on-build-failure", choices=("skip", "bad", "abort"), default="skip",
                     help="what a commit that does not build is (default: skip)")
+    bi.add_argument("--on-boot-failure", choices=("skip", "bad", "abort"), default="skip",
+                    help="what a commit whose kernel does not boot is (default: skip)")
     bi.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     bi.set_defaults(func=cmd_bisect)
 
@@ -542,6 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--tree", help="the checkout to build (default: the current folder)")
     bs.add_argument("-k", metavar="EXPR", help="the tests that decide (pytest -k)")
     bs.add_argument("--on-build-failure", choices=("skip", "bad", "abort"), default="skip")
+    bs.add_argument("--on-boot-failure", choices=("skip", "bad", "abort"), default="skip")
     bs.add_argument("--steps-log", help=argparse.SUPPRESS)
     bs.add_argument("--report-dir", help=argparse.SUPPRESS)
     bs.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")

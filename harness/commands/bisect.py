@@ -3,8 +3,9 @@
 bisect checks the revisions, then runs `git bisect run ./lab bisect-step ...` in a worktree
 of the kernel's tree kept in the cache (the user's checkout is never moved, and the worktree's
 build folder survives between bisects, so each step's build is incremental). A step builds the
-commit (a build failure is `skip` by default: exit 125), boots it, runs the test selection,
-and answers good (0) or bad (1); anything the lab itself cannot do aborts the bisect (255).
+commit (a build failure is `skip` by default: exit 125), boots it (a kernel that does not
+boot is `skip` by default too: it says nothing of the tests), runs the test selection, and
+answers good (0) or bad (1); anything the lab itself cannot do aborts the bisect (255).
 Every step is appended to steps.jsonl with its timing.
 """
 from __future__ import annotations
@@ -20,7 +21,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness import cache
+from harness.commands import mutate
 from harness.kernels import trees
+from harness.results import history
 from harness.config import BuildKernel, LabConfig, with_build
 from harness.errors import BisectError, BuildError, LabError
 
@@ -28,6 +31,8 @@ log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
 GOOD, BAD, SKIP, ABORT = 0, 1, 125, 255
 BUILD_FAILURE = {"skip": SKIP, "bad": BAD, "abort": ABORT}
+BOOT_FAILURE = {"skip": SKIP, "bad": BAD, "abort": ABORT}
+RESULT = {GOOD: "good", BAD: "bad", SKIP: "skip", ABORT: "abort"}
 
 
 @dataclass
@@ -98,7 +103,8 @@ def worktree(tree: Path, cache_root: Path, start: str) -> Path:
 
 
 def run(cfg: LabConfig, name: str, good: str, bad: str, selection: str | None,
-        on_build_failure: str, report_dir: Path, pytest_args: list[str]) -> int:
+        on_build_failure: str, report_dir: Path, pytest_args: list[str],
+        on_boot_failure: str = "skip") -> int:
     """The whole bisect; prints the first bad commit and every step. Exit 0 when found."""
     tree = _tree(cfg, name)
     g, b = check_revisions(tree, good, bad)
@@ -107,9 +113,9 @@ def run(cfg: LabConfig, name: str, good: str, bad: str, selection: str | None,
     steps_log = report_dir / "steps.jsonl"
     step_cmd = [sys.executable, "-m", "harness.cli", "--lab-config", str(cfg.path),
                 "bisect-step", "--kernel", name, "--tree", str(wt), "--steps-log",
-                str(steps_log), "--on-build-failure", on_build_failure, "--report-dir",
-                str(report_dir)] + (["-k", selection] if selection else []) + \
-        (["--", *pytest_args] if pytest_args else [])
+                str(steps_log), "--on-build-failure", on_build_failure, "--on-boot-failure",
+                on_boot_failure, "--report-dir", str(report_dir)] + \
+        (["-k", selection] if selection else []) + (["--", *pytest_args] if pytest_args else [])
     start = time.monotonic()
     trees.git(wt, "bisect", "start", b, g)
     try:
@@ -160,7 +166,8 @@ def read_steps(path: Path) -> list[Step]:
 
 
 def step(cfg: LabConfig, name: str, tree: Path, selection: str | None, on_build_failure: str,
-         steps_log: Path, report_dir: Path, pytest_args: list[str]) -> int:
+         steps_log: Path, report_dir: Path, pytest_args: list[str],
+         on_boot_failure: str = "skip") -> int:
     """One bisect step on the commit checked out in `tree`: build, boot, run the selection;
     the exit status git bisect run understands."""
     from harness.lab import Lab
@@ -176,8 +183,7 @@ def step(cfg: LabConfig, name: str, tree: Path, selection: str | None, on_build_
         except BuildError as e:
             build_s = time.monotonic() - start
             code = BUILD_FAILURE[on_build_failure]
-            result = {SKIP: "skip", BAD: "bad", ABORT: "abort"}[code]
-            _record(steps_log, Step(commit, subject, result, f"build failed: {e.message}",
+            _record(steps_log, Step(commit, subject, RESULT[code], f"build failed: {e.message}",
                                     build_s, 0.0, time.monotonic() - start))
             print(f"bisect-step {commit[:12]}: build failed: {e}", file=sys.stderr)
             return code
@@ -195,17 +201,47 @@ def step(cfg: LabConfig, name: str, tree: Path, selection: str | None, on_build_
                                 time.monotonic() - start))
         print(f"bisect-step {commit[:12]}: {e}", file=sys.stderr)
         return ABORT
-    if code == 0:
-        result, why, status = "good", "", GOOD
+    no_guest = mutate.boot_failures(run_dir)
+    failing = _failing(run_dir)
+    status = step_status(code, failing, no_guest, on_boot_failure)
+    if status == GOOD:
+        why = ""
+    elif code == 1 and _boot_failure_only(failing, no_guest):
+        why = f"the kernel did not boot ({len(no_guest)} test(s) without a guest; see {run_dir})"
     elif code == 1:
-        result, status = "bad", BAD
         why = _failures(run_dir)
     else:
-        result, status = "abort", ABORT
         why = f"the test run could not judge this commit (pytest exit {code}; see {run_dir})"
-    _record(steps_log, Step(commit, subject, result, why, build_s, test_s,
+    _record(steps_log, Step(commit, subject, RESULT[status], why, build_s, test_s,
                             time.monotonic() - start))
     return status
+
+
+def _boot_failure_only(failing: set[str], no_guest: set[str]) -> bool:
+    return bool(no_guest) and not failing - no_guest
+
+
+def step_status(code: int, failing: set[str], no_guest: set[str], on_boot_failure: str) -> int:
+    """The exit status for git bisect run of a step's `./lab run` (exit `code`; `failing` its
+    failed tests and `no_guest` those that failed for want of a guest, as 'file::name'). A
+    test that failed on a booted guest is evidence: bad. A kernel that did not boot says
+    nothing of the tests, so it is what --on-boot-failure says (skip by default)."""
+    if code == 0:
+        return GOOD
+    if code == 1:
+        return BOOT_FAILURE[on_boot_failure] if _boot_failure_only(failing, no_guest) else BAD
+    return ABORT
+
+
+def _failing(run_dir: Path) -> set[str]:
+    """The failed tests of a run's summary.json, as 'file::name' (the keys boot_failures
+    gives)."""
+    try:
+        doc = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return set()
+    final = history.outcomes(doc)
+    return {mutate.nodeid_key(t) for t, o in final.items() if o in ("failed", "error", "flaky")}
 
 
 def _failures(run_dir: Path) -> str:

@@ -150,7 +150,7 @@ class MutantResult:
     report: str = ""                             # the mutant's ./lab run report folder
 
 
-def _boot_failures(run_dir: Path) -> set[str]:
+def boot_failures(run_dir: Path) -> set[str]:
     """Tests whose guest did not come up ("no guest: ..."): junit keeps the whole message,
     summary.json only its last line. Keys are 'file-stem::name'."""
     try:
@@ -165,7 +165,7 @@ def _boot_failures(run_dir: Path) -> set[str]:
     return out
 
 
-def _key(nodeid: str) -> str:
+def nodeid_key(nodeid: str) -> str:
     path, _, name = nodeid.partition("::")
     return f"{Path(path).stem}::{name}"
 
@@ -182,13 +182,14 @@ def judge(baseline: dict, summary: dict | None, boot_failed: set[str] = frozense
     before = history.outcomes(baseline)
     after = history.outcomes(summary)
     failing = [t for t, o in after.items() if o in ("failed", "error")]
-    killers = [t for t in failing if before.get(t) == "passed" and _key(t) not in boot_failed]
+    killers = [t for t in failing
+               if before.get(t) == "passed" and nodeid_key(t) not in boot_failed]
     if killers:
         first = next(r for r in summary.get("results", [])
                      if r["test"] == killers[0] and r["outcome"] != "rerun")
         line = (first.get("reason") or "").strip().splitlines()
         return KILLED, killers, f"{killers[0].split('::')[-1]}: {line[0] if line else ''}"
-    if not summary.get("boots") or any(_key(t) in boot_failed for t in failing):
+    if not summary.get("boots") or any(nodeid_key(t) in boot_failed for t in failing):
         return NOT_BOOTED, [], "the guest did not boot"
     return SURVIVED, [], ""
 
@@ -444,7 +445,7 @@ def _one(plan: Plan, ws: Workspace, m: Mutant, outs: list[Path], baseline: dict
             _forget(k.vmlinuz.parent)
         r.run_s = round(run_s, 1)
     summary = _summary(run_dir)
-    r.outcome, r.killed_by, r.why = judge(baseline, summary, _boot_failures(run_dir))
+    r.outcome, r.killed_by, r.why = judge(baseline, summary, boot_failures(run_dir))
     if r.outcome == NOT_RUN:
         r.why = f"./lab run exit {code}; see {run_dir}.log"
     return r

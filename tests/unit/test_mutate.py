@@ -144,8 +144,8 @@ def test_boot_failures_are_read_from_junit(tmp_path: Path) -> None:
         '&quot;">x</error></testcase><testcase classname="tests.kernel.test_b" '
         'name="test_three"><failure message="AssertionError">y</failure></testcase>'
         '</testsuite></testsuites>')
-    assert mutate._boot_failures(tmp_path) == {"test_a::test_one"}
-    assert mutate._boot_failures(tmp_path / "none") == set()
+    assert mutate.boot_failures(tmp_path) == {"test_a::test_one"}
+    assert mutate.boot_failures(tmp_path / "none") == set()
 
 
 def test_totals_rate_only_mutants_the_suite_could_judge() -> None:

@@ -99,3 +99,29 @@ def test_the_bisect_worktree_leaves_the_users_checkout_alone(
     assert (wt / "f").read_text() == "1\n" and (repo / "f").read_text() == "2\n"
     again = bisect.worktree(repo, tmp_path / "cache", c0)
     assert again == wt and (wt / "f").read_text() == "0\n"
+
+
+@pytest.mark.parametrize("on_boot_failure, status", [("skip", 125), ("bad", 1), ("abort", 255)])
+def test_a_kernel_that_does_not_boot_is_what_on_boot_failure_says(on_boot_failure: str,
+                                                                  status: int) -> None:
+    no_guest = {"test_a::test_one", "test_a::test_two"}
+    assert bisect.step_status(1, no_guest, no_guest, on_boot_failure) == status
+
+
+def test_a_test_failing_on_a_booted_guest_is_bad_whatever_on_boot_failure_says() -> None:
+    for on_boot_failure in bisect.BOOT_FAILURE:
+        assert bisect.step_status(1, {"test_a::test_one", "test_b::test_x"},
+                                  {"test_a::test_one"}, on_boot_failure) == bisect.BAD
+        assert bisect.step_status(0, set(), set(), on_boot_failure) == bisect.GOOD
+        assert bisect.step_status(2, set(), set(), on_boot_failure) == bisect.ABORT
+        # A failed run we know nothing more of is still bad, as before.
+        assert bisect.step_status(1, set(), set(), on_boot_failure) == bisect.BAD
+
+
+def test_on_boot_failure_defaults_to_skip_on_both_commands() -> None:
+    from harness import cli
+
+    parser = cli.build_parser()
+    assert parser.parse_args(["bisect", "--good", "a", "--bad", "b"]).on_boot_failure == "skip"
+    assert parser.parse_args(["bisect-step"]).on_boot_failure == "skip"
+    assert parser.parse_args(["bisect-step", "--on-boot-failure", "bad"]).on_boot_failure == "bad"
