@@ -287,6 +287,11 @@ def test_fork_inherits_only_with_madv_dofork(guest: Guest, new_splats) -> None:
     d = lifetime(guest, "fork", new_splats)
     # __rb_map_vma() sets VM_DONTCOPY: a child has no mapping (SIGSEGV on access) ...
     assert d["child_without_dofork"] == {"signal": "SIGSEGV"}, d["child_without_dofork"]
+    assert d["parent_reads_after_child_exit"], "the parent's mapping broke when the child exited"
+    if d["madv_dofork"] == "ENOSYS":  # tinyconfig: mm/Makefile builds madvise.o only with it
+        pytest.skip("kernel has no madvise(2) (ENOSYS: CONFIG_ADVISE_SYSCALLS off), so no "
+                    "MADV_DOFORK to check")
+    assert d["madv_dofork"] == "ok", f"madvise(MADV_DOFORK) of the mapping: {d['madv_dofork']}"
     # ... unless MADV_DOFORK cleared it: then the child reads the shared meta page.
     assert d["child_with_dofork"] == {"meta_page_size": d["expected_meta_page_size"]}, \
         d["child_with_dofork"]
