@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness import cache, config as lab_config, host, progress
 from harness.boot import accel
+from harness.commands import lab_run
 from harness.debian import mirror
 from harness.kernels import kernel
 from harness.results import history, known_issues, matrix
@@ -156,13 +157,9 @@ def _run_many(cfg: lab_config.LabConfig, args: argparse.Namespace, names: list[s
     _point_latest(cfg, parent)
     codes = {}
     for name in names:
-        argv = [sys.executable, "-m", "harness.cli", "--lab-config", str(cfg.path), "run",
-                "--kernel", name, "--report-dir", str(parent / name)]
-        argv += ["-k", args.k] if args.k else []
-        argv += ["-j", args.jobs]
-        argv += ["--refresh"] if args.refresh else []
-        argv += ["--history", args.history] if args.history else []
-        argv += ["--", *args.pytest_args] if args.pytest_args else []
+        argv = lab_run.argv(lab_run.RunRequest(
+            cfg.path, name, parent / name, selection=args.k, jobs=args.jobs,
+            refresh=args.refresh, history=args.history, pytest_args=tuple(args.pytest_args)))
         log.info("kernel %s: %s", name, " ".join(argv))
         codes[name] = subprocess.run(argv, cwd=REPO).returncode
     table = matrix.build({n: parent / n / "summary.json" for n in names})
@@ -281,11 +278,10 @@ def cmd_review(args: argparse.Namespace) -> int:
     # Both builds first: a series that does not apply, or a build error, stops here.
     Lab(cfg).kernel(name)
     Lab(patched_cfg).kernel(name)
-    for label, extra in (("base", []), ("patched", ["--series", str(series)])):
-        argv = [sys.executable, "-m", "harness.cli", "--lab-config", str(cfg.path), "run",
-                "--kernel", name, "--report-dir", str(out / label), *extra]
-        argv += ["-k", args.k] if args.k else []
-        argv += ["--", *args.pytest_args] if args.pytest_args else []
+    for label, extra in (("base", ()), ("patched", (series,))):
+        argv = lab_run.argv(lab_run.RunRequest(
+            cfg.path, name, out / label, selection=args.k, series=extra,
+            pytest_args=tuple(args.pytest_args)))
         log.info("review: %s: %s", label, " ".join(argv))
         code = subprocess.run(argv, cwd=REPO).returncode
         if code not in (0, 1):

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness import cache
-from harness.commands import mutate
+from harness.commands import lab_run, mutate
 from harness.kernels import trees
 from harness.results import history
 from harness.config import BuildKernel, LabConfig, with_build
@@ -189,10 +189,8 @@ def step(cfg: LabConfig, name: str, tree: Path, selection: str | None, on_build_
             return code
         build_s = time.monotonic() - start
         run_dir = report_dir / f"step-{len(read_steps(steps_log)) + 1}-{commit[:12]}"
-        argv = [sys.executable, "-m", "harness.cli", "--lab-config", str(cfg.path), "run",
-                "--kernel", name, "--tree", str(tree), "--report-dir", str(run_dir)]
-        argv += ["-k", selection] if selection else []
-        argv += ["--", *pytest_args] if pytest_args else []
+        argv = lab_run.argv(lab_run.RunRequest(cfg.path, name, run_dir, selection=selection,
+                                               tree=tree, pytest_args=tuple(pytest_args)))
         t = time.monotonic()
         code = subprocess.run(argv, cwd=REPO).returncode
         test_s = time.monotonic() - t

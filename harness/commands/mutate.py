@@ -26,7 +26,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness import cache
+from harness.commands import lab_run
 from harness.config import BuildKernel, LabConfig, with_build
 from harness.errors import BuildError, LabError
 from harness.kernels import trees
@@ -320,10 +320,9 @@ def _and(a: str | None, b: str | None) -> str | None:
 def _run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path) -> tuple[int, float]:
     """`./lab run` of the kernel built from `tree`, in a child (as review and bisect do); its
     output goes to run_dir.log. Stopped (and its guests with it) if we are interrupted."""
-    argv = [sys.executable, "-m", "harness.cli", "--lab-config", str(plan.cfg.path), "run",
-            "--kernel", plan.name, "--tree", str(tree), "--report-dir", str(run_dir)]
-    argv += ["-k", selection] if selection else []
-    argv += ["--", *plan.pytest_args] if plan.pytest_args else []
+    argv = lab_run.argv(lab_run.RunRequest(plan.cfg.path, plan.name, run_dir,
+                                           selection=selection, tree=tree,
+                                           pytest_args=tuple(plan.pytest_args)))
     start = time.monotonic()
     with open(f"{run_dir}.log", "w") as out:
         out.write("$ " + " ".join(argv) + "\n")

@@ -1,0 +1,36 @@
+"""harness/commands/lab_run.py: the one command line of a child `./lab run` (multi-kernel
+runs, review, bisect steps, mutate all use it)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness import cli
+from harness.commands import lab_run
+
+
+def test_the_smallest_request() -> None:
+    req = lab_run.RunRequest(Path("/lab.yaml"), "k", Path("/r/k"))
+    assert lab_run.argv(req, python="py") == [
+        "py", "-m", "harness.cli", "--lab-config", "/lab.yaml", "run", "--kernel", "k",
+        "--report-dir", "/r/k"]
+
+
+def test_every_field_and_pytest_arguments_last() -> None:
+    req = lab_run.RunRequest(Path("/lab.yaml"), "k", Path("/r/k"), selection="ring and not aux",
+                             jobs="2", tree=Path("/wt"), series=(Path("/s1"), Path("/s2")),
+                             refresh=True, history="/h", pytest_args=("-x", "--maxfail=2"))
+    assert lab_run.argv(req, python="py") == [
+        "py", "-m", "harness.cli", "--lab-config", "/lab.yaml", "run", "--kernel", "k",
+        "--report-dir", "/r/k", "--tree", "/wt", "--series", "/s1", "--series", "/s2",
+        "-k", "ring and not aux", "-j", "2", "--refresh", "--history", "/h",
+        "--", "-x", "--maxfail=2"]
+
+
+def test_the_child_command_line_parses_back_to_the_request() -> None:
+    req = lab_run.RunRequest(Path("/lab.yaml"), "k", Path("/r/k"), selection="ring",
+                             tree=Path("/wt"), series=(Path("/s1"),), refresh=True,
+                             history="/h", pytest_args=("-x",))
+    args = cli.build_parser().parse_args(lab_run.argv(req)[3:])
+    assert (args.lab_config, args.command, args.kernel, args.report_dir, args.tree,
+            args.series, args.k, args.refresh, args.history, args.pytest_args) == (
+        "/lab.yaml", "run", "k", "/r/k", "/wt", ["/s1"], "ring", True, "/h", ["-x"])
