@@ -6,15 +6,37 @@ Layout under the cache root (default $XDG_CACHE_HOME/ringlab, else ~/.cache/ring
   rootfs/HASH/  a root filesystem image and its pinned SSH host key
   ssh/          the lab's client key (0600)
   hosts/        per-host verdicts (does KVM work here?)
+  builds/ buildroots/ trees/ bisect/ mutate/   kernel build folders, module build roots,
+                unpacked source trees, bisect worktrees, mutate trees (see KINDS)
+  usage/KIND/NAME.{used,lock}   per entry of KINDS: the last run that used it, and the lock a
+                running lab holds shared on it (./lab gc takes it exclusively)
+  runs.log      one line per run that used an entry: "RUN-ID START-TIME"
+
+The stamps and locks sit beside the entries, not in them: a bisect worktree is a git checkout
+(a file in it would be an untracked change), and a tree's files are what make builds.
 """
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import logging
 import os
+import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from harness.errors import ConfigError
+
+log = logging.getLogger(__name__)
+# The kinds of entries ./lab gc may remove, in the order their sizes are counted (a file
+# hard-linked into several entries counts once, for the first: trees before their link copies).
+KINDS = {"trees": "unpacked trees", "kernels": "kernels", "buildroots": "module build roots",
+         "builds": "build folders", "bisect": "bisect worktrees", "mutate": "mutate trees"}
+RUN_ENV = "RINGLAB_RUN"
 
 
 def cache_root(configured: Path | None = None) -> Path:
@@ -59,3 +81,229 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+# --- what the lab uses, and ./lab gc ---------------------------------------------------------
+
+def new_run_id() -> str:
+    """An id for one ./lab command (its subprocesses inherit it through RINGLAB_RUN)."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+
+
+def entry_of(root: Path, path: Path) -> tuple[str, str] | None:
+    """(kind, name) of the cache entry holding `path`, None if it is in none."""
+    try:
+        parts = path.resolve().relative_to(root.resolve()).parts
+    except ValueError:
+        return None
+    if len(parts) < 2 or parts[0] not in KINDS or parts[1].startswith("."):
+        return None
+    return parts[0], parts[1]
+
+
+def _sidecar(root: Path, kind: str, name: str, suffix: str) -> Path:
+    return root / "usage" / kind / f"{name}.{suffix}"
+
+
+class Usage:
+    """The entries one lab session uses: each is stamped with the run's id (what ./lab gc
+    --keep counts) and held under a shared lock until close() or the process ends, so a gc
+    running meanwhile skips it. Never fails the lab: a stamp it cannot write is logged."""
+
+    def __init__(self, root: Path, run: str | None = None) -> None:
+        self.root = root
+        self.run = run or os.environ.get(RUN_ENV) or new_run_id()
+        self._held: dict[tuple[str, str], int] = {}
+        self._logged = False
+
+    def use(self, path: Path | None) -> None:
+        where = entry_of(self.root, path) if path is not None else None
+        if where is None:
+            return
+        try:
+            if where not in self._held:
+                lock = _sidecar(self.root, *where, "lock")
+                lock.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+                fcntl.flock(fd, fcntl.LOCK_SH)  # waits while a gc removes it
+                self._held[where] = fd
+            write_atomic(_sidecar(self.root, *where, "used"), f"{self.run}\n".encode())
+            if not self._logged:
+                with (self.root / "runs.log").open("a") as f:
+                    f.write(f"{self.run} {time.time():.0f}\n")
+                self._logged = True
+        except OSError as e:
+            log.warning("cannot record the use of cache entry %s/%s: %s", *where, e)
+
+    def close(self) -> None:
+        for fd in self._held.values():
+            os.close(fd)
+        self._held.clear()
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A removable cache entry: its kind, folder, size on disk and last use (a time)."""
+    kind: str
+    path: Path
+    size: int
+    last_used: float
+
+
+def _disk_size(path: Path, seen: set[tuple[int, int]]) -> int:
+    """Bytes on disk under `path`, each inode counted once across calls sharing `seen`."""
+    total = 0
+    for dirpath, dirs, files in os.walk(path):
+        for name in dirs + files:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+    return total
+
+
+def entries(root: Path) -> list[Entry]:
+    """Every entry of KINDS in the cache (a scratch folder being built, .NAME, is none)."""
+    out: list[Entry] = []
+    seen: set[tuple[int, int]] = set()
+    for kind in KINDS:
+        folder = root / kind
+        if not folder.is_dir():
+            continue
+        for p in sorted(folder.iterdir()):
+            if p.name.startswith(".") or not p.is_dir() or p.is_symlink():
+                continue
+            used = _sidecar(root, kind, p.name, "used")
+            last = used.stat().st_mtime if used.exists() else p.stat().st_mtime
+            out.append(Entry(kind, p, _disk_size(p, seen), last))
+    return out
+
+
+def runs(root: Path) -> list[tuple[str, float]]:
+    """The runs that used the cache, oldest first: (id, start time), each id once."""
+    starts: dict[str, float] = {}
+    with contextlib.suppress(OSError):
+        for line in (root / "runs.log").read_text().splitlines():
+            run, _, when = line.partition(" ")
+            with contextlib.suppress(ValueError):
+                starts.setdefault(run, float(when))
+    return sorted(starts.items(), key=lambda r: r[1])
+
+
+def to_remove(found: list[Entry], run_starts: list[float], keep: int | None,
+              max_size: int | None) -> list[Entry]:
+    """Which entries gc removes, in order: those no run of the last `keep` used (last use
+    before the oldest of those runs started; with fewer runs on record, none), then the
+    least recently used until the rest fits in `max_size` bytes."""
+    doomed: list[Entry] = []
+    if keep is not None:
+        starts = sorted(run_starts)
+        if keep == 0:
+            doomed = list(found)
+        elif len(starts) >= keep:
+            since = starts[-keep]
+            doomed = [e for e in found if e.last_used < since]
+    if max_size is not None:
+        rest = sorted((e for e in found if e not in doomed), key=lambda e: e.last_used)
+        total = sum(e.size for e in rest)
+        for e in rest:
+            if total <= max_size:
+                break
+            doomed.append(e)
+            total -= e.size
+    return doomed
+
+
+@dataclass
+class Collected:
+    """What a gc did (or, dry, would do): per entry removed or skipped (and why)."""
+    dry_run: bool
+    removed: list[Entry] = field(default_factory=list)
+    skipped: list[tuple[Entry, str]] = field(default_factory=list)
+    kept: list[Entry] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        verb = "would free" if self.dry_run else "freed"
+        out = [f"{'would remove' if self.dry_run else 'removed'} {e.kind}/{e.path.name} "
+               f"({human(e.size)})" for e in self.removed]
+        out += [f"skipped {e.kind}/{e.path.name}: {why}" for e, why in self.skipped]
+        by_kind = sizes_by_kind(self.removed)
+        out += [f"{verb} {human(size)} of {KINDS[kind]}" for kind, size in by_kind.items()]
+        out.append(f"{verb} {human(sum(e.size for e in self.removed))} in total; "
+                   f"{len(self.kept)} entries kept ({human(sum(e.size for e in self.kept))})")
+        return out
+
+
+def sizes_by_kind(found: list[Entry]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for e in found:
+        out[e.kind] = out.get(e.kind, 0) + e.size
+    return out
+
+
+def collect(root: Path, keep: int | None, max_size: int | None, dry_run: bool = False
+            ) -> Collected:
+    """./lab gc: remove what to_remove() picks, except entries a running lab holds."""
+    found = entries(root)
+    doomed = to_remove(found, [start for _, start in runs(root)], keep, max_size)
+    result = Collected(dry_run, kept=[e for e in found if e not in doomed])
+    for e in doomed:
+        with _exclusive(root, e) as locked:
+            if not locked:
+                result.skipped.append((e, "in use by a running lab (its lock is held)"))
+                result.kept.append(e)
+                continue
+            if not dry_run:
+                shutil.rmtree(e.path, ignore_errors=True)
+                _sidecar(root, e.kind, e.path.name, "used").unlink(missing_ok=True)
+            result.removed.append(e)
+    return result
+
+
+@contextlib.contextmanager
+def _exclusive(root: Path, e: Entry) -> Iterator[bool]:
+    """Whether gc got the entry's lock exclusively (held for the block)."""
+    lock = _sidecar(root, e.kind, e.path.name, "lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.I)
+
+
+def parse_size(text: str) -> int:
+    """'20G', '512M', '1.5T', '4096' (bytes; K/M/G/T are powers of 1024)."""
+    m = _SIZE.match(text)
+    if m is None:
+        raise ConfigError(f"--max-size: expected a size like 20G, 512M or 4096, got {text!r}")
+    return int(float(m.group(1)) * 1024 ** " KMGT".index((m.group(2) or " ").upper()))
+
+
+def human(n: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+def mark_used(root: Path, path: Path) -> None:
+    """Stamp the entry holding `path` as used by this run, without holding it (for entries
+    used only briefly: a module build root, a source tree being looked up)."""
+    usage = Usage(root)
+    usage.use(path)
+    usage.close()

@@ -422,8 +422,27 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(f"kvm: not checked yet (/dev/kvm {'present' if os.path.exists('/dev/kvm') else 'absent'});"
               " the first boot with accel: auto checks it")
     print(f"machine.accel: {cfg.machine.accel}")
-    print(f"cache: {root} ({kernel.cache_usage(root) / 2**20:.0f} MiB of kernels and debs)")
+    found = cache.entries(root)
+    print(f"cache: {root} ({cache.human(sum(e.size for e in found))} in entries ./lab gc "
+          f"may remove; debs {cache.human(kernel.cache_usage(root, ('debs',)))})")
+    for kind, size in cache.sizes_by_kind(found).items():
+        print(f"  {cache.KINDS[kind]:20s} {cache.human(size):>10s} "
+              f"({sum(e.kind == kind for e in found)} entries)")
     return 0 if ok else 1
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    """Free the cache: remove build folders, module build roots, unpacked trees, bisect
+    worktrees, mutate trees and prepared kernels that none of the last --keep runs used, then
+    the least recently used ones beyond --max-size. An entry a running lab holds is skipped."""
+    if args.keep < 0:
+        raise LabError(f"--keep: expected 0 or more runs, got {args.keep}")
+    max_size = cache.parse_size(args.max_size) if args.max_size else None
+    root = cache.cache_root(_config(args).cache_dir)
+    result = cache.collect(root, args.keep, max_size, dry_run=args.dry_run)
+    for line in result.lines():
+        print(line)
+    return 0
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
@@ -571,6 +590,16 @@ def build_parser() -> argparse.ArgumentParser:
                        description=cmd_doctor.__doc__)
     d.set_defaults(func=cmd_doctor)
 
+    gc = sub.add_parser("gc", help="free the cache: entries not used by the last N runs, or "
+                        "beyond a size", description=cmd_gc.__doc__)
+    gc.add_argument("--keep", type=int, default=5, metavar="N", help="keep what the last N "
+                    "runs used (default 5)")
+    gc.add_argument("--max-size", metavar="SIZE", help="then remove the least recently used "
+                    "entries until the rest fits (20G, 512M)")
+    gc.add_argument("--dry-run", action="store_true", help="say what would be freed, remove "
+                    "nothing")
+    gc.set_defaults(func=cmd_gc)
+
     t = sub.add_parser("selftest", help="run the project's own tests (via tox)",
                        description=cmd_selftest.__doc__)
     t.add_argument("-e", "--env", help="tox environments (default: unit,e2e)")
@@ -629,6 +658,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # One id for this command and every lab it starts (./lab gc --keep counts runs).
+    os.environ.setdefault(cache.RUN_ENV, cache.new_run_id())
     if args.command != "run":
         _setup_logging(args.verbose)
     # SIGTERM takes the same path as Ctrl-C, so every guest is stopped on the way out.

@@ -25,10 +25,11 @@ class Lab:
         self._key: ssh.ClientKey | None = None
         self._accel: tuple[str, str] | None = None
         self.builds: dict[str, kbuild.BuildReport] = {}  # the build kernels of this session
+        self.usage = cache.Usage(self.cache_root)  # what this session holds in the cache
 
     def builder(self) -> kbuild.Builder:
         return kbuild.Builder(self.cache_root, lambda: mirror.resolve(self.config.mirror),
-                              lambda name: self.kernel(name).config)
+                              lambda name: self.kernel(name).config, usage=self.usage)
 
     def kernel(self, name: str | None = None) -> kernel.BootableKernel:
         spec = self.config.kernel(name)
@@ -41,6 +42,9 @@ class Lab:
             else:
                 self._kernels[spec.name] = kernel.prepare(spec, self.cache_root,
                                                           self.config.mirror, self.refresh)
+            k = self._kernels[spec.name]
+            for path in (k.vmlinuz, k.build_dir, k.source_dir):  # ./lab gc leaves them be
+                self.usage.use(path)
         return self._kernels[spec.name]
 
     def prepared(self, name: str) -> kernel.BootableKernel | None:

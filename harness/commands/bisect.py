@@ -109,6 +109,7 @@ def run(cfg: LabConfig, name: str, good: str, bad: str, selection: str | None,
     tree = _tree(cfg, name)
     g, b = check_revisions(tree, good, bad)
     wt = worktree(tree, cache.cache_root(cfg.cache_dir), b)
+    cache.Usage(cache.cache_root(cfg.cache_dir)).use(wt)  # held (fd open) until we exit: no gc
     report_dir.mkdir(parents=True, exist_ok=True)
     steps_log = report_dir / "steps.jsonl"
     step_cmd = [sys.executable, "-m", "harness.cli", "--lab-config", str(cfg.path),

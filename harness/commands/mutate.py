@@ -219,11 +219,14 @@ class Workspace:
             raise LabError(f"another ./lab mutate is using the tree {self.tree} "
                            f"({self.root} is locked)", hint="wait for it to finish") from None
         self._lock = fd
+        usage = cache.Usage(self.root.parent.parent)  # ./lab gc leaves it be meanwhile
+        usage.use(self.root)
         try:
             self.recover()
             trees.link_farm(self.tree, self.src)  # fresh links: the tree may have changed
             yield self
         finally:
+            usage.close()
             os.close(fd)
             self._lock = None
 

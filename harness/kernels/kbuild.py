@@ -114,13 +114,14 @@ class Builder:
 
     def __init__(self, cache_root: Path, mirror_for: Callable[[], Mirror],
                  debian_config: Callable[[str], Path | None], jobs: int | None = None,
-                 ccache: bool = True) -> None:
+                 ccache: bool = True, usage: cache.Usage | None = None) -> None:
         # ccache=False: compile for real (CCACHE_DISABLE), for build-time benchmarks.
         self.cache_root = cache_root
         self.ccache = ccache
         self.mirror_for = mirror_for
         self.debian_config = debian_config  # kernel name -> that Debian kernel's .config
         self.jobs = jobs or os.cpu_count() or 1
+        self.usage = usage or cache.Usage(cache_root)  # the tree and build folder, held
 
     # --- what to build -------------------------------------------------------------------
 
@@ -181,6 +182,8 @@ class Builder:
             report.seconds = time.monotonic() - start
             return kernel.with_name(k, spec), report
         work = self.work_dir(tree, src, config_key, series_key)
+        self.usage.use(tree)
+        self.usage.use(work)
         source = self._source(tree, src, work)
         report.source, report.out, report.log = source, work / "out", work / "build.log"
         make_start = time.monotonic()

@@ -241,10 +241,10 @@ def prepare(spec: KernelSpec, cache_root: Path, mirror_spec: MirrorSpec | None,
     raise KernelError(f"kernel {spec.name} is built by the lab, not prepared (harness/kernels/kbuild.py)")
 
 
-def cache_usage(cache_root: Path) -> int:
+def cache_usage(cache_root: Path, subs: tuple[str, ...] = ("kernels", "debs")) -> int:
     """Bytes used by the kernel and .deb caches (for `lab doctor`)."""
     total = 0
-    for sub in ("kernels", "debs"):
+    for sub in subs:
         for dirpath, _, files in os.walk(cache_root / sub):
             total += sum((Path(dirpath) / f).stat().st_size for f in files)
     return total

@@ -82,6 +82,7 @@ def build_root(spec: KernelSpec, k: BootableKernel, cache_root: Path,
     r = build_root_recipe(spec, k)
     digest = hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:16]
     entry = cache_root / "buildroots" / digest
+    cache.mark_used(cache_root, entry)  # for ./lab gc --keep
     if (entry / "recipe.json").exists():
         return entry / "root"
     if shutil.which("mmdebstrap") is None:

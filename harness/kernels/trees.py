@@ -82,6 +82,7 @@ def debian_tree(src: DebianSource, cache_root: Path, mirror_for: Callable[[], Mi
     if src.version:
         found = sorted(root.glob(f"{src.package}_{src.version}/linux-source-*"))
         if found:
+            cache.mark_used(cache_root, found[0])  # for ./lab gc --keep
             return found[0]
     m = mirror_for()
     arc = archive.Archive(m, src.suite)
@@ -94,6 +95,7 @@ def debian_tree(src: DebianSource, cache_root: Path, mirror_for: Callable[[], Mi
                          + f" in {src.suite} on {m.url}")
     rec = max(records, key=lambda r: Version(r.version))
     entry = root / f"{src.package}_{rec.version}"
+    cache.mark_used(cache_root, entry)  # for ./lab gc --keep
     if (found := sorted(entry.glob("linux-source-*"))):
         return found[0]
     deb = cache_root / "debs" / Path(rec.filename).name
