@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Set as AbstractSet
 
 import yaml
 
@@ -149,8 +149,8 @@ class YamlReader:
         shown = f", got {value!r}" if got else ""
         return ConfigError(f"{self.file}: {key}: expected {expected}{shown}")
 
-    def mapping(self, value: Any, key: str, allowed: set[str], required: set[str] = frozenset()
-                ) -> dict[str, Any]:
+    def mapping(self, value: Any, key: str, allowed: set[str],
+                required: AbstractSet[str] = frozenset()) -> dict[str, Any]:
         if value is None:
             value = {}
         if not isinstance(value, dict):

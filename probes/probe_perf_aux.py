@@ -25,6 +25,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import perf_abi as perf
 import probelib
@@ -452,7 +453,8 @@ def check_set_output(args: list[str]) -> dict:
     b = open_test_pmu(chunk=1024, period_us=3000)
     rb = RingBuffer(a, 16)
     aux = AuxArea(a, rb, 32)
-    out = {"set_output": probelib.outcome(lambda: fcntl.ioctl(b, perf.PERF_EVENT_IOC_SET_OUTPUT, a))}
+    out: dict[str, Any] = {
+        "set_output": probelib.outcome(lambda: fcntl.ioctl(b, perf.PERF_EVENT_IOC_SET_OUTPUT, a))}
     ida, idb = event_id(a), event_id(b)
     fcntl.ioctl(a, perf.PERF_EVENT_IOC_ENABLE)
     fcntl.ioctl(b, perf.PERF_EVENT_IOC_ENABLE)
@@ -531,7 +533,7 @@ def check_map_unmap_race(args: list[str]) -> dict:
     a = open_test_pmu(chunk=1024, period_us=200)
     b = open_test_pmu(chunk=512, period_us=300)
     held = RingBuffer(a, 8)
-    out = {"seconds": seconds, "set_output": probelib.outcome(
+    out: dict[str, Any] = {"seconds": seconds, "set_output": probelib.outcome(
         lambda: fcntl.ioctl(b, perf.PERF_EVENT_IOC_SET_OUTPUT, a)), "allowed": {
         k: sorted(v) for k, v in RACE_OUTCOMES.items()}}
     for fd in (a, b):

@@ -19,6 +19,7 @@ import struct
 import threading
 import time
 from itertools import pairwise
+from typing import Any
 
 import perf_abi as perf
 import probelib
@@ -141,7 +142,8 @@ def check_datapath(args: list[str]) -> dict:
     fd = open_counter(sample_type=SAMPLE_TYPE | perf.PERF_SAMPLE_CPU)
     my_id = event_id(fd)
     rb = RingBuffer(fd, 1)
-    heads, seen, others, wrapped, torn = [], [], {}, 0, None
+    others: dict[int, int] = {}
+    heads, seen, wrapped, torn = [], [], 0, None
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
     try:
         for _ in range(total // batch):
@@ -189,12 +191,13 @@ def check_backpressure(args: list[str]) -> dict:
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
     s1, s2 = samples(first), samples(second)
     t1 = [s[3] for s in s1]
-    result = {"fired": fired + 1, "capacity_records": rb.data_size // SAMPLE_SIZE,
-              "samples_before_resume": len(s1), "lost_records": sum(
-                  r.type == perf.PERF_RECORD_LOST for r in first + second),
-              "lost_count": lost(first + second), "samples_after_resume": len(s2),
-              "kept_in_order": all(x <= y for x, y in pairwise(t1)),
-              "lost_before_new_sample": [r.type for r in second][:1] == [perf.PERF_RECORD_LOST]}
+    result: dict[str, Any] = {
+        "fired": fired + 1, "capacity_records": rb.data_size // SAMPLE_SIZE,
+        "samples_before_resume": len(s1), "lost_records": sum(
+            r.type == perf.PERF_RECORD_LOST for r in first + second),
+        "lost_count": lost(first + second), "samples_after_resume": len(s2),
+        "kept_in_order": all(x <= y for x, y in pairwise(t1)),
+        "lost_before_new_sample": [r.type for r in second][:1] == [perf.PERF_RECORD_LOST]}
     lost_recs = [r for r in first + second if r.type == perf.PERF_RECORD_LOST]
     if lost_recs:
         sid = sample_id(lost_recs[0], SAMPLE_TYPE)
@@ -357,8 +360,9 @@ def _try_on_fresh_buffer(operation: str) -> dict:
     before = probelib.vmas_in(addr, length)
     ctypes.set_errno(0)
     grown: list[tuple[int, int]] = []
-    out = {"result": _errno_result(_vma_ops(addr, length, grown)[operation]()),
-           "vmas_before": before, "vmas_after": probelib.vmas_in(addr, length)}
+    out: dict[str, Any] = {
+        "result": _errno_result(_vma_ops(addr, length, grown)[operation]()),
+        "vmas_before": before, "vmas_after": probelib.vmas_in(addr, length)}
     after = out["vmas_after"]
     if after and after[0][0] == 0 and after[0][2].startswith("r") and after[0][2][3] == "s":
         out["data_size_after"] = ctypes.c_uint64.from_address(
@@ -376,7 +380,7 @@ def check_vma(args: list[str]) -> dict:
     """Splitting the buffer's VMA (partial munmap, shrinking mremap, MAP_FIXED over a part,
     mprotect of a part) and growing it, observed with their side effects; and moving it
     whole (mremap to a new address)."""
-    out = {op: _try_on_fresh_buffer(op) for op in _vma_ops(0, 0, [])}
+    out: dict[str, Any] = {op: _try_on_fresh_buffer(op) for op in _vma_ops(0, 0, [])}
     length = 3 * PAGE
     fd = open_dummy()
     addr = probelib.Mapping(fd, length, mmap.PROT_READ | mmap.PROT_WRITE).addr
@@ -478,7 +482,7 @@ def _pollin_within(fd: int, timeout_ms: int) -> bool:
 def check_wakeups(args: list[str]) -> dict:
     """wakeup_events=5: no POLLIN after 4 samples, POLLIN after the 5th. watermark 1024 bytes:
     none below it, POLLIN past it. POLLHUP once the monitored task exits."""
-    out = {}
+    out: dict[str, Any] = {}
     fd = open_counter(wakeup=5)
     rb = RingBuffer(fd, 8)
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
@@ -556,8 +560,9 @@ def check_set_output(args: list[str]) -> dict:
 def check_unprivileged(args: list[str]) -> dict:
     """What a user without privileges may do (Documentation/admin-guide/perf-security.rst)."""
     user = perf.ATTR_DISABLED | perf.ATTR_EXCLUDE_KERNEL | perf.ATTR_EXCLUDE_HV
-    out = {"euid": os.geteuid(),
-           "perf_event_paranoid": int(open("/proc/sys/kernel/perf_event_paranoid").read())}
+    out: dict[str, Any] = {
+        "euid": os.geteuid(),
+        "perf_event_paranoid": int(open("/proc/sys/kernel/perf_event_paranoid").read())}
     cases = {"self_user_only": (user, 0, -1), "self_with_kernel": (perf.ATTR_DISABLED, 0, -1),
              "cpu_wide_user_only": (user, -1, 0), "pid_1_user_only": (user, 1, -1)}
     for name, (flags, pid, cpu) in cases.items():

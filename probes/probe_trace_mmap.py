@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from typing import Any
 
 import probelib
 import trace_abi as abi
@@ -262,17 +263,17 @@ class MapReader:
             if sb.lost is not None:
                 d.stored_lost.append(sb.lost)
         d.reader_read_seen.append((self.done, m.reader_read))
-        new = [e for e in sb.events if e.offset >= self.done]
-        for e in new:
-            p = self.inst.prints.decode(e)
+        new = [ev for ev in sb.events if ev.offset >= self.done]
+        for ev in new:
+            p = self.inst.prints.decode(ev)
             if p is None:
                 d.other_events += 1
                 continue
             d.texts.append(p.text.removesuffix("\n"))
             d.pids.add(p.pid)
-            if e.ts < d.last_ts:
+            if ev.ts < d.last_ts:
                 d.time_ordered = False
-            d.last_ts = e.ts
+            d.last_ts = ev.ts
         d.bytes += max(0, sb.end - self.done)
         self.done = sb.end
         return len(new)
@@ -286,7 +287,8 @@ class MapReader:
 
 def read_all(fd: int, inst: Instance, size: int = PAGE) -> tuple[list[str], list[int], str | None]:
     """Consume with read() of trace_pipe_raw (O_NONBLOCK): texts, stored lost counts, torn."""
-    out, lost = [], []
+    out: list[str] = []
+    lost: list[int] = []
     while True:
         try:
             chunk = os.read(fd, size)
@@ -595,7 +597,7 @@ def _remap_works(inst: Instance, cpu: int = 0) -> bool:
 
 def _lifetime_partial(inst: Instance) -> dict:
     """Unmap one page in the middle of the data area, then the rest."""
-    out = {}
+    out: dict[str, Any] = {}
     fd = inst.open_cpu(0)
     tm = TraceMap(fd)
     out["partial_munmap"] = _libc_result(_libc.munmap(tm.data.addr + PAGE, PAGE))
@@ -673,7 +675,7 @@ def _lifetime_close_first(inst: Instance) -> dict:
 
 def _lifetime_instances(inst: Instance) -> dict:
     """Instances made and removed while one is mapped; the mapped one is busy."""
-    out = {}
+    out: dict[str, Any] = {}
     fd = inst.open_cpu(0)
     with TraceMap(fd):
         other = f"{inst.root}/instances/ringlab-{os.getpid()}-other"
@@ -736,7 +738,7 @@ def _lifetime_reshape(inst: Instance) -> dict:
     """Each split and growth of _reshape_ops() on a fresh mapping: its result, the VMAs of
     the meta page and data area before and after, whether GET_READER still gives what was
     written, then munmap of all of it (wherever a growth moved it)."""
-    out = {}
+    out: dict[str, Any] = {}
     for name in RESHAPES:
         fd = inst.open_cpu(0)
         tm = TraceMap(fd)
@@ -802,7 +804,7 @@ def check_latency_tracer(args: list[str]) -> dict:
                 f"kernel has no latency tracer (use_max_tr: {', '.join(LATENCY_TRACERS)}) in "
                 f"available_tracers: {' '.join(available) or 'none'} (CONFIG_IRQSOFF_TRACER, "
                 f"CONFIG_PREEMPT_TRACER, CONFIG_SCHED_TRACER off)")
-        out = {"tracer": tracer, "current_before": inst.get("current_tracer")}
+        out: dict[str, Any] = {"tracer": tracer, "current_before": inst.get("current_tracer")}
         fd = inst.open_cpu(0)
         with TraceMap(fd) as tm:
             out["set_while_mapped"] = inst.set("current_tracer", tracer)

@@ -19,6 +19,8 @@ from collections.abc import Callable
 def errname(e: OSError | int) -> str:
     """'EINVAL' for an OSError or an errno value."""
     n = e.errno if isinstance(e, OSError) else e
+    if n is None:  # an OSError raised without an errno
+        return "errno None"
     return _PREFERRED.get(n) or errno.errorcode.get(n, f"errno {n}")
 
 

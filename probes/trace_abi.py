@@ -43,7 +43,7 @@ class TraceBufferMeta(ctypes.Structure):
     ]
 
     def as_dict(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name, _ in self._fields_}
+        return {f[0]: getattr(self, f[0]) for f in self._fields_}
 
 
 assert ctypes.sizeof(TraceBufferMeta) == 80
@@ -65,7 +65,7 @@ _FIELD = re.compile(r"field:\s*(?P<decl>[^;]+);\s*offset:(?P<off>\d+);\s*size:(?
 
 def parse_fields(text: str) -> dict[str, Field]:
     """The `field:` lines of an events/*/format or events/header_page file, by field name."""
-    fields = {}
+    fields: dict[str, Field] = {}
     for m in _FIELD.finditer(text):
         decl = m.group("decl").strip()
         name = re.sub(r"\[.*\]$", "", decl.split()[-1])

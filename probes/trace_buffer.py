@@ -67,7 +67,7 @@ def fix_abs_ts(abs_ts: int, running: int) -> int:
     return abs_ts
 
 
-def parse_subbuf(buf: bytes, header: HeaderPage = HeaderPage()) -> SubBuffer:
+def parse_subbuf(buf: bytes | memoryview, header: HeaderPage = HeaderPage()) -> SubBuffer:
     """Every event of one sub-buffer, with absolute times; ParseError on a malformed one."""
     if len(buf) < header.data_offset:
         raise ParseError(f"sub-buffer of {len(buf)} bytes is shorter than its header")
@@ -124,7 +124,7 @@ def parse_subbuf(buf: bytes, header: HeaderPage = HeaderPage()) -> SubBuffer:
     return sb
 
 
-def _u32(buf: bytes, pos: int, end: int) -> int:
+def _u32(buf: bytes | memoryview, pos: int, end: int) -> int:
     if pos + 4 > end:
         raise ParseError(f"event at {pos - 4}: its array[0] runs past the commit ({end})")
     return struct.unpack_from("<I", buf, pos)[0]

@@ -57,7 +57,7 @@ def interpret(resp: dict[str, Any], user: str = "root", args: tuple[str, ...] = 
                            + (f":\n{err.rstrip()}" if err.strip() else " (no stderr)"), out, err)
     try:
         data = json.loads(out)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         shown = out.strip()[:200] or "(nothing)"
         raise ProbeOutputError(probe, f"stdout is not one JSON document ({e.msg} at char "
                                f"{e.pos}); it began: {shown!r}", out, err) from None

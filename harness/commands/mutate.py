@@ -28,7 +28,7 @@ import shutil
 import subprocess
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Iterator, Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -170,7 +170,7 @@ def nodeid_key(nodeid: str) -> str:
     return f"{Path(path).stem}::{name}"
 
 
-def judge(baseline: dict, summary: dict | None, boot_failed: set[str] = frozenset()
+def judge(baseline: dict, summary: dict | None, boot_failed: AbstractSet[str] = frozenset()
           ) -> tuple[str, list[str], str]:
     """(outcome, killing tests, why) of a mutant's run against the unmutated run's summary.
     A kill needs a test that passed on the unmutated kernel and failed here for a reason
@@ -466,9 +466,8 @@ def totals(results: list[MutantResult]) -> dict:
     counts = {o: sum(r.outcome == o for r in results)
               for o in (KILLED, SURVIVED, NOT_BUILT, NOT_BOOTED, NOT_RUN)}
     judged = counts[KILLED] + counts[SURVIVED]
-    counts["judged"] = judged
-    counts["kill_rate"] = round(counts[KILLED] / judged, 3) if judged else None
-    return counts
+    return {**counts, "judged": judged,
+            "kill_rate": round(counts[KILLED] / judged, 3) if judged else None}
 
 
 def render(doc: dict) -> str:

@@ -7,6 +7,7 @@ a reviewer needs to rebase it; a patch that is already in the tree is told apart
 from __future__ import annotations
 
 import email.header
+import email.message
 import hashlib
 import logging
 import mailbox
@@ -94,18 +95,23 @@ def _quilt(series: Path) -> list[Patch]:
     return [_one(series.parent / n) for n in names]
 
 
+def _decoded(part: email.message.Message) -> bytes:
+    """A message part's transfer-decoded payload; b"" when there is none (a multipart)."""
+    payload = part.get_payload(decode=True)
+    return payload if isinstance(payload, bytes) else b""
+
+
 def _mbox(path: Path) -> list[Patch]:
     """The patches of an mbox (`b4 am -o`), in order; a cover letter (0/N) is left out."""
-    out = []
+    out: list[Patch] = []
     for i, msg in enumerate(mailbox.mbox(str(path), create=False)):
         subject = str(email.header.make_header(email.header.decode_header(
             msg.get("Subject", ""))))
         if _COVER.search(subject):
             continue
-        payload = msg.get_payload(decode=True) if not msg.is_multipart() else b"".join(
-            part.get_payload(decode=True) or b"" for part in msg.walk()
-            if part.get_content_type() == "text/plain")
-        body = (payload or b"").decode(msg.get_content_charset() or "utf-8", "replace")
+        payload = _decoded(msg) if not msg.is_multipart() else b"".join(
+            _decoded(part) for part in msg.walk() if part.get_content_type() == "text/plain")
+        body = payload.decode(msg.get_content_charset() or "utf-8", "replace")
         if "\ndiff --git " not in "\n" + body:
             continue
         out.append(Patch(f"{len(out) + 1:04d} {subject}",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from harness.results.history import outcomes
 
@@ -16,7 +17,8 @@ CELL = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip",
 
 def build(summaries: dict[str, Path]) -> dict:
     """{"kernels": {name: {release, counts, ...}}, "tests": {test: {kernel: outcome}}}."""
-    kernels, tests = {}, {}
+    kernels: dict[str, dict[str, Any]] = {}
+    tests: dict[str, dict[str, str]] = {}
     for name, path in summaries.items():
         try:
             s = json.loads(path.read_text())
