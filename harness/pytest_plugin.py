@@ -36,6 +36,7 @@ VERDICT_KEY = pytest.StashKey[verdicts.Verdict]()
 # (cause, what happened), cause "emulator" (no kernel splat: QEMU died, SSH dropped, a hang the
 # kernel did not report) or "kernel" (the guest died with a kernel splat). Only these rerun.
 BROKE_KEY = pytest.StashKey[tuple[str, str]]()
+PROPERTY_CHARS = 300  # a probe's output in a JUnit property: a glimpse, report.html has it all
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -237,6 +238,8 @@ class LabSession:
                                   ) -> Iterator[None]:
         report: pytest.TestReport = yield
         self._review(item, call, report)
+        if call.when == "call":
+            item.user_properties.extend(_properties(item, report))
         self._send_events(report)
         return report
 
@@ -674,6 +677,28 @@ def _reason(report: pytest.TestReport) -> str:
     if crash is not None and crash.message:
         return crash.message[:2000]
     return (str(report.longrepr).strip() if report.longrepr else "")[:2000]
+
+
+def _properties(item: pytest.Item, report: pytest.TestReport) -> list[tuple[str, str]]:
+    """The test's splats, taint change and probe runs as short user_properties, so JUnit
+    consumers (CI dashboards) see them as <properties> without parsing system-out."""
+    props = []
+    found = getattr(report, "ringlab_splats", None)
+    if found:
+        props.append(("ringlab_splats", json.dumps(
+            [{"title": s["title"][:200], "rip": s.get("rip"),
+              **({"at": decode.top_frame(s)} if decode.top_frame(s) else {})}
+             for s in found[:5]])))
+    if getattr(report, "ringlab_taint", None):
+        props.append(("ringlab_taint", json.dumps(report.ringlab_taint)))  # type: ignore
+    g = item.stash.get(GUEST_KEY, None)
+    if g is not None:
+        for name, args, user, r in g.probe_log[item.stash.get(PROBE_MARK_KEY,
+                                                               len(g.probe_log)):]:
+            props.append(("ringlab_probe", json.dumps(
+                {"probe": name, "args": list(args), "user": user, "s": round(r.duration_s, 2),
+                 "output": json.dumps(r.data, sort_keys=True)[:PROPERTY_CHARS]})))
+    return props
 
 
 def _splat_line(splat: dict) -> str:

@@ -13,6 +13,9 @@ from datetime import datetime, timezone
 import kcidb_io
 
 ORIGIN = "ringlab"
+# The KCIDB schema version the lab writes and validates against, pinned: kcidb-io's LATEST
+# moves with the package, and a document should not change shape under a pip upgrade.
+SCHEMA = kcidb_io.schema.V5_3
 # summary.json outcome -> KCIDB status. A known kernel issue (xfail) is still a faulty kernel;
 # the first attempt of a rerun test is not a result of its own and is left out.
 STATUS = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "xfailed": "FAIL",
@@ -29,7 +32,7 @@ def test_path(nodeid: str) -> str:
 
 
 def from_summary(summary: dict, started: float) -> dict:
-    """The KCIDB document (schema v5) for one run's summary.json content."""
+    """The KCIDB document (schema SCHEMA, v5.3) for one run's summary.json content."""
     release = summary.get("release") or "unknown"
     run = hashlib.sha256(f"{release} {started}".encode()).hexdigest()[:16]
     when = datetime.fromtimestamp(started, timezone.utc).isoformat()
@@ -54,8 +57,7 @@ def from_summary(summary: dict, started: float) -> dict:
             test["log_excerpt"] = r["reason"][:16384].replace("\0", "")
         tests.append(test)
     doc = {
-        "version": {"major": kcidb_io.schema.LATEST.major,
-                    "minor": kcidb_io.schema.LATEST.minor},
+        "version": {"major": SCHEMA.major, "minor": SCHEMA.minor},
         "checkouts": [{"id": checkout_id, "origin": ORIGIN, "start_time": when,
                        "comment": summary.get("kernel_description") or release,
                        "valid": True, "misc": {"kernel": summary.get("kernel"),
@@ -65,5 +67,5 @@ def from_summary(summary: dict, started: float) -> dict:
                     "comment": f"{release} prepared for QEMU by ringlab"}],
         "tests": tests,
     }
-    kcidb_io.schema.LATEST.validate(doc)
+    SCHEMA.validate(doc)
     return doc

@@ -45,3 +45,11 @@ def test_reruns_are_not_results_and_reasons_are_excerpts() -> None:
     [test] = kcidb.from_summary(summary, 0.0)["tests"]
     assert test["status"] == "FAIL" and test["log_excerpt"].startswith("the kernel splatted")
     assert test["misc"]["splats"] == ["WARNING at x.c:1 f"] and test["misc"]["taint"] == [0, 512]
+
+
+def test_the_document_is_written_in_the_pinned_schema_version_and_validates() -> None:
+    summary = json.loads((DATA / "summary-6.12.json").read_text())
+    doc = kcidb.from_summary(summary, 1795300000.0)
+    assert kcidb.SCHEMA is kcidb_io.schema.V5_3
+    assert doc["version"] == {"major": 5, "minor": 3}
+    kcidb_io.schema.V5_3.validate(doc)
