@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from harness import cache, host
@@ -24,6 +25,7 @@ class Lab:
         self._rootfs: rootfs.RootfsImage | None = None
         self._key: ssh.ClientKey | None = None
         self._accel: tuple[str, str] | None = None
+        self._qemu_version: str | None = None
         self.builds: dict[str, kbuild.BuildReport] = {}  # the build kernels of this session
         self.usage = cache.Usage(self.cache_root)  # what this session holds in the cache
 
@@ -87,13 +89,23 @@ class Lab:
         m = self.config.machine
         chosen, _ = self.accel(k)
         n = cpus or m.cpus
+        if self._qemu_version is None:
+            self._qemu_version = qemu.version()
         return BootPlan(kernel=k, rootfs=image, key=self.client_key(), cpus=n,
                         memory_mb=memory_mb or m.memory_mb, accel=chosen,
                         tcg_threads=qemu.tcg_threads(m.tcg_threads, n),
                         boot_timeout_s=m.boot_timeout_s, console_log=console_log,
                         cmdline=" ".join(filter(None, (m.cmdline, cmdline))),
                         extra_probe_dirs=extra_probe_dirs,
-                        console_log_bytes=m.console_log_mb * 2**20)
+                        console_log_bytes=m.console_log_mb * 2**20,
+                        snapshots=self.snapshots_dir(), qemu_version=self._qemu_version)
+
+    def snapshots_dir(self) -> Path | None:
+        """Where guest snapshots are kept (harness/boot/snapshot.py); None with
+        RINGLAB_NO_SNAPSHOT=1, which makes every guest boot."""
+        if os.environ.get("RINGLAB_NO_SNAPSHOT", "") not in ("", "0"):
+            return None
+        return self.cache_root / "snapshots"
 
     def boot(self, kernel_name: str | None, console_log: Path, cpus: int | None = None,
              cmdline: str = "", extra_probe_dirs: tuple[Path, ...] = (),

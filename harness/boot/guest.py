@@ -2,10 +2,13 @@
 
 `boot()` either returns a Guest that answers SSH and runs probes, or raises a BootError that
 says how far the boot got, with the last console lines; either way no QEMU is left behind.
+A guest whose profile was saved before is restored from its snapshot instead of booted
+(harness/boot/snapshot.py); a snapshot that does not restore falls back to a boot.
 """
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import shutil
 import socket
@@ -15,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.boot import console, qemu
+from harness.boot import console, qemu, snapshot
 from harness.errors import BootError, BootPanic, BootTimeout, GuestHang, ModuleError
 from harness.kernels.kernel import BootableKernel
 from harness.boot.probes import ProbeResult, ProbeRunner
@@ -41,6 +44,8 @@ class BootPlan:
     cmdline: str = ""
     extra_probe_dirs: tuple[Path, ...] = ()
     console_log_bytes: int = 16 * 2**20
+    snapshots: Path | None = None  # where guest snapshots are kept; None: always boot
+    qemu_version: str = ""  # part of the snapshot key
 
 
 @dataclass
@@ -51,6 +56,9 @@ class BootRecord:
     ssh_ready_s: float  # QEMU start to SSH connected
     stages: dict[str, float] = field(default_factory=dict)
     attempts: int = 1
+    restored: bool = False  # started from a snapshot (boot_s is then the restore's time)
+    snapshot: str | None = None  # the snapshot restored from, or saved by this boot
+    fallback: str | None = None  # why a snapshot was not restored, when one failed
 
 
 # A booting guest that prints nothing for this long is stalled: every stage of a boot prints
@@ -66,6 +74,9 @@ HANG_S = 30.0
 # A lockup or stall report (harness/boot/splats.py) ends the test this long after its first line,
 # so that its call trace reaches the console log first.
 LOCKUP_GRACE_S = 3.0
+# A restore that has not answered SSH by then is given up for a boot: restores take ~1-2 s
+# under TCG, and a boot is waiting behind this one.
+RESTORE_TIMEOUT_S = 20.0
 
 
 def free_port() -> int:
@@ -232,19 +243,68 @@ def _boot_failure(vm: VM, plan: BootPlan, timed_out: bool) -> BootError:
     return BootError(f"guest boot failed (reached: {stage})", tail)
 
 
-def _start(plan: BootPlan, workdir: Path, attempt: int) -> Guest:
-    port = free_port()
-    spec = qemu.QemuSpec(
+def _spec(plan: BootPlan, workdir: Path, port: int, root_disk: Path, save: bool,
+          incoming: bool = False) -> qemu.QemuSpec:
+    """The QEMU machine of `plan`; a boot that will be saved and a restore get a QMP socket."""
+    return qemu.QemuSpec(
         kernel=plan.kernel.vmlinuz, initramfs=plan.kernel.initramfs,
         cmdline=" ".join(filter(None, (plan.kernel.cmdline, plan.cmdline))),
         cpus=plan.cpus, memory_mb=plan.memory_mb, accel=plan.accel, tcg_threads=plan.tcg_threads,
-        root_disk=_overlay(plan.rootfs.image, workdir), modules_disk=plan.kernel.modules_image,
-        ssh_port=port, pidfile=workdir / "qemu.pid")
+        root_disk=root_disk, modules_disk=plan.kernel.modules_image,
+        ssh_port=port, pidfile=workdir / "qemu.pid",
+        qmp_socket=workdir / "qmp.sock" if save or incoming else None, incoming=incoming)
+
+
+def snapshot_key(plan: BootPlan) -> snapshot.SnapshotKey:
+    """What a saved guest of `plan` depends on (harness/boot/snapshot.py)."""
+    k = plan.kernel
+    return snapshot.SnapshotKey(
+        qemu=plan.qemu_version,
+        kernel=tuple(snapshot.file_id(p) for p in (k.vmlinuz, k.initramfs, k.modules_image)),
+        rootfs=snapshot.file_id(plan.rootfs.image), host_key=plan.rootfs.host_key,
+        cpus=plan.cpus, memory_mb=plan.memory_mb, accel=plan.accel,
+        tcg_threads=plan.tcg_threads,
+        cmdline=" ".join(filter(None, (qemu.BASE_CMDLINE, k.cmdline, plan.cmdline))))
+
+
+def _console_note(plan: BootPlan, text: str) -> None:
+    """A line of the lab's own in the console log, between the guests' output."""
     plan.console_log.parent.mkdir(parents=True, exist_ok=True)
     with plan.console_log.open("a") as f:
-        f.write(f"\n==== ringlab: boot {plan.kernel.name} ({plan.kernel.release}), accel "
-                f"{plan.accel}, {plan.cpus} cpu(s), attempt {attempt}, "
-                f"{time.strftime('%Y-%m-%d %H:%M:%S')} ====\n")
+        f.write(f"\n==== ringlab: {text} ====\n")
+
+
+def _save(plan: BootPlan, vm: VM, ssh: GuestSSH, workdir: Path, overlay: Path,
+          key: snapshot.SnapshotKey) -> str | None:
+    """Save the just-booted guest as its profile's snapshot; the guest goes on either way. A
+    failed save is a warning: the next guest of the profile boots (and tries again)."""
+    assert plan.snapshots is not None
+    t = time.monotonic()
+    try:
+        warm = ssh.run(snapshot.WARM_COMMAND, timeout=60)
+        if warm.exit_status != 0:
+            raise snapshot.SnapshotError(f"warming python3 failed: {warm.stderr.strip()}")
+        snap = snapshot.save(plan.snapshots, key, workdir / "qmp.sock", frozen_overlay=overlay,
+                             live_overlay=workdir / "live.qcow2")
+    except Exception as e:  # noqa: BLE001 - a snapshot is an optimisation, never a failure
+        if not vm.alive():
+            raise _boot_failure(vm, plan, timed_out=False) from e
+        log.warning("could not save a snapshot of the guest (%s); later guests of this "
+                    "profile boot", snapshot.fallback_reason(e))
+        return None
+    _console_note(plan, f"snapshot {snap.name} saved in {time.monotonic() - t:.2f} s")
+    log.info("guest saved as snapshot %s in %.2f s", snap.name, time.monotonic() - t)
+    return snap.name
+
+
+def _start(plan: BootPlan, workdir: Path, attempt: int,
+           save_as: snapshot.SnapshotKey | None = None) -> Guest:
+    port = free_port()
+    overlay = _overlay(plan.rootfs.image, workdir)
+    spec = _spec(plan, workdir, port, overlay, save=save_as is not None)
+    _console_note(plan, f"boot {plan.kernel.name} ({plan.kernel.release}), accel {plan.accel}, "
+                        f"{plan.cpus} cpu(s), attempt {attempt}, "
+                        f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
     vm = VM(qemu.command(spec), plan.console_log, plan.console_log_bytes)
     start = time.monotonic()
     deadline = start + plan.boot_timeout_s
@@ -260,10 +320,12 @@ def _start(plan: BootPlan, workdir: Path, attempt: int) -> Guest:
 
         ssh.connect(deadline, alive)
         ssh_ready = time.monotonic() - start
+        saved = _save(plan, vm, ssh, workdir, overlay, save_as) if save_as else None
         runner = ProbeRunner(ssh, plan.extra_probe_dirs)
         runner.start()
         record = BootRecord(ssh_port=port, boot_s=time.monotonic() - start,
-                            ssh_ready_s=ssh_ready, stages=dict(vm.stages), attempts=attempt)
+                            ssh_ready_s=ssh_ready, stages=dict(vm.stages), attempts=attempt,
+                            snapshot=saved)
         log.info("guest %s up in %.1f s (ssh at %.1f s, accel %s, port %d)", plan.kernel.name,
                  record.boot_s, ssh_ready, plan.accel, port)
         return Guest(plan, vm, ssh, runner, workdir, record)
@@ -272,14 +334,83 @@ def _start(plan: BootPlan, workdir: Path, attempt: int) -> Guest:
         raise
 
 
+def _restore(plan: BootPlan, snap: snapshot.Snapshot, workdir: Path) -> Guest:
+    """A guest restored from `snap` on its own overlay and SSH port, its clock stepped to the
+    host's and its random pool reseeded; SnapshotError (or a BootError) if it does not answer
+    SSH within RESTORE_TIMEOUT_S. The ready marker is not printed again: SSH is the sign."""
+    port = free_port()
+    spec = _spec(plan, workdir, port, snapshot.overlay(snap, workdir), save=False,
+                 incoming=True)
+    _console_note(plan, f"restore {plan.kernel.name} ({plan.kernel.release}), accel "
+                        f"{plan.accel}, {plan.cpus} cpu(s), from snapshot {snap.name}, "
+                        f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
+    vm = VM(qemu.command(spec), plan.console_log, plan.console_log_bytes)
+    start = time.monotonic()
+    deadline = start + min(RESTORE_TIMEOUT_S, plan.boot_timeout_s)
+    vm.start()
+    try:
+        def alive() -> None:
+            if vm.panicked.is_set() or vm.exited.is_set():
+                raise snapshot.SnapshotError(
+                    f"the restored guest died: {vm.panic.title if vm.panic else 'QEMU exited'}"
+                    f" (status {vm.exit_status})", console.tail(vm.console_text()))
+
+        try:
+            snapshot.restore(workdir / "qmp.sock", snap, deadline)
+        except snapshot.SnapshotError as e:
+            vm.wait_for(vm.exited, time.monotonic() + 1)  # QEMU's own words reach the log
+            e.console_tail = console.tail(vm.console_text(), 5)
+            raise
+        ssh = GuestSSH(port, plan.key, plan.rootfs.host_key)
+        ssh.connect(deadline, alive)
+        ssh_ready = time.monotonic() - start
+        log.debug("restore: SSH ready at %.2f s", ssh_ready)
+        fix = ssh.run(snapshot.refresh_command(time.time_ns(), os.urandom(64)), timeout=30)
+        if fix.exit_status != 0:
+            raise snapshot.SnapshotError("could not set the restored guest's clock and random "
+                                         f"pool: {(fix.stderr or fix.stdout).strip()}")
+        log.debug("restore: clock and random pool set at %.2f s", time.monotonic() - start)
+        runner = ProbeRunner(ssh, plan.extra_probe_dirs)
+        runner.start()
+        record = BootRecord(ssh_port=port, boot_s=time.monotonic() - start,
+                            ssh_ready_s=ssh_ready, restored=True, snapshot=snap.name)
+        _console_note(plan, f"restored in {record.boot_s:.2f} s (SSH ready at {ssh_ready:.2f} "
+                            f"s, port {port})")
+        log.info("guest %s restored in %.1f s (ssh at %.1f s, accel %s, port %d)",
+                 plan.kernel.name, record.boot_s, ssh_ready, plan.accel, port)
+        return Guest(plan, vm, ssh, runner, workdir, record)
+    except BaseException:
+        vm.stop()
+        raise
+
+
 def boot(plan: BootPlan) -> Guest:
-    """Boot a guest per `plan`. A boot that panics under TCG, stalls, or finds its port taken
-    is retried once in a fresh guest; a second failure is reported as reproduced."""
+    """A guest per `plan`: restored from its profile's snapshot when there is one, else
+    booted (and saved as that snapshot when `plan.snapshots`). A restore that fails becomes a
+    boot with a warning, and the snapshot is remade. A boot that panics under TCG, stalls, or
+    finds its port taken is retried once in a fresh guest; a second failure is reported as
+    reproduced."""
     workdir = Path(tempfile.mkdtemp(prefix="ringlab-guest-"))
     try:
+        key = snapshot_key(plan) if plan.snapshots is not None else None
+        snap = snapshot.find(plan.snapshots, key) if plan.snapshots and key else None
+        fallback = None
+        if snap is not None:
+            try:
+                return _restore(plan, snap, workdir)
+            except BaseException as e:
+                if (fallback := snapshot.fallback_reason(e)) is None:
+                    raise
+                log.warning("the guest snapshot %s did not restore (%s); booting instead, "
+                            "and saving a new snapshot", snap.name, fallback)
+                _console_note(plan, f"snapshot {snap.name} did not restore ({fallback}); "
+                                    f"booting instead")
+                snapshot.discard(snap)
         for attempt in (1, 2):
             try:
-                return _start(plan, workdir, attempt)
+                g = _start(plan, workdir, attempt, save_as=key)
+                g.record.fallback = fallback
+                return g
             except BootError as e:
                 # Under TCG an early-boot panic is as likely the emulator's as the kernel's
                 # (seen here: int3 oopses, spurious #DB warnings, a double fault, all under

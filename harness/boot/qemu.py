@@ -1,6 +1,7 @@
 """The QEMU command line: one pure function from a machine description to argv."""
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,9 @@ BASE_CMDLINE = "console=ttyS0,115200 root=/dev/vda rw panic=-1 printk.devkmsg=on
 # one fatal). Without cx16 the kernel takes SLUB's locked path: 0 of 12, then 0 of 30. `-cpu
 # max` was worse still (the same #DB, and sshd-session crashing in ld.so).
 TCG_CPU = "qemu64,-cx16"
+# The root disk's drive name: QEMU names -drive if=virtio without an id `virtio<index>`, and the
+# root disk is the first. A snapshot freezes it with blockdev-snapshot-sync.
+ROOT_DRIVE = "virtio0"
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,8 @@ class QemuSpec:
     modules_disk: Path | None = None
     ssh_port: int | None = None
     pidfile: Path | None = None
+    qmp_socket: Path | None = None  # a QMP server socket (snapshots: harness/boot/snapshot.py)
+    incoming: bool = False  # start paused, waiting for `migrate-incoming` over QMP (a restore)
 
 
 def tcg_threads(setting: str, cpus: int) -> str:
@@ -71,4 +77,20 @@ def command(spec: QemuSpec, binary: str = QEMU) -> list[str]:
                  "-device", "virtio-net-pci,netdev=net0"]
     if spec.pidfile is not None:
         argv += ["-pidfile", str(spec.pidfile)]
+    if spec.qmp_socket is not None:
+        argv += ["-qmp", f"unix:{opt_value(spec.qmp_socket)},server=on,wait=off"]
+    if spec.incoming:
+        # `defer`, not a URI here: a guest saved while stopped stays paused after the load, so
+        # the lab drives the load and the `cont` over QMP and sees a failed load as such.
+        argv += ["-incoming", "defer"]
     return argv
+
+
+def version(binary: str = QEMU) -> str:
+    """`qemu-system-x86_64 --version`'s first line: part of a snapshot's key, since a migration
+    stream is only promised to load into the QEMU that wrote it (or a newer one)."""
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unknown ({e})"
+    return (out.stdout.splitlines() or ["unknown"])[0].strip()
