@@ -53,6 +53,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="look for a newer Debian kernel package instead of using the cached one")
     g.addoption("--lab-series", action="append", default=[], metavar="PATH",
                 help="apply this patch series too (the --kernel must be a `build` kernel)")
+    g.addoption("--fresh-guest-per-test", action="store_true",
+                help="give every test a guest no other test used (restored from the "
+                     "profile's snapshot, so about a second each under TCG)")
     g.addoption("--lab-tree", default=None, metavar="DIR",
                 help="build the --kernel from this tree instead (a `build` kernel)")
 
@@ -60,8 +63,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # paramiko logs a traceback for every refused attempt while a guest's sshd starts.
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)
-    config.addinivalue_line("markers", "guest(cpus, memory_mb): boot this test's guest with N "
-                            "vCPUs and/or M MB of memory")
+    config.addinivalue_line("markers", "guest(cpus, memory_mb, fresh): boot this test's guest "
+                            "with N vCPUs and/or M MB of memory; fresh=True: a guest no other "
+                            "test used")
     if config.pluginmanager.has_plugin("ringlab-session"):
         return
     try:
@@ -80,7 +84,8 @@ class Profile:
 
 class GuestPool:
     """Guests booted on demand, one per machine profile, reused by every test of the session.
-    A guest that died is replaced by a fresh one for the next test."""
+    A guest that died is replaced by a fresh one for the next test. Every guest after the
+    first of a profile is restored from its snapshot (harness/boot/snapshot.py), not booted."""
 
     def __init__(self, lab: Lab, kernel: str, report_dir: Path, console_log: Path) -> None:
         self.lab = lab
@@ -89,10 +94,17 @@ class GuestPool:
         self.console_log = console_log
         self.guests: dict[Profile, Guest] = {}
         self.boots: list[dict] = []
+        # Profiles whose pooled guest a fresh=True test had: no other test may use it. It is
+        # stopped when the next test asks (its teardown still reads its kernel log first).
+        self.spent: set[Profile] = set()
 
-    def get(self, cpus: int | None, memory_mb: int | None = None) -> Guest:
+    def get(self, cpus: int | None, memory_mb: int | None = None, fresh: bool = False) -> Guest:
+        """The pooled guest of this profile; with `fresh`, a new one no other test used."""
         m = self.lab.config.machine
         p = Profile(cpus or m.cpus, memory_mb or m.memory_mb)
+        if fresh or p in self.spent:
+            self.discard(p)
+            self.spent.discard(p)
         g = self.guests.get(p)
         if g is not None and g.health() is not None:
             log.warning("guest (%d cpu, %d MB) is dead (%s); booting a fresh one", p.cpus,
@@ -105,7 +117,11 @@ class GuestPool:
             self.guests[p] = g
             self.boots.append({"cpus": p.cpus, "memory_mb": p.memory_mb,
                                "boot_s": round(g.record.boot_s, 2), "accel": g.plan.accel,
-                               "attempts": g.record.attempts})
+                               "attempts": g.record.attempts, "restored": g.record.restored,
+                               **({"snapshot_fallback": g.record.fallback}
+                                  if g.record.fallback else {})})
+        if fresh:
+            self.spent.add(p)
         return g
 
     def discard(self, profile: Profile) -> None:
@@ -196,7 +212,9 @@ class LabSession:
         marker = request.node.get_closest_marker("guest")
         kwargs = marker.kwargs if marker else {}
         try:
-            g = self._pool().get(kwargs.get("cpus"), kwargs.get("memory_mb"))
+            g = self._pool().get(kwargs.get("cpus"), kwargs.get("memory_mb"),
+                                 fresh=bool(kwargs.get("fresh")) or
+                                 self.config.getoption("--fresh-guest-per-test"))
         except LabError as e:
             if getattr(e, "console_tail", None) is None:  # not a boot failure: same for all
                 self.error = e
@@ -599,7 +617,8 @@ class LabSession:
         lines = [f"ringlab run on kernel {self.kernel_name} "
                  f"({doc['kernel_description'] or 'not prepared'})",
                  "boots: " + (", ".join(f"{b['cpus']} cpu {b['memory_mb']} MB {b['boot_s']} s "
-                                        f"({b['accel']})"
+                                        f"({b['accel']}"
+                                        f"{', restored' if b.get('restored') else ''})"
                                         for b in doc["boots"]) or "none"),
                  "results: " + (", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
                                 or "no tests ran")]
