@@ -422,12 +422,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(f"kvm: not checked yet (/dev/kvm {'present' if os.path.exists('/dev/kvm') else 'absent'});"
               " the first boot with accel: auto checks it")
     print(f"machine.accel: {cfg.machine.accel}")
-    found = cache.entries(root)
-    print(f"cache: {root} ({cache.human(sum(e.size for e in found))} in entries ./lab gc "
+    entries = cache.entries(root)
+    print(f"cache: {root} ({cache.human(sum(e.size for e in entries))} in entries ./lab gc "
           f"may remove; debs {cache.human(kernel.cache_usage(root, ('debs',)))})")
-    for kind, size in cache.sizes_by_kind(found).items():
+    for kind, size in cache.sizes_by_kind(entries).items():
         print(f"  {cache.KINDS[kind]:20s} {cache.human(size):>10s} "
-              f"({sum(e.kind == kind for e in found)} entries)")
+              f"({sum(e.kind == kind for e in entries)} entries)")
     return 0 if ok else 1
 
 

@@ -10,6 +10,7 @@ from harness import cache, host
 from harness.boot import accel, qemu, rootfs, ssh
 from harness.debian import mirror
 from harness.kernels import kbuild, kernel, modules
+from harness.kernels.kernel import BootableKernel
 from harness.config import BuildKernel, LabConfig
 from harness.boot.guest import BootPlan, Guest, boot
 
@@ -21,7 +22,7 @@ class Lab:
         self.config = config
         self.refresh = refresh
         self.cache_root = cache.cache_root(config.cache_dir)
-        self._kernels: dict[str, kernel.BootableKernel] = {}
+        self._kernels: dict[str, BootableKernel] = {}
         self._rootfs: rootfs.RootfsImage | None = None
         self._key: ssh.ClientKey | None = None
         self._accel: tuple[str, str] | None = None
@@ -33,7 +34,7 @@ class Lab:
         return kbuild.Builder(self.cache_root, lambda: mirror.resolve(self.config.mirror),
                               lambda name: self.kernel(name).config, usage=self.usage)
 
-    def kernel(self, name: str | None = None) -> kernel.BootableKernel:
+    def kernel(self, name: str | None = None) -> BootableKernel:
         spec = self.config.kernel(name)
         if spec.name not in self._kernels:
             host.require(host.KERNEL_TOOLS)
@@ -49,7 +50,7 @@ class Lab:
                 self.usage.use(path)
         return self._kernels[spec.name]
 
-    def prepared(self, name: str) -> kernel.BootableKernel | None:
+    def prepared(self, name: str) -> BootableKernel | None:
         """The kernel `name` if this session prepared it already (no fetching)."""
         return self._kernels.get(name)
 
@@ -73,7 +74,7 @@ class Lab:
         return modules.build(name, spec, self.kernel(spec.name), self.cache_root,
                              lambda: mirror.resolve(self.config.mirror))
 
-    def accel(self, k: kernel.BootableKernel) -> tuple[str, str]:
+    def accel(self, k: BootableKernel) -> tuple[str, str]:
         """('kvm'|'tcg', why), decided once per session (and remembered per host)."""
         if self._accel is None:
             self._accel = accel.choose(self.config.machine.accel, k, self.cache_root)

@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -252,9 +252,9 @@ class LabSession:
             item.add_marker(pytest.mark.flaky(reruns=1, condition=_guest_broke_under(item)))
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo
-                                  ) -> Iterator[None]:
-        report: pytest.TestReport = yield
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
+                                  ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
         self._review(item, call, report)
         if call.when == "call":
             item.user_properties.extend(_properties(item, report))
@@ -419,7 +419,9 @@ class LabSession:
 
     def _discard(self, g: Guest, why: str) -> None:
         log.debug("replacing the guest: %s", why)
-        for profile, pooled in list((self.pool.guests if self.pool else {}).items()):
+        if self.pool is None:
+            return
+        for profile, pooled in list(self.pool.guests.items()):
             if pooled is g:
                 self.pool.discard(profile)
 
@@ -542,7 +544,7 @@ class LabSession:
             self._amend(report.nodeid, _reason(report), [])
             return
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-            reason, outcome = "", report.outcome
+            reason, outcome = "", str(report.outcome)
             if hasattr(report, "wasxfail"):  # a known kernel issue (kernels/known-issues.yaml)
                 outcome, reason = ("xfailed" if report.skipped else "xpassed"), report.wasxfail
             elif report.skipped and isinstance(report.longrepr, tuple):

@@ -309,6 +309,7 @@ def build_bench(cfg: LabConfig, ringbuf: bool = True) -> int:
     import shutil
 
     from harness.debian import mirror
+    from harness.debian.mirror import Mirror
     from harness.kernels import trees
     from harness.config import BuildKernel, DebianSource, KernelSpec
     from harness.boot.guest import boot
@@ -331,15 +332,19 @@ def build_bench(cfg: LabConfig, ringbuf: bool = True) -> int:
         path.unlink()
         path.write_bytes(data)
 
-    def spec(name: str, base: str, fragment: str) -> KernelSpec:
-        return KernelSpec(name, BuildKernel(copy, (), base, (fragments / fragment,)))
+    def spec(name: str, base: str, fragment: str) -> tuple[KernelSpec, BuildKernel]:
+        source = BuildKernel(copy, (), base, (fragments / fragment,))
+        return KernelSpec(name, source), source
 
-    def timed_build(k: KernelSpec, fresh: bool) -> tuple[float, int]:
-        builder = Builder(lab.cache_root, lambda: None, lambda n: None, ccache=not fresh)
+    def no_mirror() -> Mirror:  # the benchmark's tree is a local copy: nothing to fetch
+        raise LabError("the build benchmark fetches nothing")
+
+    def timed_build(k: tuple[KernelSpec, BuildKernel], fresh: bool) -> tuple[float, int]:
+        builder = Builder(lab.cache_root, no_mirror, lambda n: None, ccache=not fresh)
         if fresh:
-            shutil.rmtree(builder.work_dir(copy, k.source, *builder.keys(k, k.source)),
+            shutil.rmtree(builder.work_dir(copy, k[1], *builder.keys(k[0], k[1])),
                           ignore_errors=True)
-        _, report = builder.prepare(k, k.source)
+        _, report = builder.prepare(*k)
         return report.make_seconds, report.compiled
 
     results: dict[str, dict] = {}
@@ -352,11 +357,10 @@ def build_bench(cfg: LabConfig, ringbuf: bool = True) -> int:
     results["incremental_ring_buffer_c_s"] = {"s": s, "steps": n}
     touch("kernel/events/core.c")
     start = time.monotonic()
-    _, report = Builder(lab.cache_root, lambda: None, lambda n: None).prepare(minimal,
-                                                                              minimal.source)
+    _, report = Builder(lab.cache_root, no_mirror, lambda n: None).prepare(*minimal)
     build_s = time.monotonic() - start
     import dataclasses
-    bench_cfg = dataclasses.replace(cfg, kernels={**cfg.kernels, "bench-min": minimal})
+    bench_cfg = dataclasses.replace(cfg, kernels={**cfg.kernels, "bench-min": minimal[0]})
     blab = Lab(bench_cfg)
     t = time.monotonic()
     with boot(blab.plan("bench-min", out_dir / "bench-build-console.log")) as g:
