@@ -452,7 +452,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     if tox is None:
         raise LabError("tox is not installed in the lab's virtualenv",
                        hint="rm -rf .venv and run ./lab again")
-    env = args.env or ("unit,e2e,kbuild" if args.all else None)
+    env = args.env or ("unit,types,e2e,kbuild" if args.all else None)
     argv = [tox, "-c", str(REPO / "tox.ini")] + (["-e", env] if env else []) + args.tox_args
     log.info("selftest: %s", " ".join(argv))
     return subprocess.call(argv, cwd=REPO)
@@ -602,7 +602,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("selftest", help="run the project's own tests (via tox)",
                        description=cmd_selftest.__doc__)
-    t.add_argument("-e", "--env", help="tox environments (default: unit,e2e)")
+    t.add_argument("-e", "--env", help="tox environments (default: unit,types,e2e)")
     t.add_argument("--all", action="store_true", help="also the slow tier that builds and "
                    "bisects real kernels (tox env kbuild)")
     t.add_argument("tox_args", nargs="*", help="more tox arguments (after --)")
