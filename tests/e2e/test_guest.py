@@ -85,3 +85,66 @@ def test_kernel_log_between_calls(guest: Guest) -> None:
     guest.run("echo ringlab-selftest-marker > /dev/kmsg")
     assert any("ringlab-selftest-marker" in line for line in guest.kmsg())
     assert not any("ringlab-selftest-marker" in line for line in guest.kmsg())
+
+
+GUEST_FACTS = ("cat /proc/sys/kernel/random/boot_id; date -u +%s.%N; "
+               "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; "
+               "ls /root/restored-marker 2>/dev/null || echo absent")
+
+
+def test_a_guest_is_saved_once_and_restored_as_its_own_machine(
+        lab, tmp_path, caplog: pytest.LogCaptureFixture, no_stray_qemu: None) -> None:
+    """Boot (saves the snapshot), restore twice one after the other, then restore from a
+    corrupted snapshot: each restore is the saved guest (same boot_id) with its own SSH port,
+    the host's clock, its own random bytes and its own disk; the corrupted one boots."""
+    import dataclasses
+    import logging
+
+    from harness.boot import guest as guest_mod, snapshot
+
+    console = tmp_path / "console.log"
+    plan = dataclasses.replace(lab.plan(None, console), snapshots=tmp_path / "snapshots")
+    with guest_mod.boot(plan) as booted:
+        assert not booted.record.restored and booted.record.snapshot
+        boot_id = booted.run("cat /proc/sys/kernel/random/boot_id").stdout.strip()
+        assert booted.probe("probe_capabilities").data  # the saved guest goes on working
+    snap = snapshot.find(plan.snapshots, guest_mod.snapshot_key(plan))
+    assert snap is not None
+
+    seen = []
+    for _ in range(2):
+        with guest_mod.boot(plan) as g:
+            assert g.record.restored and g.record.snapshot == snap.name
+            assert g.record.ssh_ready_s < 15
+            facts = g.run(GUEST_FACTS).stdout.split()
+            host_now = time.time()
+            seen.append((g.record.ssh_port, facts))
+            assert facts[0] == boot_id  # the saved kernel, not a new boot
+            assert abs(float(facts[1]) - host_now) < 5, "the clock was not stepped"
+            assert facts[3] == "absent"  # nothing of the previous restore's disk
+            g.run("touch /root/restored-marker")
+            assert g.probe("probe_capabilities").data
+            # The console watcher reads the restored guest's console as it did the boot's.
+            g.run("echo '<2>ringlab: restored console check' > /dev/kmsg")
+            deadline = time.monotonic() + 10
+            while "restored console check" not in g.vm.console_text() and \
+                    time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert "restored console check" in g.vm.console_text()
+            assert g.health() is None
+    (port1, facts1), (port2, facts2) = seen
+    assert port1 != port2
+    assert facts1[2] != facts2[2], "two restores drew the same /dev/urandom bytes"
+    text = console.read_text()
+    assert text.count(f"from snapshot {snap.name}") == 2 and "restored in" in text
+
+    with snap.state.open("r+b") as f:  # a corrupted stream: QEMU refuses to load it
+        f.write(b"\0" * 4096)
+    with caplog.at_level(logging.WARNING):
+        with guest_mod.boot(plan) as g:
+            assert not g.record.restored and g.record.fallback
+            assert g.record.snapshot  # saved again
+            assert g.run("cat /proc/sys/kernel/random/boot_id").stdout.strip() != boot_id
+    assert "did not restore" in caplog.text
+    fresh = snapshot.find(plan.snapshots, guest_mod.snapshot_key(plan))
+    assert fresh is not None and fresh.state.read_bytes()[:4] == b"QEVM"
