@@ -1,8 +1,9 @@
 """pytest plugin: guests as fixtures, guest dmesg in each test's report, a run summary.
 
 Load with `-p harness.pytest_plugin` (./lab run does). Options: --kernel, --lab-config,
---keep-guest, --lab-report-dir, --lab-refresh. Tests take the `guest` fixture; a test that
-needs another machine profile says so with @pytest.mark.guest(cpus=2).
+--keep-guest, --lab-report-dir, --lab-refresh, --fresh-guest-per-test. Tests take the `guest`
+fixture; a test that needs another machine profile says so with @pytest.mark.guest(cpus=2), one
+that must not share its guest with @pytest.mark.guest(fresh=True).
 """
 from __future__ import annotations
 

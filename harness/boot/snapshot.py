@@ -184,8 +184,9 @@ async def _qmp(sock: Path, deadline: float) -> AsyncIterator[QMPClient]:
 async def _migration_done(client: QMPClient, deadline: float) -> dict:
     """Poll query-migrate until the migration completes; SnapshotError if it fails."""
     while True:
-        status = await client.execute("query-migrate")
-        state = status.get("status") if isinstance(status, dict) else None
+        answer = await client.execute("query-migrate")
+        status: dict = answer if isinstance(answer, dict) else {}
+        state = status.get("status")
         if state == "completed":
             return status
         if state in ("failed", "cancelled"):
