@@ -154,4 +154,6 @@ def test_mutate_kills_a_mutant_and_names_a_survivor_and_one_that_does_not_build(
     copy = next((cache.cache_root() / "mutate").glob("*/src"))
     for rel in ("kernel/events/core.c",):
         assert (copy / rel).stat().st_ino == (tree / rel).stat().st_ino
-    assert wall < 600, f"./lab mutate took {wall:.0f} s"
+    # A bound against a runaway (a cold cache pays one full build in the mutate tree), not a
+    # benchmark: per-mutant build and run times are in mutate.json.
+    assert wall < 1500, f"./lab mutate took {wall:.0f} s"
