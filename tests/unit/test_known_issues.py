@@ -5,6 +5,7 @@ failure (FAIL)."""
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from harness.results import known_issues, verdicts
 from harness.results.known_issues import CheckFailure
 
 DATA = Path(__file__).parent / "data" / "known-issues"
+KERNEL_TESTS = Path(__file__).resolve().parents[1] / "kernel"
 SUITE = "tests/kernel/test_trace_mmap.py"
 GOOD = """
 issues:
@@ -67,9 +69,18 @@ def run_kernel_test(test: Any, probe: dict[str, Any], **fixtures: Any
     return checks, None
 
 
+def kernel_test(module: str, name: str) -> Any:
+    """A test function of tests/kernel/, loaded from its file (tests/ is no package)."""
+    path = KERNEL_TESTS / f"{module}.py"
+    spec = importlib.util.spec_from_file_location(f"ringlab_kernel_{module}", path)
+    assert spec is not None and spec.loader is not None, path
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, name)
+
+
 def first_mapping_test() -> Any:
-    from tests.kernel.test_trace_mmap import test_refused_mappings_fail_on_an_unmapped_buffer
-    return test_refused_mappings_fail_on_an_unmapped_buffer
+    return kernel_test("test_trace_mmap", "test_refused_mappings_fail_on_an_unmapped_buffer")
 
 
 def issues_of(nodeid: str) -> list[known_issues.KnownIssue]:
@@ -196,7 +207,7 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_meta_page_lost_events_always_zero() -> None:
-    from tests.kernel.test_trace_mmap import test_overflow_lost_events_reach_the_meta_page as test
+    test = kernel_test("test_trace_mmap", "test_overflow_lost_events_reach_the_meta_page")
     r = recorded("overflow")
     issues = issues_of(r["test"])
     assert r["probe"]["meta_after_drain"]["overrun"] > 0 and not any(
@@ -218,7 +229,7 @@ def test_meta_page_lost_events_always_zero() -> None:
 
 
 def test_aux_truncation_that_does_not_stop_the_event() -> None:
-    from tests.kernel.test_perf_aux import test_a_truncation_stops_the_event as test
+    test = kernel_test("test_perf_aux", "test_a_truncation_stops_the_event")
     r = recorded("aux-truncated")
     issues = issues_of(r["test"])
     fixtures = {"guest": FakeGuest(r["probe"]), "test_pmu": 1}

@@ -27,7 +27,9 @@ def test_result_log_notes_a_folder_that_went_away(tmp_path: Path) -> None:
     assert log.error is not None and "gone/results.jsonl" in log.error
 
 
-def test_files_go_to_a_rescue_folder_when_the_report_folder_fails(tmp_path: Path) -> None:
+def test_files_go_to_a_rescue_folder_when_the_report_folder_fails(
+        tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("RINGLAB_CACHE", raising=False)  # it would win over the cache given here
     blocked = tmp_path / "reports"
     blocked.write_text("a file where the folder should be")
     written = report.write_files(blocked, {"summary.txt": "3 passed\n"}, tmp_path / "cache",
