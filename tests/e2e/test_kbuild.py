@@ -157,3 +157,16 @@ def test_mutate_kills_a_mutant_and_names_a_survivor_and_one_that_does_not_build(
     # A bound against a runaway (a cold cache pays one full build in the mutate tree), not a
     # benchmark: per-mutant build and run times are in mutate.json.
     assert wall < 1500, f"./lab mutate took {wall:.0f} s"
+
+
+def test_every_shipped_mutant_applies_to_the_debian_tree() -> None:
+    """The catalog against the tree the tier's builds unpacked (a mutant that no longer
+    applies would only show as an error in the middle of a ./lab mutate)."""
+    from harness.commands import mutate
+    trees = sorted(cache.cache_root().glob("trees/linux-source-6.12_*/linux-source-6.12"))
+    assert trees, "the tier's first test unpacks Debian's linux-source-6.12"
+    for m in mutate.catalog():
+        p = subprocess.run(["git", "apply", "--check", "-"], input=m.text, cwd=trees[-1],
+                           capture_output=True, text=True,
+                           env={**os.environ, "GIT_CEILING_DIRECTORIES": str(trees[-1].parent)})
+        assert p.returncode == 0, f"{m.path}: {p.stderr}"

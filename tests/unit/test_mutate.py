@@ -249,15 +249,3 @@ def test_two_runs_on_one_tree_are_refused(tmp_path: Path) -> None:
         with pytest.raises(LabError, match="another ./lab mutate is using the tree"):
             with Workspace(tree, tmp_path / "cache").opened():
                 pass
-
-
-def test_every_shipped_mutant_applies_to_the_debian_tree_if_present() -> None:
-    trees = sorted(Path(os.environ.get("RINGLAB_CACHE", Path.home() / ".cache/ringlab"))
-                   .glob("trees/linux-source-6.12_*/linux-source-6.12"))
-    if not trees:
-        pytest.skip("Debian's linux-source-6.12 is not unpacked in the cache")
-    for m in mutate.catalog():
-        p = subprocess.run(["git", "apply", "--check", "-"], input=m.text, cwd=trees[-1],
-                           capture_output=True, text=True,
-                           env={**os.environ, "GIT_CEILING_DIRECTORIES": str(trees[-1].parent)})
-        assert p.returncode == 0, f"{m.path}: {p.stderr}"
