@@ -3,7 +3,6 @@ hard-link copy without disturbing the tree or make's view of it."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
