@@ -482,7 +482,8 @@ def _pollin_within(fd: int, timeout_ms: int) -> bool:
 
 def check_wakeups(args: list[str]) -> dict:
     """wakeup_events=5: no POLLIN after 4 samples, POLLIN after the 5th. watermark 1024 bytes:
-    none below it, POLLIN past it. POLLHUP once the monitored task exits."""
+    none below it, POLLIN past it; watermark 0: the same at half the data area. POLLHUP once
+    the monitored task exits."""
     out: dict[str, Any] = {}
     fd = open_counter(wakeup=5)
     rb = RingBuffer(fd, 8)
@@ -506,6 +507,22 @@ def check_wakeups(args: list[str]) -> dict:
     fire(2)
     out["watermark_bytes_after"] = rb.data_head
     out["watermark_after"] = _pollin_within(fd, 1000)
+    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
+    rb.close()
+    os.close(fd)
+
+    # wakeup_watermark 0 with the watermark flag: half the data area (ring_buffer_init()).
+    fd = open_counter(flags=perf.ATTR_DISABLED | perf.ATTR_WATERMARK, wakeup=0)
+    rb = RingBuffer(fd, 8)
+    half = 8 * PAGE // 2
+    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
+    fire(half // SAMPLE_SIZE - 1)
+    out["default_watermark"] = half
+    out["default_bytes_before"] = rb.data_head
+    out["default_before"] = _pollin_within(fd, 0)
+    fire(2)
+    out["default_bytes_after"] = rb.data_head
+    out["default_after"] = _pollin_within(fd, 1000)
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
     rb.close()
     os.close(fd)

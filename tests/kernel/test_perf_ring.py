@@ -312,6 +312,18 @@ def test_watermark_delivers_pollin_past_watermark(guest: Guest) -> None:
     assert w["watermark_after"], f"no POLLIN at {w['watermark_bytes_after']} bytes"
 
 
+def test_default_watermark_is_half_the_buffer(guest: Guest) -> None:
+    w = ring(guest, "wakeups")
+    # perf_event_open(2): wakeup_watermark 0 means the default; ring_buffer_init():
+    # `if (!rb->watermark) rb->watermark = max_size / 2;`
+    half = w["default_watermark"]
+    assert w["default_bytes_before"] < half <= w["default_bytes_after"], w
+    assert not w["default_before"], \
+        f"POLLIN at {w['default_bytes_before']} bytes, below half the buffer ({half})"
+    assert w["default_after"], f"no POLLIN at {w['default_bytes_after']} bytes, past half " \
+        f"the buffer ({half})"
+
+
 def test_pollhup_after_monitored_task_exits(guest: Guest) -> None:
     w = ring(guest, "wakeups")
     assert not w["hup_while_alive"], "POLLHUP while the monitored task still runs"
