@@ -518,6 +518,11 @@ def check_refusals(args: list[str]) -> dict:
                 tm.meta_map.addr, tm.meta_map.length, mmap.PROT_READ | mmap.PROT_WRITE))
             out["mprotect_exec"] = _libc_result(_libc.mprotect(
                 tm.meta_map.addr, tm.meta_map.length, mmap.PROT_READ | mmap.PROT_EXEC))
+            # Mapped read-only from an fd open for writing, the VFS leaves VM_MAYWRITE set:
+            # only the driver's own rule (__rb_map_vma() clears it) refuses PROT_WRITE.
+            with TraceMap(rw) as rwm:
+                out["mprotect_write_rw_fd"] = _libc_result(_libc.mprotect(
+                    rwm.meta_map.addr, rwm.meta_map.length, mmap.PROT_READ | mmap.PROT_WRITE))
             out["noexec_mount"] = _noexec(inst.root)
             out["unknown_ioctl"] = _ioctl_result(fd, abi._IO("R", 0x21))
             out["wake_ioctl_0"] = _ioctl_result(fd, 0)

@@ -215,6 +215,10 @@ def test_mprotect_to_writable_is_refused(refusals: dict) -> None:
     # __rb_map_vma() clears VM_MAYWRITE: mprotect(PROT_WRITE) later gives EACCES.
     assert refusals["mprotect_write"] == "EACCES", \
         f"mprotect(PROT_READ|PROT_WRITE) of the meta page: {refusals['mprotect_write']}"
+    # On a mapping of an fd open for writing too, where the VFS left VM_MAYWRITE.
+    assert refusals["mprotect_write_rw_fd"] == "EACCES", \
+        f"mprotect(PROT_READ|PROT_WRITE) of a mapping of an O_RDWR fd: " \
+        f"{refusals['mprotect_write_rw_fd']}"
     print(f"mprotect(PROT_EXEC) of the meta page: {refusals['mprotect_exec']} "
           f"(tracefs mounted noexec: {refusals['noexec_mount']}; VM_MAYEXEC is not cleared)")
 
