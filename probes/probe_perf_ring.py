@@ -480,6 +480,23 @@ def _pollin_within(fd: int, timeout_ms: int) -> bool:
     return any(ev & select.POLLIN for _, ev in p.poll(timeout_ms))
 
 
+def _watermark_crossing(wakeup_watermark: int, crossing: int
+                        ) -> tuple[tuple[int, bool], tuple[int, bool]]:
+    """(data_head, POLLIN) with the samples just short of `crossing` bytes, then just past
+    it, on an 8-page buffer whose event has this wakeup_watermark."""
+    fd = open_counter(flags=perf.ATTR_DISABLED | perf.ATTR_WATERMARK, wakeup=wakeup_watermark)
+    rb = RingBuffer(fd, 8)
+    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
+    fire(crossing // SAMPLE_SIZE - 1)
+    before = (rb.data_head, _pollin_within(fd, 0))
+    fire(2)
+    after = (rb.data_head, _pollin_within(fd, 1000))
+    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
+    rb.close()
+    os.close(fd)
+    return before, after
+
+
 def check_wakeups(args: list[str]) -> dict:
     """wakeup_events=5: no POLLIN after 4 samples, POLLIN after the 5th. watermark 1024 bytes:
     none below it, POLLIN past it; watermark 0: the same at half the data area. POLLHUP once
@@ -496,36 +513,14 @@ def check_wakeups(args: list[str]) -> dict:
     rb.close()
     os.close(fd)
 
-    watermark = 1024
-    fd = open_counter(flags=perf.ATTR_DISABLED | perf.ATTR_WATERMARK, wakeup=watermark)
-    rb = RingBuffer(fd, 8)
-    below = watermark // SAMPLE_SIZE - 1
-    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
-    fire(below)
-    out["watermark_bytes_before"] = rb.data_head
-    out["watermark_before"] = _pollin_within(fd, 0)
-    fire(2)
-    out["watermark_bytes_after"] = rb.data_head
-    out["watermark_after"] = _pollin_within(fd, 1000)
-    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
-    rb.close()
-    os.close(fd)
-
-    # wakeup_watermark 0 with the watermark flag: half the data area (ring_buffer_init()).
-    fd = open_counter(flags=perf.ATTR_DISABLED | perf.ATTR_WATERMARK, wakeup=0)
-    rb = RingBuffer(fd, 8)
-    half = 8 * PAGE // 2
-    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
-    fire(half // SAMPLE_SIZE - 1)
-    out["default_watermark"] = half
-    out["default_bytes_before"] = rb.data_head
-    out["default_before"] = _pollin_within(fd, 0)
-    fire(2)
-    out["default_bytes_after"] = rb.data_head
-    out["default_after"] = _pollin_within(fd, 1000)
-    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
-    rb.close()
-    os.close(fd)
+    for prefix, wakeup_watermark, crossing in (
+            ("watermark", 1024, 1024),
+            # wakeup_watermark 0: half the data area (ring_buffer_init()).
+            ("default", 0, 8 * PAGE // 2)):
+        before, after = _watermark_crossing(wakeup_watermark, crossing)
+        out[f"{prefix}_bytes_before"], out[f"{prefix}_before"] = before
+        out[f"{prefix}_bytes_after"], out[f"{prefix}_after"] = after
+    out["default_watermark"] = 8 * PAGE // 2
 
     r, w = os.pipe()
     pid = os.fork()
