@@ -186,17 +186,25 @@ class Script:
     def op_pmu_map(self, pages: str) -> str:
         return self.op_map(pages, open_test_pmu_task)
 
-    def op_pmu_aux(self, arg: str) -> str:
-        """A real AUX area on map I: aux_offset/aux_size in its control page, then the mmap
-        (perf_mmap(): pgoff != 0, charged as `accounting:` says, then rb_alloc_aux())."""
+    def _map_aux(self, arg: str) -> tuple[int, Mapping] | None:
+        """The AUX area of map I ("I:PAGES"): aux_offset/aux_size written to its control page,
+        then the mmap at that offset (perf_mmap(): pgoff != 0); None if map I is not mapped."""
         index, _, pages = arg.partition(":")
         fd, rb, _ = self.maps[int(index)]
         if rb is None:
-            return "not mapped"
+            return None
         ctl = perf.PerfEventMmapPage.from_address(rb.base)
         ctl.aux_offset, ctl.aux_size = rb.length, int(pages) * PAGE
-        self.aux[int(index)] = Mapping(fd, int(pages) * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
-                                       offset=rb.length)
+        return int(index), Mapping(fd, int(pages) * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
+                                   offset=rb.length)
+
+    def op_pmu_aux(self, arg: str) -> str:
+        """A real AUX area on map I, kept until map I is unmapped (charged as perf_mmap()'s
+        `accounting:` says, then rb_alloc_aux())."""
+        mapped = self._map_aux(arg)
+        if mapped is None:
+            return "not mapped"
+        self.aux[mapped[0]] = mapped[1]
         return "ok"
 
     def op_unmap(self, index: str) -> str:
@@ -220,16 +228,11 @@ class Script:
         return "ok"
 
     def op_aux(self, arg: str) -> str:
-        """The AUX area of map I: aux_offset/aux_size written to its control page, then the
-        mmap at that offset (perf_mmap(): pgoff != 0)."""
-        index, _, pages = arg.partition(":")
-        fd, rb, _ = self.maps[int(index)]
-        if rb is None:
+        """The AUX area of map I, mapped and at once unmapped."""
+        mapped = self._map_aux(arg)
+        if mapped is None:
             return "not mapped"
-        ctl = perf.PerfEventMmapPage.from_address(rb.base)
-        ctl.aux_offset, ctl.aux_size = rb.length, int(pages) * PAGE
-        Mapping(fd, int(pages) * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
-                offset=rb.length).close()
+        mapped[1].close()
         return "ok"
 
     def op_fork_map(self, pages: str) -> str:
