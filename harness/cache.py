@@ -6,8 +6,9 @@ Layout under the cache root (default $XDG_CACHE_HOME/ringlab, else ~/.cache/ring
   rootfs/HASH/  a root filesystem image and its pinned SSH host key
   ssh/          the lab's client key (0600)
   hosts/        per-host verdicts (does KVM work here?)
-  builds/ buildroots/ trees/ bisect/ mutate/   kernel build folders, module build roots,
-                unpacked source trees, bisect worktrees, mutate trees (see KINDS)
+  builds/ buildroots/ trees/ bisect/ mutate/ nightly/   kernel build folders, module build
+                roots, unpacked source trees, bisect worktrees, mutate trees, the worktrees of
+                the branches a nightly fetched (see KINDS)
   usage/KIND/NAME.{used,lock}   per entry of KINDS: the last run that used it, and the lock a
                 running lab holds shared on it (./lab gc takes it exclusively)
   runs.log      one line per run that used an entry: "RUN-ID START-TIME"
@@ -35,7 +36,8 @@ log = logging.getLogger(__name__)
 # The kinds of entries ./lab gc may remove, in the order their sizes are counted (a file
 # hard-linked into several entries counts once, for the first: trees before their link copies).
 KINDS = {"trees": "unpacked trees", "kernels": "kernels", "buildroots": "module build roots",
-         "builds": "build folders", "bisect": "bisect worktrees", "mutate": "mutate trees"}
+         "builds": "build folders", "bisect": "bisect worktrees", "mutate": "mutate trees",
+         "nightly": "nightly branch worktrees"}
 RUN_ENV = "RINGLAB_RUN"
 
 

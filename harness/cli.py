@@ -119,7 +119,10 @@ def _run_suite(cfg: lab_config.LabConfig, args: argparse.Namespace, kernel_name:
         argv.append("--lab-refresh")
     if args.k:
         argv += ["-k", args.k]
-    jobs = run_jobs(cfg, args.jobs)
+    try:
+        jobs = lab_run.run_jobs(cfg.machine.cpus, args.jobs)
+    except ValueError as e:
+        raise LabError(str(e)) from None
     if jobs > 1:  # pytest-xdist: a guest pool per worker, a test file stays on one worker
         argv += ["-n", str(jobs), "--dist", "loadfile"]
     argv += args.pytest_args
@@ -136,16 +139,6 @@ def _run_suite(cfg: lab_config.LabConfig, args: argparse.Namespace, kernel_name:
         log.info("run kept in %s", kept)
     log.info("reports in %s", report_dir)
     return int(code)
-
-
-def run_jobs(cfg: lab_config.LabConfig, text: str) -> int:
-    """How many guests `./lab run -j` runs at once: N, or `auto`: the host's cores over each
-    guest's vCPUs (under TCG a vCPU wants a core), at least 1."""
-    if text == "auto":
-        return max(1, (os.cpu_count() or 1) // max(1, cfg.machine.cpus))
-    if not text.isdigit() or int(text) < 1:
-        raise LabError(f"-j: expected a number of guests (1 or more) or 'auto', got {text!r}")
-    return int(text)
 
 
 def _run_many(cfg: lab_config.LabConfig, args: argparse.Namespace, names: list[str]) -> int:
@@ -182,15 +175,18 @@ def cmd_boot(args: argparse.Namespace) -> int:
     k = cfg.kernel(args.kernel)
     console_log = cfg.reports_dir / f"boot-{k.name}-console.log"
     with lab.boot(k.name, console_log, cpus=args.cpus, cmdline=args.cmdline or "") as g:
-        state = {"pid": os.getpid(), "port": g.record.ssh_port, "key": str(g.plan.key.private),
-                 "host_key": g.plan.rootfs.host_key, "kernel": k.name,
-                 "release": g.kernel.release}
-        cache.write_atomic(_state_path(lab), json.dumps(state).encode())
-        print(f"guest {k.name} ({g.kernel.release}) up in {g.record.boot_s:.1f} s, accel "
-              f"{g.plan.accel}; console log: {console_log}\n"
-              f"  shell: ./lab ssh     (or: {' '.join(_ssh_argv(lab, state))})\n"
-              f"Ctrl-C stops it.", flush=True)
+        # Ctrl-C from here on is the way to stop: it may come while "Ctrl-C stops it" is still
+        # being printed (a script that waits for that line signals at once), so the print is
+        # inside the try too, not before it.
         try:
+            state = {"pid": os.getpid(), "port": g.record.ssh_port,
+                     "key": str(g.plan.key.private), "host_key": g.plan.rootfs.host_key,
+                     "kernel": k.name, "release": g.kernel.release}
+            cache.write_atomic(_state_path(lab), json.dumps(state).encode())
+            print(f"guest {k.name} ({g.kernel.release}) up in {g.record.boot_s:.1f} s, accel "
+                  f"{g.plan.accel}; console log: {console_log}\n"
+                  f"  shell: ./lab ssh     (or: {' '.join(_ssh_argv(lab, state))})\n"
+                  f"Ctrl-C stops it.", flush=True)
             while g.health() is None:
                 time.sleep(1)
             log.error("guest died: %s", g.health())
@@ -353,6 +349,27 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     return mutate.run(mutate.Plan(cfg, name, mutants, args.k, args.pytest_args, out))
 
 
+def cmd_nightly(args: argparse.Namespace) -> int:
+    """lab.yaml's nightly matrix (kernels x config variants x guest profiles x test
+    selections), each cell a `./lab run` of its own run as a Dask task: on a LocalCluster the
+    lab starts (workers: host cores / guest vCPUs), or with --scheduler on an existing Dask
+    cluster whose workers are lab hosts at this checkout's commit. One report: the matrix, the
+    cells' report folders, one merged kcidb.json, history per kernel line. Exit 0 if every
+    cell passed, 1 otherwise."""
+    from harness.commands import nightly
+
+    cfg = _config(args)
+    nightly.cells(cfg)  # a config without a nightly section fails before any folder is made
+    out = cfg.reports_dir / time.strftime("%Y%m%d-%H%M%S-nightly")
+    _make_report_dir(out)
+    _setup_logging(args.verbose, out / "lab.log")
+    _point_latest(cfg, out)
+    return nightly.run(nightly.Plan(
+        cfg, out, scheduler=args.scheduler, workers=args.workers,
+        history=Path(args.history).resolve() if args.history else None,
+        refresh=False if args.no_refresh else None, only=tuple(args.cell)))
+
+
 def cmd_splats(args: argparse.Namespace) -> int:
     """The kernel splats of a console log, offline (like kunit.py's parse stage): each one's
     title, RIP, call trace and tainting modules; with --kernel of a kernel the lab built, its
@@ -471,6 +488,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.bench == "build":
         _setup_logging(args.verbose)
         return bench.build_bench(cfg, ringbuf=not args.no_ringbuf)
+    if args.bench == "parallel":
+        from harness.commands import bench_parallel
+        return bench_parallel.parallel_bench(cfg, args.kernel, runs=args.runs, selection=args.k)
+    if args.bench == "cpu-models":
+        from harness.commands import bench_cpu
+        arch = cfg.kernel(args.kernel).arch
+        return bench_cpu.cpu_models_bench(cfg, args.kernel,
+                                          bench_cpu.parse_models(args.models, arch), args.runs)
+    if args.bench == "nightly":
+        return bench.nightly_bench(cfg, args.kernel, tuple(args.k or bench.NIGHTLY_SELECTIONS))
     return bench.boot_bench(cfg, args.kernel, runs=args.runs, probe_runs=args.probe_runs,
                             cold=args.cold, cpus=args.cpus)
 
@@ -578,6 +605,20 @@ def build_parser() -> argparse.ArgumentParser:
     mu.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     mu.set_defaults(func=cmd_mutate)
 
+    ni = sub.add_parser("nightly", help="lab.yaml's nightly matrix, each cell a ./lab run, as "
+                        "Dask tasks (a LocalCluster, or --scheduler)", description=cmd_nightly.__doc__)
+    ni.add_argument("--scheduler", metavar="tcp://HOST:8786", help="an existing Dask "
+                    "scheduler whose workers are lab hosts (default: a LocalCluster of this host)")
+    ni.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes "
+                    "(default: host cores / guest vCPUs, at most one per cell)")
+    ni.add_argument("--cell", action="append", default=[], metavar="NAME", help="only this "
+                    "cell (again for more)")
+    ni.add_argument("--history", metavar="DIR", help="where runs are kept per kernel line "
+                    "(default: nightly.history, else <reports.dir>/history)")
+    ni.add_argument("--no-refresh", action="store_true", help="do not look for newer Debian "
+                    "kernel packages (default: nightly.refresh)")
+    ni.set_defaults(func=cmd_nightly)
+
     sp = sub.add_parser("splats", help="the kernel splats of a console log (decoded with "
                         "--kernel of a built kernel); exit 1 if any", description=cmd_splats.__doc__)
     sp.add_argument("log", metavar="CONSOLE.LOG", help="a console log (console-<kernel>.log of a "
@@ -627,6 +668,16 @@ def build_parser() -> argparse.ArgumentParser:
                        "Events/s consumed from a tracefs CPU buffer through the mapping, read() "
                        "and splice() of trace_pipe_raw (transport only and parsed), and the "
                        "wall time of tests/kernel/test_trace_mmap.py.")
+    bp = bsub.add_parser("parallel", help="the whole suite serial vs -j 2 vs -j auto",
+                         description="Wall time of the whole suite (child `./lab run`s) "
+                         "serial, with -j 2 and with -j auto, the modes taking turns, RUNS "
+                         "times each after one untimed warm-up; min/median/max, the ratio to "
+                         "serial (target: -j 2 <= 0.6x) and the tests whose outcome changed "
+                         "between runs of a mode. Exit 1 if -j 2 missed the target.")
+    bp.add_argument("--kernel", help="kernel name from lab.yaml")
+    bp.add_argument("--runs", type=int, default=5, help="runs per mode (default 5)")
+    bp.add_argument("-k", metavar="EXPR", help="only tests matching EXPR (pytest -k)")
+    bp.set_defaults(func=cmd_bench)
     _bench_parser(bsub, "aux", "perf AUX: bytes/s through the test PMU and a reader",
                   "AUX bytes/s through the lab's test PMU and the probe's reader (records "
                   "consumed; every byte checked).")
@@ -637,6 +688,24 @@ def build_parser() -> argparse.ArgumentParser:
                          "end (rebuild after a one-file change, boot, one probe).")
     bk.add_argument("--no-ringbuf", action="store_true", help="skip the ~15 min ringbuf build")
     bk.set_defaults(func=cmd_bench)
+    bc = bsub.add_parser("cpu-models", help="TCG CPU models: boot to SSH ready, clean or not",
+                         description="Boots the kernel RUNS times per TCG CPU model, the "
+                         "models taking turns, snapshots off: QEMU start to SSH ready of the "
+                         "boots with no kernel splat, and what went wrong in the others.")
+    bc.add_argument("--kernel", help="kernel name from lab.yaml")
+    bc.add_argument("--runs", type=int, default=3, help="boots per model (default 3)")
+    bc.add_argument("--models", help="';'-separated -cpu values (default for arm64: "
+                    "max;max,pauth-impdef=on;cortex-a72;neoverse-n1)")
+    bc.set_defaults(func=cmd_bench)
+    bn = bsub.add_parser("nightly", help="a 2-cell nightly on a LocalCluster vs the same two "
+                         "./lab runs in turn, wall time",
+                         description="Wall time of a nightly of one kernel with two test "
+                         "selections (two cells) on a LocalCluster of two workers, against "
+                         "the same two `./lab run`s one after the other.")
+    bn.add_argument("--kernel", help="kernel name from lab.yaml (default: default_kernel)")
+    bn.add_argument("-k", action="append", metavar="EXPR", help="a cell's test selection "
+                    "(twice; default: two small ones)")
+    bn.set_defaults(func=cmd_bench)
     bt.add_argument("--events", type=int, default=20000,
                     help="trace_marker events a run (default 20000)")
     return p
@@ -662,8 +731,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault(cache.RUN_ENV, cache.new_run_id())
     if args.command != "run":
         _setup_logging(args.verbose)
-    # SIGTERM takes the same path as Ctrl-C, so every guest is stopped on the way out.
+    # SIGTERM takes the same path as Ctrl-C, so every guest is stopped on the way out. SIGINT
+    # is set too: a lab started as a background job of a script inherits it ignored, and its
+    # `kill -INT` (or a test's) would then never stop `./lab boot`.
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return args.func(args)
     except LabError as e:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Set as AbstractSet
 
 import yaml
 
+from harness import arch as arches
 from harness.errors import ConfigError
 
 ACCELS = ("auto", "kvm", "tcg")
@@ -25,7 +26,8 @@ _DEBIAN_NAME = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
 
 @dataclass(frozen=True)
 class DebianKernel:
-    """A kernel from a Debian package: linux-image-<flavour> of <suite>."""
+    """A kernel from a Debian package: linux-image-<flavour> of <suite>, from the Packages
+    index of Debian architecture `arch` (the kernel's arch's: amd64, arm64)."""
     suite: str
     flavour: str
     arch: str = "amd64"
@@ -72,6 +74,7 @@ class KernelSpec:
     name: str
     source: DebianKernel | PathKernel | BuildKernel
     cmdline: str = ""
+    arch: str = arches.DEFAULT  # a harness.arch name: x86_64, arm64
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,52 @@ class MirrorSpec:
 
 
 @dataclass(frozen=True)
+class NightlyKernel:
+    """A kernel of the nightly matrix: a lab.yaml kernel name and, for a `build` kernel whose
+    tree is a git checkout, a branch fetched from `remote` before each cell builds it."""
+    name: str
+    branch: str | None = None
+    remote: str = "origin"
+
+
+@dataclass(frozen=True)
+class NightlyVariant:
+    """A config variant of the build kernels: the fragments that replace the kernel's own."""
+    name: str
+    fragments: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class NightlyProfile:
+    """A guest profile: machine values that differ from lab.yaml's `machine` for a cell."""
+    name: str
+    cpus: int | None = None
+    memory_mb: int | None = None
+
+
+@dataclass(frozen=True)
+class NightlySelection:
+    """A test selection: a pytest -k expression (None: the whole suite)."""
+    name: str
+    expr: str | None = None
+
+
+@dataclass(frozen=True)
+class NightlySpec:
+    """`./lab nightly`'s matrix: kernels x config variants (build kernels only) x guest
+    profiles x test selections, and how each cell is run."""
+    kernels: tuple[NightlyKernel, ...]
+    variants: tuple[NightlyVariant, ...] = ()
+    profiles: tuple[NightlyProfile, ...] = (NightlyProfile("default"),)
+    selections: tuple[NightlySelection, ...] = (NightlySelection("all"),)
+    refresh: bool = True            # look for a newer Debian kernel package in every cell
+    history: Path | None = None     # default: <reports.dir>/history
+    # With --scheduler: how long the cluster may have no worker at all before the cells still
+    # pending are reported as not run (Dask itself would wait for a worker forever).
+    no_worker_timeout_s: int = 600
+
+
+@dataclass(frozen=True)
 class LabConfig:
     path: Path
     kernels: dict[str, KernelSpec]
@@ -111,6 +160,7 @@ class LabConfig:
     mirror: MirrorSpec | None = None
     reports_dir: Path = Path("reports")
     cache_dir: Path | None = None
+    nightly: NightlySpec | None = None
 
     def kernel(self, name: str | None) -> KernelSpec:
         """The kernel called `name` (the default one for None), or a ConfigError listing them."""
@@ -203,37 +253,62 @@ class YamlReader:
             raise ConfigError(f"{self.file}: {key}: {p} does not exist")
         return p
 
+    def boolean(self, value: Any, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(key, "true or false", value)
+        return value
+
     def optional(self, data: dict[str, Any], name: str, key: str,
                  convert: Callable[[Any, str], Any], default: Any) -> Any:
         return convert(data[name], f"{key}.{name}") if name in data else default
 
 
+def _flavour_arch(flavour: str) -> str | None:
+    """The lab arch a Debian kernel flavour is for, when one of its words is a Debian
+    architecture the lab knows (cloud-amd64, rt-arm64, arm64-16k); None otherwise."""
+    found = {a.name for w in flavour.split("-") if (a := arches.from_debian(w)) is not None}
+    return found.pop() if len(found) == 1 else None
+
+
 def _kernel(r: YamlReader, name: str, value: Any) -> KernelSpec:
     key = f"kernels.{name}"
-    data = r.mapping(value, key, {"debian", "path", "build", "cmdline"})
+    data = r.mapping(value, key, {"debian", "path", "build", "cmdline", "arch"})
     sources = [s for s in ("debian", "path", "build") if s in data]
     if len(sources) != 1:
         raise r.fail(key, "exactly one kernel source: debian, path or build", sorted(data))
     cmdline = r.optional(data, "cmdline", key, r.cmdline, "")
+    arch = r.optional(data, "arch", key, lambda v, k: r.choice(v, k, tuple(arches.ARCHES)),
+                      arches.DEFAULT)
     kind = sources[0]
     if kind == "build":
+        if arch != arches.DEFAULT:
+            raise r.fail(f"{key}.arch", "x86_64 for a `build` kernel (cross builds, make "
+                         "ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-, are not done yet: issue 16)",
+                         arch)
         return KernelSpec(name=name, source=_build(r, f"{key}.build", data["build"]),
-                          cmdline=cmdline)
+                          cmdline=cmdline, arch=arch)
     if kind == "debian":
-        d = r.mapping(data["debian"], f"{key}.debian", {"suite", "flavour", "arch"},
+        d = r.mapping(data["debian"], f"{key}.debian", {"suite", "flavour"},
                       {"suite", "flavour"})
+        flavour = r.string(d["flavour"], f"{key}.debian.flavour", _DEBIAN_NAME,
+                           "a kernel flavour such as cloud-amd64")
+        # A flavour of another arch would be looked for in the wrong Packages index: say so
+        # here rather than as "no package linux-image-arm64 in trixie" after a download.
+        if (meant := _flavour_arch(flavour)) is not None and meant != arch:
+            raise r.fail(f"{key}.debian.flavour", f"a flavour of arch {arch} (this one is for "
+                         f"{meant}: set {key}.arch: {meant})", flavour)
         source: DebianKernel | PathKernel = DebianKernel(
             suite=r.string(d["suite"], f"{key}.debian.suite", _DEBIAN_NAME, "a Debian suite name"),
-            flavour=r.string(d["flavour"], f"{key}.debian.flavour", _DEBIAN_NAME,
-                             "a kernel flavour such as cloud-amd64"),
-            arch=r.optional(d, "arch", f"{key}.debian", lambda v, k: r.choice(v, k, ("amd64",)),
-                            "amd64"))
+            flavour=flavour, arch=arches.get(arch).debian)
     else:
+        if arch != arches.DEFAULT:
+            raise r.fail(f"{key}.arch", "x86_64 for a `path` kernel (the lab reads a path "
+                         "kernel's release from a bzImage header; an arm64 Image has none)", arch)
         p = r.mapping(data["path"], f"{key}.path", {"image", "modules"}, {"image"})
         source = PathKernel(
             image=r.path(p["image"], f"{key}.path.image"),
             modules=r.optional(p, "modules", f"{key}.path", r.path, None))
-    return KernelSpec(name=name, source=source, cmdline=cmdline)
+    return KernelSpec(name=name, source=source, cmdline=cmdline, arch=arch)
 
 
 def _build(r: YamlReader, key: str, value: Any) -> BuildKernel:
@@ -278,11 +353,93 @@ def _build(r: YamlReader, key: str, value: Any) -> BuildKernel:
                         for i, f in enumerate(fragments)))
 
 
+_NIGHTLY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+_GIT_REF = re.compile(r"^(?!-)(?!.*\.\.)[A-Za-z0-9_./+-]+(?<![./])$")
+
+
+def _nightly(r: YamlReader, value: Any, kernels: dict[str, KernelSpec]) -> NightlySpec:
+    """The `nightly:` section; every kernel it names must be one of `kernels:`."""
+    n = r.mapping(value, "nightly", {"kernels", "variants", "profiles", "selections", "refresh",
+                                     "history", "no_worker_timeout_s"}, {"kernels"})
+    raw = n["kernels"]
+    if not isinstance(raw, list) or not raw:
+        raise r.fail("nightly.kernels", "a list of kernel names of `kernels:` (or {kernel: "
+                     "NAME, branch: BRANCH} for a build kernel's git tree)", raw)
+    chosen: list[NightlyKernel] = []
+    for i, item in enumerate(raw):
+        key = f"nightly.kernels[{i}]"
+        if isinstance(item, dict):
+            d = r.mapping(item, key, {"kernel", "branch", "remote"}, {"kernel"})
+            name = r.string(d["kernel"], f"{key}.kernel")
+            branch = r.optional(d, "branch", key, lambda v, k: r.string(
+                v, k, _GIT_REF, "a git branch name"), None)
+            remote = r.optional(d, "remote", key, lambda v, k: r.string(
+                v, k, _GIT_REF, "a git remote name"), "origin")
+        else:
+            name, branch, remote = r.string(item, key, what="a kernel name of `kernels:`"), \
+                None, "origin"
+        key_name = f"{key}.kernel" if isinstance(item, dict) else key
+        if name not in kernels:
+            raise r.fail(key_name, "one of the kernels: " + ", ".join(kernels), name)
+        src = kernels[name].source
+        if branch is not None and not (isinstance(src, BuildKernel) and isinstance(src.tree, Path)):
+            raise r.fail(f"{key}.branch", f"no branch: kernel {name} is not a `build` kernel "
+                         "with a tree folder (only a git tree can fetch a branch)", branch)
+        chosen.append(NightlyKernel(name, branch, remote))
+    if len({(k.name, k.branch) for k in chosen}) != len(chosen):
+        raise r.fail("nightly.kernels", "each kernel (and branch) once", raw)
+
+    def named(section: str, convert: Callable[[Any, str], Any]) -> tuple[Any, ...]:
+        items = n.get(section)
+        if items is None:
+            return ()
+        if not isinstance(items, dict) or not items:
+            raise r.fail(f"nightly.{section}", "a mapping of names to values", items)
+        for name in items:
+            r.string(name, f"nightly.{section}.{name}", _NIGHTLY_NAME,
+                     "a name of letters, digits, '.', '_', '+' and '-'")
+        return tuple(convert(v, name) for name, v in items.items())
+
+    def variant(v: Any, name: str) -> NightlyVariant:
+        key = f"nightly.variants.{name}"
+        if not isinstance(v, list):
+            raise r.fail(key, "a list of config fragment files", v)
+        return NightlyVariant(name, tuple(r.path(f, f"{key}[{i}]") for i, f in enumerate(v)))
+
+    def profile(v: Any, name: str) -> NightlyProfile:
+        key = f"nightly.profiles.{name}"
+        p = r.mapping(v, key, {"cpus", "memory_mb"})
+        return NightlyProfile(
+            name, r.optional(p, "cpus", key, lambda x, k: r.integer(x, k, 1, 64), None),
+            r.optional(p, "memory_mb", key, lambda x, k: r.integer(x, k, 256, 65536), None))
+
+    def selection(v: Any, name: str) -> NightlySelection:
+        if v is None or v == "":
+            return NightlySelection(name, None)
+        return NightlySelection(name, r.string(v, f"nightly.selections.{name}",
+                                               what="a pytest -k expression (empty: all tests)"))
+
+    variants = named("variants", variant)
+    if variants and not any(isinstance(kernels[k.name].source, BuildKernel) for k in chosen):
+        raise r.fail("nightly.variants", "config variants only with a `build` kernel in "
+                     "nightly.kernels (a Debian or path kernel has its own config)",
+                     [v.name for v in variants])
+    return NightlySpec(
+        kernels=tuple(chosen), variants=variants,
+        profiles=named("profiles", profile) or (NightlyProfile("default"),),
+        selections=named("selections", selection) or (NightlySelection("all"),),
+        refresh=r.optional(n, "refresh", "nightly", r.boolean, True),
+        history=r.optional(n, "history", "nightly",
+                           lambda v, k: r.path(v, k, must_exist=False), None),
+        no_worker_timeout_s=r.optional(n, "no_worker_timeout_s", "nightly",
+                                       lambda v, k: r.integer(v, k, 10, 86400), 600))
+
+
 def parse(data: Any, path: Path) -> LabConfig:
     """Validate parsed YAML into a LabConfig; raise ConfigError on the first mistake."""
     r = YamlReader(path)
     top = r.mapping(data, "", {"default_kernel", "kernels", "rootfs", "machine", "mirror",
-                               "reports", "cache_dir"}, {"kernels"})
+                               "reports", "cache_dir", "nightly"}, {"kernels"})
     kernels_raw = top["kernels"]
     if not isinstance(kernels_raw, dict) or not kernels_raw:
         raise r.fail("kernels", "a mapping of kernel names to kernel sources", kernels_raw)
@@ -342,8 +499,10 @@ def parse(data: Any, path: Path) -> LabConfig:
     reports_dir = r.optional(rep, "dir", "reports",
                              lambda v, k: r.path(v, k, must_exist=False), path.parent / "reports")
     cache_dir = r.optional(top, "cache_dir", "", lambda v, k: r.path(v, "cache_dir", False), None)
+    nightly = _nightly(r, top["nightly"], kernels) if top.get("nightly") is not None else None
     return LabConfig(path=path, kernels=kernels, default_kernel=default, rootfs=rootfs,
-                     machine=machine, mirror=mirror, reports_dir=reports_dir, cache_dir=cache_dir)
+                     machine=machine, mirror=mirror, reports_dir=reports_dir, cache_dir=cache_dir,
+                     nightly=nightly)
 
 
 def load(path: Path) -> LabConfig:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
+from harness import arch as arches
 from harness.errors import HostError
 
 
@@ -20,6 +23,16 @@ class Tool:
 BOOT_TOOLS = (
     Tool("qemu-system-x86_64", "qemu-system-x86", "runs the guests"),
     Tool("qemu-img", "qemu-utils", "makes each boot's throw-away overlay"),
+)
+ARM64_BOOT_TOOLS = (
+    Tool("qemu-system-aarch64", "qemu-system-arm", "runs the arm64 guests"),
+    Tool("qemu-img", "qemu-utils", "makes each boot's throw-away overlay"),
+)
+# mmdebstrap runs a foreign arch's maintainer scripts through qemu-user, registered with
+# binfmt_misc (ensure_binfmt()).
+ARM64_ROOTFS_TOOLS = (
+    Tool("qemu-aarch64-static", "qemu-user-static", "runs arm64 programs while the arm64 "
+         "rootfs is built"),
 )
 KERNEL_TOOLS = (
     Tool("dpkg-deb", "dpkg", "unpacks Debian kernel packages"),
@@ -44,8 +57,26 @@ BUILD_TOOLS = (
 )
 # Headers a kernel build needs (objtool links libelf; certificate tools link OpenSSL).
 BUILD_HEADERS = (("/usr/include/gelf.h", "libelf-dev"), ("/usr/include/openssl/ssl.h", "libssl-dev"))
-ALL_TOOLS = tuple({t.command: t for t in BOOT_TOOLS + KERNEL_TOOLS + ROOTFS_TOOLS}.values()) + (
+ALL_TOOLS = tuple({t.command: t for t in BOOT_TOOLS + ARM64_BOOT_TOOLS + KERNEL_TOOLS +
+                    ROOTFS_TOOLS + ARM64_ROOTFS_TOOLS}.values()) + (
     Tool("ssh", "openssh-client", "./lab ssh opens a shell in a guest"),)
+BINFMT_MISC = Path("/proc/sys/fs/binfmt_misc")
+# The binfmt_misc registrations qemu-user-static ships (systemd-binfmt's format), per binary.
+BINFMT_D = Path("/usr/lib/binfmt.d")
+
+
+def boot_tools(a: arches.Arch) -> tuple[Tool, ...]:
+    """What booting a guest of `a` needs."""
+    return ARM64_BOOT_TOOLS if a.name == arches.ARM64.name else BOOT_TOOLS
+
+
+def foreign_rootfs_tools(a: arches.Arch) -> tuple[Tool, ...]:
+    """What building a rootfs of `a` needs beyond ROOTFS_TOOLS: qemu-user when `a` is not
+    the host's arch."""
+    if arches.is_native(a):
+        return ()
+    return ARM64_ROOTFS_TOOLS if a.name == arches.ARM64.name else (
+        Tool(a.qemu_user, "qemu-user-static", f"runs {a.name} programs while its rootfs is built"),)
 
 
 def _path() -> str:
@@ -72,3 +103,39 @@ def require_headers(headers: tuple[tuple[str, str], ...]) -> None:
     if gone:
         raise HostError(f"missing development headers for kernel builds; install with: "
                         f"apt-get install {' '.join(gone)}")
+
+
+def binfmt_name(a: arches.Arch) -> str:
+    """The binfmt_misc entry qemu-user-static registers for `a` (qemu-aarch64)."""
+    return a.qemu_user.removesuffix("-static")
+
+
+def ensure_binfmt(a: arches.Arch, root: Path = BINFMT_MISC, conf_dir: Path = BINFMT_D) -> str:
+    """Make the kernel run `a`'s programs through qemu-user (for mmdebstrap's second stage):
+    mount binfmt_misc if it is not (containers often lack it; it mounts here), and register
+    qemu-user-static's entry if nothing did (no systemd-binfmt in a container). Returns what
+    it did, for the log; HostError saying why when it cannot."""
+    name = binfmt_name(a)
+    if (root / name).exists():
+        return f"binfmt_misc: {name} already registered"
+    done = []
+    if not (root / "register").exists():
+        proc = subprocess.run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(root)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0 or not (root / "register").exists():
+            raise HostError(f"cannot mount binfmt_misc at {root} ({proc.stderr.strip()}): "
+                            f"building an {a.name} rootfs runs {a.name} programs through "
+                            f"{a.qemu_user}",
+                            hint=f"as root: mount -t binfmt_misc binfmt_misc {root}")
+        done.append(f"mounted binfmt_misc at {root}")
+    if not (root / name).exists():
+        conf = conf_dir / f"{name}.conf"
+        try:
+            line = next(ln for ln in conf.read_text().splitlines()
+                        if ln.startswith(f":{name}:"))
+            (root / "register").write_text(line + "\n")
+        except (OSError, StopIteration) as e:
+            raise HostError(f"cannot register {name} with binfmt_misc from {conf}: {e}",
+                            hint="apt-get install qemu-user-static") from None
+        done.append(f"registered {name} from {conf}")
+    return "binfmt_misc: " + "; ".join(done)

@@ -6,12 +6,13 @@ import logging
 import os
 from pathlib import Path
 
-from harness import cache, host
+from harness import arch as arches, cache, host
 from harness.boot import accel, qemu, rootfs, ssh
 from harness.debian import mirror
 from harness.kernels import kbuild, kernel, modules
 from harness.kernels.kernel import BootableKernel
 from harness.config import BuildKernel, LabConfig
+from harness.errors import HostError
 from harness.boot.guest import BootPlan, Guest, boot
 
 log = logging.getLogger(__name__)
@@ -23,10 +24,10 @@ class Lab:
         self.refresh = refresh
         self.cache_root = cache.cache_root(config.cache_dir)
         self._kernels: dict[str, BootableKernel] = {}
-        self._rootfs: rootfs.RootfsImage | None = None
+        self._rootfs: dict[str, rootfs.RootfsImage] = {}  # per arch
         self._key: ssh.ClientKey | None = None
         self._accel: tuple[str, str] | None = None
-        self._qemu_version: str | None = None
+        self._qemu_versions: dict[str, str] = {}  # per qemu-system binary
         self.builds: dict[str, kbuild.BuildReport] = {}  # the build kernels of this session
         self.usage = cache.Usage(self.cache_root)  # what this session holds in the cache
 
@@ -59,13 +60,16 @@ class Lab:
             self._key = ssh.client_key(self.cache_root)
         return self._key
 
-    def rootfs(self) -> rootfs.RootfsImage:
-        if self._rootfs is None:
-            host.require(host.ROOTFS_TOOLS)
-            self._rootfs = rootfs.ensure(self.config.rootfs,
-                                         lambda: mirror.resolve(self.config.mirror),
-                                         self.cache_root, self.client_key().public_line)
-        return self._rootfs
+    def rootfs(self, arch: str = arches.DEFAULT) -> rootfs.RootfsImage:
+        """The guest image for kernels of `arch` (one recipe, built per arch)."""
+        if arch not in self._rootfs:
+            a = arches.get(arch)
+            host.require(host.ROOTFS_TOOLS + host.foreign_rootfs_tools(a))
+            self._rootfs[arch] = rootfs.ensure(self.config.rootfs,
+                                               lambda: mirror.resolve(self.config.mirror),
+                                               self.cache_root, self.client_key().public_line,
+                                               arch=a)
+        return self._rootfs[arch]
 
     def module(self, name: str, kernel_name: str | None = None) -> Path:
         """kernels/modules/NAME built for the kernel (cached); ModuleUnavailable if the lab
@@ -75,7 +79,16 @@ class Lab:
                              lambda: mirror.resolve(self.config.mirror))
 
     def accel(self, k: BootableKernel) -> tuple[str, str]:
-        """('kvm'|'tcg', why), decided once per session (and remembered per host)."""
+        """('kvm'|'tcg', why), decided once per session (and remembered per host) for kernels
+        of the host's arch; a guest of another arch is always TCG (KVM runs only the host's)."""
+        a = arches.get(k.arch)
+        if not arches.is_native(a):
+            here = arches.host()
+            if self.config.machine.accel == "kvm":
+                raise HostError(f"machine.accel is kvm, but kernel {k.name} is {a.name} and this "
+                                f"host is {here.name if here else 'another arch'}: KVM runs only "
+                                "guests of the host's arch", hint="set machine.accel: auto or tcg")
+            return "tcg", f"{a.name} guest on a {here.name if here else 'foreign'} host"
         if self._accel is None:
             self._accel = accel.choose(self.config.machine.accel, k, self.cache_root)
         return self._accel
@@ -84,14 +97,15 @@ class Lab:
              cmdline: str = "", extra_probe_dirs: tuple[Path, ...] = (),
              memory_mb: int | None = None) -> BootPlan:
         """Prepare everything a boot needs (fetching and building on first use)."""
-        host.require(host.BOOT_TOOLS)
         k = self.kernel(kernel_name)
-        image = self.rootfs()
+        a = arches.get(k.arch)
+        host.require(host.boot_tools(a))
+        image = self.rootfs(k.arch)
         m = self.config.machine
         chosen, _ = self.accel(k)
         n = cpus or m.cpus
-        if self._qemu_version is None:
-            self._qemu_version = qemu.version()
+        if a.qemu not in self._qemu_versions:
+            self._qemu_versions[a.qemu] = qemu.version(a.qemu)
         return BootPlan(kernel=k, rootfs=image, key=self.client_key(), cpus=n,
                         memory_mb=memory_mb or m.memory_mb, accel=chosen,
                         tcg_threads=qemu.tcg_threads(m.tcg_threads, n),
@@ -99,7 +113,7 @@ class Lab:
                         cmdline=" ".join(filter(None, (m.cmdline, cmdline))),
                         extra_probe_dirs=extra_probe_dirs,
                         console_log_bytes=m.console_log_mb * 2**20,
-                        snapshots=self.snapshots_dir(), qemu_version=self._qemu_version)
+                        snapshots=self.snapshots_dir(), qemu_version=self._qemu_versions[a.qemu])
 
     def snapshots_dir(self) -> Path | None:
         """Where guest snapshots are kept (harness/boot/snapshot.py); None with

@@ -499,7 +499,8 @@ class LabSession:
             if not self._kernel_sent and (k := self.pool.lab.prepared(self.kernel_name)):
                 self._kernel_sent = True
                 self._emit("kernel", info={"release": k.release, "description": k.description,
-                                           "commit": k.commit, "series": list(k.series)})
+                                           "commit": k.commit, "series": list(k.series),
+                                           "arch": k.arch})
         if self._outbox:
             report.ringlab_events = self._outbox  # type: ignore[attr-defined]
             self._outbox = []
@@ -611,7 +612,7 @@ class LabSession:
             counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
         k = self.kernel_info
         doc = {"kernel": self.kernel_name, "release": k.get("release"),
-               "kernel_description": k.get("description"),
+               "arch": k.get("arch"), "kernel_description": k.get("description"),
                "kernel_commit": k.get("commit"), "series": k.get("series", []),
                "boots": self.boots, "counts": counts,
                "exit_status": int(exitstatus), "duration_s": round(time.time() - self.started, 1),

@@ -6,6 +6,7 @@ wrong field fails loudly instead of probing the wrong bytes. Stdlib only: runs i
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
 
@@ -81,7 +82,11 @@ PERF_RECORD_MAX = 22  # a type at or above this is not one the kernel writes (v6
 # struct perf_event_header: u32 type, u16 misc, u16 size
 HEADER_SIZE = 8
 
-SYS_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}.get(platform.machine(), 298)
+# The syscall's number per `uname -m` (arch/x86/entry/syscalls/syscall_64.tbl; arm64 uses
+# include/uapi/asm-generic/unistd.h). No default: another arch's number would call another
+# syscall, so an arch not listed fails in perf_event_open() naming itself.
+SYSCALL_NUMBERS = {"x86_64": 298, "aarch64": 241}
+SYS_PERF_EVENT_OPEN = SYSCALL_NUMBERS.get(platform.machine())
 PERF_ATTR_SIZE_VER8 = 136
 
 
@@ -145,6 +150,9 @@ def attr(type_: int, config: int, flags: int = ATTR_DISABLED) -> PerfEventAttr:
 def perf_event_open(a: PerfEventAttr, pid: int = 0, cpu: int = -1, group_fd: int = -1,
                     flags: int = PERF_FLAG_FD_CLOEXEC) -> int:
     """perf_event_open(2); raises OSError with the kernel's errno."""
+    if SYS_PERF_EVENT_OPEN is None:
+        raise OSError(errno.ENOSYS, f"no perf_event_open syscall number for {platform.machine()} "
+                      "in probes/perf_abi.py SYSCALL_NUMBERS")
     fd = _libc.syscall(SYS_PERF_EVENT_OPEN, ctypes.byref(a), pid, cpu, group_fd, flags)
     if fd < 0:
         err = ctypes.get_errno()

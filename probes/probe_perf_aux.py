@@ -327,16 +327,23 @@ def check_overwrite(args: list[str]) -> dict:
     return out
 
 
-# (name, chunk bytes, chunks written, attr.aux_watermark, AUX pages, AUX mapped writable)
-WATERMARK_CASES = (
-    ("below_16k", 4096, 3, 16384, 16, True),
-    ("at_16k", 4096, 4, 16384, 16, True),
-    ("below_16k_uneven", 3000, 5, 16384, 16, True),
-    ("past_16k_uneven", 3000, 6, 16384, 16, True),
-    ("below_default", 4096, 7, 0, 16, True),
-    ("at_default", 4096, 8, 0, 16, True),
-    ("overwrite_mode", 4096, 20, 16384, 16, False),
-)
+def watermark_cases(page: int) -> tuple[tuple[str, int, int, int, int, bool], ...]:
+    """(name, chunk bytes, chunks written, attr.aux_watermark, AUX pages, AUX mapped writable).
+    The default watermark is half the area, 16 pages: 8 chunks of 4 KiB reach it with 4 KiB
+    pages, 32 with 16 KiB pages, so the chunk counts come from the guest's page size."""
+    half = 16 * page // 2
+    return (
+        ("below_16k", 4096, 3, 16384, 16, True),
+        ("at_16k", 4096, 4, 16384, 16, True),
+        ("below_16k_uneven", 3000, 5, 16384, 16, True),
+        ("past_16k_uneven", 3000, 6, 16384, 16, True),
+        ("below_default", 4096, half // 4096 - 1, 0, 16, True),
+        ("at_default", 4096, half // 4096, 0, 16, True),
+        ("overwrite_mode", 4096, 20, 16384, 16, False),
+    )
+
+
+WATERMARK_CASES = watermark_cases(PAGE)
 
 
 def _pollin_after(chunk: int, chunks: int, watermark: int, pages: int, writable: bool) -> dict:

@@ -298,6 +298,16 @@ def check_protection(args: list[str]) -> dict:
         ctypes.c_uint64.from_address(rb.base + PAGE).value = 1
         return "store succeeded"
 
+    def store_into_read_data_page() -> str:
+        # A load maps the page read-only first, so the store takes the write-protect fault
+        # through ->page_mkwrite (perf_mmap_fault with FAULT_FLAG_MKWRITE), not ->fault.
+        fd = open_dummy()
+        rb = RingBuffer(fd, 1)
+        word = ctypes.c_uint64.from_address(rb.base + PAGE)
+        _ = word.value
+        word.value = 1
+        return "store succeeded"
+
     def store_into_control_page() -> str:
         fd = open_dummy()
         rb = RingBuffer(fd, 1)
@@ -314,6 +324,7 @@ def check_protection(args: list[str]) -> dict:
 
     in_parent = child_maps()
     result = {"data_page_store": _in_child(store_into_data_page),
+              "read_data_page_store": _in_child(store_into_read_data_page),
               "control_page_store": _in_child(store_into_control_page),
               "mapping_in_parent": in_parent == "True",
               "mapping_in_forked_child": _in_child(child_maps)["output"] == "True"}

@@ -207,6 +207,20 @@ class Script:
         self.aux[mapped[0]] = mapped[1]
         return "ok"
 
+    def op_pmu_aux_split(self, arg: str) -> str:
+        """op_pmu_aux, then munmap of the AUX area's first page: a split that
+        perf_mmap_may_split() refuses (EINVAL, b024d7b56c77) and older kernels let through.
+        Either way the charge must all come back once every part is unmapped; before the fix
+        the part left keeps an offset perf_mmap_close() no longer takes for the AUX area."""
+        mapped = self._map_aux(arg)
+        if mapped is None:
+            return "not mapped"
+        index, aux = mapped
+        self.aux[index] = aux
+        split = "ok" if _libc.munmap(ctypes.c_void_p(aux.addr), PAGE) == 0 \
+            else probelib.errname(ctypes.get_errno())
+        return "ok" if split in ("ok", "EINVAL") else f"split of the AUX area: {split}"
+
     def op_unmap(self, index: str) -> str:
         i = int(index)
         fd, rb, closed = self.maps[i]

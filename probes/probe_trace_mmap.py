@@ -56,6 +56,15 @@ def tracefs_root() -> str:
     raise probelib.Skip(f"no tracefs mounted at {' or '.join(TRACEFS)}")
 
 
+# A snapshot trigger that is armed (tr->snapshot counts it, which is what the mapping rules
+# look at: get_snapshot_map()) but never fires: pid_t is never negative. An unfiltered one on
+# sched_switch feeds itself (each snapshot's latency_fsnotify() queues irq_work and then work
+# on tr_max_lat_wq, whose switches fire it again) and starves ordinary tasks until it is
+# disarmed: to under 1 % of the CPU on PREEMPT_RT, where that irq_work runs in the FIFO
+# irq_work/N thread (README: Findings per arch).
+ARMED_SNAPSHOT = "snapshot if prev_pid < 0"
+
+
 def write_file(path: str, value: str) -> str:
     """Write like `echo value > path`; 'ok' or the errno's name."""
     try:
@@ -486,14 +495,27 @@ def _refused(fd: int) -> dict:
     return {name: _map_result(fd, PAGE, prot, flags) for name, (prot, flags) in REFUSED.items()}
 
 
+# Sub-buffers of two pages for the refusal checks (8 KiB with 4 KiB pages, 32 KiB with 16
+# KiB): a page-aligned offset inside a sub-buffer exists only then. With sub-buffers of one
+# page (8 KiB asked for on a 16 KiB kernel) "off a sub-buffer boundary" is not page-aligned,
+# and mmap refuses it for that alone, before the driver's rule is reached.
+def refusal_subbuf_kb(page: int) -> int:
+    return max(8, 2 * page // 1024)
+
+
+REFUSAL_SUBBUF_KB = refusal_subbuf_kb(PAGE)
+
+
 def check_first_mapping(args: list[str]) -> dict:
     """The refusals on a CPU buffer nobody maps yet. ring_buffer_map() takes another path for
     the first mapping than for further ones (user_mapped), so they are probed separately; a
     refused mapping that "succeeds" here leaves a VMA the kernel never set up."""
-    with instance(subbuf_kb=8, size_kb=64) as inst, pinned(0):
+    sub = REFUSAL_SUBBUF_KB * 1024
+    with instance(subbuf_kb=REFUSAL_SUBBUF_KB, size_kb=8 * REFUSAL_SUBBUF_KB) as inst, pinned(0):
         rw = os.open(f"{inst.path}/per_cpu/cpu0/trace_pipe_raw", os.O_RDWR | os.O_NONBLOCK)
         out = _refused(rw)
-        out["off_subbuf_boundary"] = _map_result(rw, PAGE, offset=8192 + PAGE)
+        # the meta area is one sub-buffer (v6.12): a page into the first data sub-buffer
+        out["off_subbuf_boundary"] = _map_result(rw, PAGE, offset=sub + PAGE)
         out["past_the_end"] = _map_result(rw, PAGE, offset=1 << 30)
         os.close(rw)
         out["map_after"] = "ok" if _remap_works(inst) else "failed"
@@ -505,7 +527,7 @@ def check_refusals(args: list[str]) -> dict:
     O_RDWR (root may) so that PROT_WRITE reaches the driver's rule; with O_RDONLY the VFS
     refuses it first (EACCES, mm/mmap.c do_mmap)."""
     out: dict = {}
-    with instance(subbuf_kb=8, size_kb=64) as inst:
+    with instance(subbuf_kb=REFUSAL_SUBBUF_KB, size_kb=8 * REFUSAL_SUBBUF_KB) as inst:
         rw = os.open(f"{inst.path}/per_cpu/cpu0/trace_pipe_raw", os.O_RDWR | os.O_NONBLOCK)
         fd = inst.open_cpu(0)
         out["get_reader_unmapped"] = _ioctl_result(fd, abi.TRACE_MMAP_IOCTL_GET_READER)
@@ -546,9 +568,9 @@ def check_refusals(args: list[str]) -> dict:
         out["snapshot_file"] = os.path.exists(f"{inst.path}/snapshot")
         if out["snapshot_file"]:
             trig = f"{inst.path}/events/sched/sched_switch/trigger"
-            out["set_trigger"] = write_file(trig, "snapshot")
+            out["set_trigger"] = write_file(trig, ARMED_SNAPSHOT)
             out["map_with_snapshot_trigger"] = _map_result(fd, PAGE)
-            out["clear_trigger"] = write_file(trig, "!snapshot")
+            out["clear_trigger"] = write_file(trig, "!" + ARMED_SNAPSHOT)
             out["map_after_trigger_cleared"] = _map_result(fd, PAGE)
             out["alloc_snapshot"] = inst.set("snapshot", 1)
             out["map_with_snapshot_allocated"] = _map_result(fd, PAGE)
@@ -578,13 +600,14 @@ def _busy_writes(inst: Instance, undo: bool = False) -> dict:
     if os.path.exists(f"{inst.path}/snapshot"):
         out["snapshot"] = inst.set("snapshot", 1)
         out["snapshot_trigger"] = write_file(f"{inst.path}/events/sched/sched_switch/trigger",
-                                             "snapshot")
+                                             ARMED_SNAPSHOT)
         if undo:
             inst.set("snapshot", 0)
-            write_file(f"{inst.path}/events/sched/sched_switch/trigger", "!snapshot")
+            write_file(f"{inst.path}/events/sched/sched_switch/trigger",
+                       "!" + ARMED_SNAPSHOT)
     if undo:
-        inst.set("buffer_subbuf_size_kb", 8)
-        inst.set("buffer_size_kb", 64)
+        inst.set("buffer_subbuf_size_kb", REFUSAL_SUBBUF_KB)
+        inst.set("buffer_size_kb", 8 * REFUSAL_SUBBUF_KB)
     return out
 
 
@@ -879,6 +902,61 @@ def check_readers(args: list[str]) -> dict:
             "missing": len(set(written) - seen), "foreign": len(seen - set(written)),
             "torn": torn, "meta_final": final, "read_on_mapped_fd": same_fd_read,
             "splice_on_mapped": splice}
+
+
+def check_full_read(args: list[str]) -> dict:
+    """read() of whole committed sub-buffers of a mapped buffer, then the mapping drains the
+    rest, round after round. A mapped buffer's sub-buffers are the ones user space maps
+    (meta subbuf ids), so ring_buffer_read_page() must copy a full page out, never swap it
+    for the reader's spare page (cpu_buffer->mapped, from 117c39200d9d "ring-buffer:
+    Introducing ring-buffer mapping functions"): a swapped page leaves the mapping showing a
+    stale page once the ring comes round to it. read() then the mapping, in turn, must give
+    every event once and in order."""
+    rounds = int(args[0]) if args else 24
+    # ~2.5 sub-buffers of one page a round (90 events with 4 KiB pages, 360 with 16 KiB), in
+    # a buffer of 16 of them: read() then takes whole committed sub-buffers, as the rule says.
+    # (90 events into a 16 KiB sub-buffer fill less than one: read() then copies a partial
+    # page, another case.)
+    per_round = int(args[1]) if len(args) > 1 else 90 * PAGE // 4096
+    with instance(subbuf_kb=PAGE // 1024, size_kb=16 * PAGE // 1024) as inst, pinned(0):
+        fd, rfd = inst.open_cpu(0), inst.open_cpu(0)
+        written: list[str] = []
+        got: list[str] = []
+        torn = None
+        with TraceMap(fd) as tm:
+            reader = MapReader(tm, inst)
+            for r in range(rounds):
+                batch = texts(per_round, f"f{r:03d}-")
+                written += batch
+                for t in batch:
+                    inst.mark(t)
+                for _ in range(2):  # the rest of the reader page, then a fresh full one
+                    try:
+                        chunk = os.read(rfd, PAGE)
+                    except BlockingIOError:
+                        break
+                    try:
+                        sb = parse_subbuf(chunk, inst.header)
+                    except ParseError as e:
+                        torn = f"read() page in round {r}: {e}"
+                        break
+                    got += [p.text.removesuffix("\n") for e in sb.events
+                            if (p := inst.prints.decode(e)) is not None]
+                before = len(reader.drain.texts)
+                reader.until_empty()
+                got += reader.drain.texts[before:]
+                if torn or reader.drain.torn:
+                    torn = torn or reader.drain.torn
+                    break
+        os.close(fd)
+        os.close(rfd)
+    return {"rounds": rounds, "written": len(written), "got": len(got),
+            "in_order": got == written, "duplicates": len(got) - len(set(got)),
+            "missing": len(set(written) - set(got)), "foreign": len(set(got) - set(written)),
+            "torn": torn, "first_mismatch": _first_mismatch(got, written),
+            # (where this reader started on a sub-buffer, the meta page's reader.read): the
+            # first few, to tell what read() consumed from what the mapping was told
+            "reader_read_seen": reader.drain.reader_read_seen[:12] if rounds else []}
 
 
 def _splice_once(fd: int) -> str:

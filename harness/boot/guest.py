@@ -46,6 +46,7 @@ class BootPlan:
     console_log_bytes: int = 16 * 2**20
     snapshots: Path | None = None  # where guest snapshots are kept; None: always boot
     qemu_version: str = ""  # part of the snapshot key
+    tcg_cpu: str | None = None  # another TCG CPU model than the arch's (qemu.TCG_CPUS)
 
 
 @dataclass
@@ -252,7 +253,15 @@ def _spec(plan: BootPlan, workdir: Path, port: int, root_disk: Path, save: bool,
         cpus=plan.cpus, memory_mb=plan.memory_mb, accel=plan.accel, tcg_threads=plan.tcg_threads,
         root_disk=root_disk, modules_disk=plan.kernel.modules_image,
         ssh_port=port, pidfile=workdir / "qemu.pid",
-        qmp_socket=workdir / "qmp.sock" if save or incoming else None, incoming=incoming)
+        qmp_socket=workdir / "qmp.sock" if save or incoming else None, incoming=incoming,
+        arch=plan.kernel.arch, tcg_cpu=plan.tcg_cpu)
+
+
+def _accel_key(plan: BootPlan) -> str:
+    """The accelerator and, under TCG, the CPU model: a stream saved on one model does not
+    load on another. x86's default model adds nothing, so the keys saved before arches hold."""
+    cpu = plan.tcg_cpu or qemu.TCG_CPUS[plan.kernel.arch]
+    return plan.accel if plan.accel != "tcg" or cpu == qemu.TCG_CPU else f"tcg,cpu={cpu}"
 
 
 def snapshot_key(plan: BootPlan) -> snapshot.SnapshotKey:
@@ -262,9 +271,9 @@ def snapshot_key(plan: BootPlan) -> snapshot.SnapshotKey:
         qemu=plan.qemu_version,
         kernel=tuple(snapshot.file_id(p) for p in (k.vmlinuz, k.initramfs, k.modules_image)),
         rootfs=snapshot.file_id(plan.rootfs.image), host_key=plan.rootfs.host_key,
-        cpus=plan.cpus, memory_mb=plan.memory_mb, accel=plan.accel,
+        cpus=plan.cpus, memory_mb=plan.memory_mb, accel=_accel_key(plan),
         tcg_threads=plan.tcg_threads,
-        cmdline=" ".join(filter(None, (qemu.BASE_CMDLINE, k.cmdline, plan.cmdline))))
+        cmdline=" ".join(filter(None, (qemu.base_cmdline(k.arch), k.cmdline, plan.cmdline))))
 
 
 def _console_note(plan: BootPlan, text: str) -> None:

@@ -53,8 +53,7 @@ def interpret(resp: dict[str, Any], user: str = "root", args: tuple[str, ...] = 
     if status == "error":
         raise ProbeError(probe, f"the guest runner failed:\n{resp.get('error', '')}")
     if resp.get("code") != 0:
-        raise ProbeCrashed(probe, f"exited with status {resp.get('code')}"
-                           + (f":\n{err.rstrip()}" if err.strip() else " (no stderr)"), out, err)
+        raise ProbeCrashed(probe, f"exited with status {resp.get('code')}" + _said(err), out, err)
     try:
         data = json.loads(out)
     except json.JSONDecodeError as e:
@@ -142,3 +141,12 @@ class ProbeRunner:
         if self._chan is not None:
             self._chan.close()
             self._chan = None
+
+
+def _said(stderr: str) -> str:
+    """The probe's last stderr line on the message's first line (the one summaries show:
+    an argparse or Python error ends there), then the whole stderr."""
+    lines = stderr.strip().splitlines()
+    if not lines:
+        return " (no stderr)"
+    return f": {lines[-1]}" + (f"\nstderr:\n{stderr.rstrip()}" if len(lines) > 1 else "")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from pathlib import Path
 
-from harness import cache, progress
+from harness import arch as arches, cache, host, progress
 from harness.config import RootfsSpec
 from harness.errors import HostError, RootfsError
 from harness.debian.mirror import Mirror
@@ -42,27 +42,33 @@ class RootfsImage:
     host_key: str  # "ssh-ed25519 AAAA...": the guest's pinned host key
     recipe_hash: str
     suite: str
+    arch: str = arches.DEFAULT  # the harness.arch its programs are built for
 
 
-def recipe(spec: RootfsSpec, client_public_key: str) -> dict:
-    """Everything that determines the image's content; its hash names the cache entry."""
+def recipe(spec: RootfsSpec, client_public_key: str, arch: arches.Arch = arches.X86_64) -> dict:
+    """Everything that determines the image's content; its hash names the cache entry. The
+    Debian architecture is in it only when it is not amd64, so the images built before
+    arches keep their names (and the snapshots made on them)."""
     files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
              for p in sorted(FILES.iterdir()) if p.is_file() and p.name != "initramfs-init"}
-    return {"version": RECIPE_VERSION, "suite": spec.suite, "variant": spec.variant,
-            "packages": sorted(set(REQUIRED_PACKAGES) | set(spec.packages)),
-            "files": files, "authorized_key": client_public_key,
-            "user": [UNPRIVILEGED_USER, UNPRIVILEGED_UID]}
+    r = {"version": RECIPE_VERSION, "suite": spec.suite, "variant": spec.variant,
+         "packages": sorted(set(REQUIRED_PACKAGES) | set(spec.packages)),
+         "files": files, "authorized_key": client_public_key,
+         "user": [UNPRIVILEGED_USER, UNPRIVILEGED_UID]}
+    if arch.debian != arches.X86_64.debian:
+        r["architecture"] = arch.debian
+    return r
 
 
 def recipe_hash(r: dict) -> str:
     return hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _load(entry: Path, digest: str, suite: str) -> RootfsImage | None:
+def _load(entry: Path, digest: str, suite: str, arch: str) -> RootfsImage | None:
     image, key = entry / "rootfs.ext4", entry / "ssh_host_ed25519_key.pub"
     if image.exists() and key.exists():
         return RootfsImage(image=image, host_key=" ".join(key.read_text().split()[:2]),
-                           recipe_hash=digest, suite=suite)
+                           recipe_hash=digest, suite=suite, arch=arch)
     return None
 
 
@@ -74,7 +80,10 @@ def _mmdebstrap(r: dict, target: Path, mirror: Mirror, log_path: Path) -> None:
                           "mkfs.ext4 -d keeps file ownership only as root)",
                           hint="run ./lab once as root; later runs reuse the cached image")
     user, uid = r["user"]
-    cmd = ["mmdebstrap", f"--variant={r['variant']}", f"--include={','.join(r['packages'])}",
+    # A foreign arch's second stage (maintainer scripts, useradd) runs through qemu-user.
+    foreign = [f"--architectures={r['architecture']}"] if "architecture" in r else []
+    cmd = ["mmdebstrap", f"--variant={r['variant']}", *foreign,
+           f"--include={','.join(r['packages'])}",
            f"--keyring={mirror.keyring}",
            *[f"--dpkgopt=path-exclude={p}" for p in EXCLUDED_PATHS],
            f"--customize-hook=chroot \"$1\" useradd -m -u {uid} -U -s /bin/sh {user}",
@@ -114,19 +123,21 @@ def _make_image(root: Path, image: Path) -> None:
 
 
 def ensure(spec: RootfsSpec, mirror_for: Callable[[], Mirror], cache_root: Path,
-           client_public_key: str) -> RootfsImage:
-    """The cached image for `spec`, building it first if needed.
+           client_public_key: str, arch: arches.Arch = arches.X86_64) -> RootfsImage:
+    """The cached image for `spec` and `arch`, building it first if needed.
 
     `mirror_for` is called only when a build is needed, so a warm cache never touches the
     network or the host's apt configuration.
     """
-    r = recipe(spec, client_public_key)
+    r = recipe(spec, client_public_key, arch)
     digest = recipe_hash(r)
     entry = cache_root / "rootfs" / digest
-    if (img := _load(entry, digest, spec.suite)):
+    if (img := _load(entry, digest, spec.suite, arch.name)):
         return img
     mirror = mirror_for()
-    with progress.step(f"building the {spec.suite} rootfs ({digest})") as status, \
+    if not arches.is_native(arch) and os.geteuid() == 0:
+        log.info("%s", host.ensure_binfmt(arch))
+    with progress.step(f"building the {spec.suite} {arch.debian} rootfs ({digest})") as status, \
             cache.building(entry) as scratch:
         tree = scratch / "tree"
         status("mmdebstrap")
@@ -140,6 +151,6 @@ def ensure(spec: RootfsSpec, mirror_for: Callable[[], Mirror], cache_root: Path,
         _make_image(tree, scratch / "rootfs.ext4")
         shutil.rmtree(tree)
         (scratch / "recipe.json").write_text(json.dumps(r, indent=2))
-    img = _load(entry, digest, spec.suite)
+    img = _load(entry, digest, spec.suite, arch.name)
     assert img is not None
     return img

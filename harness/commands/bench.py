@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 # Targets from the lab-foundation issue (2-core host, TCG, warm caches).
 TARGETS = {"ssh_ready_s": 10.0, "probe_round_trip_ms": 150.0, "peak_rss_mb": 150.0,
            "cold_start_s": 300.0}
+# Issue 16: an arm64 guest is emulated whole under TCG on an x86 host: boot to SSH <= 30 s.
+ARCH_TARGETS = {"arm64": {"ssh_ready_s": 30.0}}
 # Issue 14: a guest restored from a snapshot answers SSH within this (median, 2-core TCG host).
 RESTORE_TARGET_S = 1.5
 
@@ -87,7 +89,8 @@ def _restore_rows(lab: Lab, kernel_name: str | None, console_log: Path, runs: in
                 print(f"{how} {i + 1}/{runs} ({n} cpu): ssh ready {ssh[-1]:.2f} s, probes ready "
                       f"{ready[-1]:.2f} s", flush=True)
             if ssh:
-                target = RESTORE_TARGET_S if how == "restore" else TARGETS["ssh_ready_s"]
+                booted = ARCH_TARGETS.get(plan.kernel.arch, TARGETS)["ssh_ready_s"]
+                target = RESTORE_TARGET_S if how == "restore" else booted
                 results[f"{how}_ssh_ready_{n}cpu_s"] = _stats(ssh)
                 results[f"{how}_probes_ready_{n}cpu_s"] = _stats(ready)
                 labels[f"{how}_ssh_ready_{n}cpu_s"] = (
@@ -133,7 +136,9 @@ def boot_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 5, probe_run
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     results["peak_rss_mb"] = _stats([rss_mb])
 
-    print(f"\nringlab bench boot: kernel {plan.kernel.name} ({plan.kernel.release}), accel "
+    targets = {**TARGETS, **ARCH_TARGETS.get(plan.kernel.arch, {})}
+    print(f"\nringlab bench boot: kernel {plan.kernel.name} ({plan.kernel.release}, "
+          f"{plan.kernel.arch}), accel "
           f"{plan.accel}{f' (thread={plan.tcg_threads})' if plan.accel == 'tcg' else ''}, "
           f"{plan.cpus} cpu, {os.cpu_count()} host cores")
     labels = {"cold_start_s": ("cold start (fetch+rootfs+check)", "s"),
@@ -144,13 +149,14 @@ def boot_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 5, probe_run
               "peak_rss_mb": ("harness peak RSS", "MB")}
     for key, (label, unit) in labels.items():
         if key in results:
-            print(_line(label, results[key], unit, TARGETS.get(key)))
+            print(_line(label, results[key], unit, targets.get(key)))
     for key, (label, unit, target) in restore_labels.items():
         print(_line(label, restore_results[key], unit, target))
     results.update(restore_results)
     report = out_dir / time.strftime("bench-boot-%Y%m%d-%H%M%S.json")
     report.write_text(json.dumps({"kernel": plan.kernel.release, "accel": plan.accel,
-                                  "tcg_threads": plan.tcg_threads, "cpus": plan.cpus, "results": results, "targets": TARGETS},
+                                  "arch": plan.kernel.arch, "tcg_threads": plan.tcg_threads,
+                                  "cpus": plan.cpus, "results": results, "targets": targets},
                                  indent=2))
     print(f"\nfigures saved to {report}")
     return 0
@@ -363,8 +369,12 @@ def build_bench(cfg: LabConfig, ringbuf: bool = True) -> int:
     out_dir = cfg.reports_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     fragments = Path(__file__).resolve().parents[2] / "kernels" / "fragments"
-    source = trees.debian_tree(DebianSource("trixie", "linux-source-6.12"), lab.cache_root,
-                               lambda: mirror.resolve(cfg.mirror))
+    # The tree lab.yaml's src-6.12-min builds (its version pin included), else the newest.
+    shipped = cfg.kernels.get("src-6.12-min")
+    debian_source = (shipped.source.tree if shipped and isinstance(shipped.source, BuildKernel)
+                     and isinstance(shipped.source.tree, DebianSource)
+                     else DebianSource("trixie", "linux-source-6.12"))
+    source = trees.debian_tree(debian_source, lab.cache_root, lambda: mirror.resolve(cfg.mirror))
     copy = lab.cache_root / "bench" / "linux"
     if not copy.exists():
         trees.link_farm(source, copy)
@@ -427,3 +437,50 @@ def build_bench(cfg: LabConfig, ringbuf: bool = True) -> int:
     report_path.write_text(json.dumps(results, indent=2))
     print(f"\nfigures saved to {report_path}")
     return 0
+
+
+# `./lab bench nightly`: two small, disjoint selections of tests/kernel/test_capabilities.py.
+NIGHTLY_SELECTIONS = ("test_release_is_the_booted_kernel",
+                      "test_page_size_is_read_from_the_guest")
+
+
+def nightly_bench(cfg: LabConfig, kernel_name: str | None,
+                  selections: tuple[str, ...] = NIGHTLY_SELECTIONS) -> int:
+    """`./lab bench nightly`: wall time of the same cells (one kernel, one cell per -k
+    selection) run as `./lab run`s one after the other, then as a nightly on a LocalCluster
+    of one worker per cell (in that order: the serial runs warm the cache, snapshot included,
+    so the nightly is not charged for it). Refresh off, history kept in the bench's folder."""
+    import subprocess
+
+    from harness.commands import lab_run, nightly
+    from harness.config import NightlyKernel, NightlySelection, NightlySpec
+
+    name = cfg.kernel(kernel_name).name
+    if len(selections) < 2:
+        raise LabError("bench nightly: give two -k selections (one per cell)")
+    out = cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-bench-nightly-{name}")
+    out.mkdir(parents=True, exist_ok=True)
+    sels = tuple(NightlySelection(f"k{i + 1}", e) for i, e in enumerate(selections))
+    start = time.monotonic()
+    codes = []
+    for s in sels:
+        argv = lab_run.argv(lab_run.RunRequest(cfg.path, name, out / "serial" / s.name,
+                                               selection=s.expr))
+        codes.append(subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
+                                    cwd=Path(__file__).resolve().parents[2]).returncode)
+    serial_s = time.monotonic() - start
+    bench_cfg = dataclasses.replace(cfg, nightly=NightlySpec(
+        kernels=(NightlyKernel(name),), selections=sels, refresh=False))
+    start = time.monotonic()
+    code = nightly.run(nightly.Plan(bench_cfg, out / "nightly", workers=len(sels),
+                                    history=out / "history"))
+    nightly_s = time.monotonic() - start
+    figures = {"cells": len(sels), "kernel": name, "selections": list(selections),
+               "serial_s": serial_s, "serial_exit": codes, "nightly_s": nightly_s,
+               "nightly_exit": code, "ratio": nightly_s / serial_s, "cores": os.cpu_count()}
+    (out / "bench.json").write_text(json.dumps(figures, indent=2))
+    print(f"{len(sels)} cells of {name} on {os.cpu_count()} cores: `./lab run`s in turn "
+          f"{serial_s:.1f} s (exit {codes}); nightly on a LocalCluster of {len(sels)} workers "
+          f"{nightly_s:.1f} s (exit {code}); nightly/serial {nightly_s / serial_s:.2f}\n"
+          f"reports in {out}")
+    return 0 if code == 0 and not any(codes) else 1

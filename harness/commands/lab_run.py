@@ -7,6 +7,7 @@ child needs is added once and the children never drift apart.
 """
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,3 +47,13 @@ def argv(req: RunRequest, python: str = sys.executable) -> list[str]:
     if req.pytest_args:
         out += ["--", *req.pytest_args]
     return out
+
+
+def run_jobs(guest_cpus: int, text: str) -> int:
+    """How many guests `./lab run -j` runs at once: N, or `auto`: the host's cores over each
+    guest's vCPUs (under TCG a vCPU wants a core), at least 1."""
+    if text == "auto":
+        return max(1, (os.cpu_count() or 1) // max(1, guest_cpus))
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"-j: expected a number of guests (1 or more) or 'auto', got {text!r}")
+    return int(text)

@@ -43,6 +43,7 @@ class PackageRecord:
     size: int
     sha256: str
     depends: str
+    architecture: str = ""  # Debian's: amd64, arm64, all
 
 
 def _open(url: str, origin: str):  # -> http.client.HTTPResponse or file-like
@@ -185,4 +186,5 @@ def check_suite(release: Release, suite: str, mirror_url: str) -> None:
 
 def _record(d: Deb822) -> PackageRecord:
     return PackageRecord(name=d["Package"], version=d["Version"], filename=d["Filename"],
-                         size=int(d["Size"]), sha256=d["SHA256"], depends=d.get("Depends", ""))
+                         size=int(d["Size"]), sha256=d["SHA256"], depends=d.get("Depends", ""),
+                         architecture=d.get("Architecture", ""))

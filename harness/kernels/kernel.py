@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness import cache, progress
+from harness import arch as arches, cache, progress
 from harness.debian import archive, mirror
 from harness.kernels import initramfs
 from harness.config import DebianKernel, KernelSpec, MirrorSpec, PathKernel
@@ -46,6 +46,7 @@ class BootableKernel:
     commit: str | None = None
     series: tuple[str, ...] = ()
     source_dir: Path | None = None  # the tree make built: decode_stacktrace.sh and file paths
+    arch: str = arches.DEFAULT  # a harness.arch name: which QEMU, console and rootfs it boots with
 
     def config_option(self, option: str) -> str | None:
         """The value of CONFIG_<option> in the kernel's .config ('y', 'm', ...), None if unset."""
@@ -96,10 +97,12 @@ def _modules_image(modules_root: Path, out: Path) -> None:
 
 
 def finish(scratch: Path, name: str, release: str, vmlinuz: Path, modules_base: Path | None,
-            config: Path | None, description: str, cmdline: str) -> dict:
+           config: Path | None, description: str, cmdline: str, arch: str = arches.DEFAULT,
+           busybox: Path | None = None) -> dict:
     """Build initramfs and modules image in `scratch` and return kernel.json's content.
 
-    `modules_base` is a directory holding lib/modules/<release> (depmod's -b base).
+    `modules_base` is a directory holding lib/modules/<release> (depmod's -b base); `busybox`
+    a static busybox of `arch` for the initramfs (default: the host's).
     """
     shutil.copy2(vmlinuz, scratch / "vmlinuz")
     if config:
@@ -107,13 +110,13 @@ def finish(scratch: Path, name: str, release: str, vmlinuz: Path, modules_base: 
     mods = modules_base / "lib" / "modules" / release if modules_base else None
     if mods is not None and mods.is_dir():
         _run(["depmod", "-b", str(modules_base), release], "depmod")
-        initramfs.build(mods, scratch / "initramfs.gz")
+        initramfs.build(mods, scratch / "initramfs.gz", busybox)
         _modules_image(mods.parent, scratch / "modules.ext4")
     else:
-        initramfs.build(None, scratch / "initramfs.gz")
+        initramfs.build(None, scratch / "initramfs.gz", busybox)
     return {"layout": LAYOUT, "initramfs_recipe": initramfs.recipe_hash(), "name": name, "release": release, "description": description,
             "has_modules": mods is not None and mods.is_dir(), "has_config": config is not None,
-            "cmdline": cmdline}
+            "cmdline": cmdline, "arch": arch}
 
 
 def load_prepared(entry: Path) -> BootableKernel | None:
@@ -121,7 +124,11 @@ def load_prepared(entry: Path) -> BootableKernel | None:
         meta = json.loads((entry / "kernel.json").read_text())
     except (OSError, ValueError):
         return None
-    if meta.get("layout") != LAYOUT or meta.get("initramfs_recipe") != initramfs.recipe_hash():
+    config = entry / "config"
+    ext4_builtin = meta.get("has_config") and config.is_file() and \
+        re.search(r"^CONFIG_EXT4_FS=y$", config.read_text(), re.M) is not None
+    if meta.get("layout") != LAYOUT or not initramfs.is_current(meta.get("initramfs_recipe"),
+                                                                 bool(ext4_builtin)):
         return None  # made by another version of the lab: prepare again
     return BootableKernel(
         name=meta["name"], release=meta["release"], vmlinuz=entry / "vmlinuz",
@@ -133,7 +140,8 @@ def load_prepared(entry: Path) -> BootableKernel | None:
         build_dir=Path(meta["build"]["out"]) if meta.get("build") else None,
         commit=(meta.get("build") or {}).get("commit"),
         series=tuple((meta.get("build") or {}).get("series", ())),
-        source_dir=Path(meta["build"]["source"]) if meta.get("build") else None)
+        source_dir=Path(meta["build"]["source"]) if meta.get("build") else None,
+        arch=meta.get("arch", arches.DEFAULT))
 
 
 def _prepare_debian(spec: KernelSpec, src: DebianKernel, root: Path,
@@ -155,9 +163,13 @@ def _prepare_debian(spec: KernelSpec, src: DebianKernel, root: Path,
     if image_name not in records:
         raise KernelError(f"{meta_name} depends on {image_name}, which is not in {src.suite}")
     rec = records[image_name]
-    deb = root / "debs" / Path(rec.filename).name
-    if not (deb.exists() and hashlib.sha256(deb.read_bytes()).hexdigest() == rec.sha256):
-        archive.download(arc.url(rec.filename), deb, rec.sha256, rec.size, m.origin)
+    got = arches.from_debian(rec.architecture)
+    if got is None or got.name != spec.arch:
+        raise KernelError(f"kernels.{spec.name}: {rec.name} is for Debian architecture "
+                          f"{rec.architecture!r}, not {src.arch} (arch {spec.arch})")
+    deb = _fetch(arc, rec, root)
+    # The initramfs runs before the guest has a libc: a foreign arch's needs its own busybox.
+    busybox = None if arches.is_native(got) else _foreign_busybox(arc, src.arch, root)
     with progress.step(f"preparing {rec.name} {rec.version}"), cache.building(entry) as scratch:
         unpacked = scratch / "unpacked"
         _run(["dpkg-deb", "-x", str(deb), str(unpacked)], f"unpacking {deb.name}")
@@ -168,14 +180,46 @@ def _prepare_debian(spec: KernelSpec, src: DebianKernel, root: Path,
         base = unpacked / "usr" if (unpacked / "usr/lib/modules").is_dir() else unpacked
         config = unpacked / "boot" / f"config-{release}"
         meta = finish(scratch, spec.name, release, vmlinuz, base,
-                       config if config.exists() else None,
-                       f"Debian {src.suite} {rec.name} {rec.version}", spec.cmdline)
+                      config if config.exists() else None,
+                      f"Debian {src.suite} {rec.name} {rec.version}", spec.cmdline,
+                      arch=got.name, busybox=busybox)
         meta["package"] = asdict(rec)
         shutil.rmtree(unpacked)
         (scratch / "kernel.json").write_text(json.dumps(meta, indent=2))
     k = load_prepared(entry)
     assert k is not None
     return with_name(k, spec)
+
+
+def _fetch(arc: archive.Archive, rec: archive.PackageRecord, root: Path) -> Path:
+    """The .deb of `rec` in the cache, downloaded and checked against the index if needed."""
+    deb = root / "debs" / Path(rec.filename).name
+    if not (deb.exists() and hashlib.sha256(deb.read_bytes()).hexdigest() == rec.sha256):
+        archive.download(arc.url(rec.filename), deb, rec.sha256, rec.size, arc.mirror.origin)
+    return deb
+
+
+def _foreign_busybox(arc: archive.Archive, debian_arch: str, root: Path) -> Path:
+    """A static busybox of Debian architecture `debian_arch`, from that suite's busybox-static
+    (verified like the kernel), unpacked once into the cache."""
+    with progress.step(f"resolving busybox-static for {debian_arch} in {arc.suite}"):
+        rec = next((r for r in arc.packages("main", debian_arch, "busybox-static")
+                    if r.name == "busybox-static"), None)
+    if rec is None:
+        raise KernelError(f"no busybox-static for {debian_arch} in {arc.suite}: the initramfs "
+                          "of a kernel of that arch needs one")
+    out = root / "debs" / f"busybox-static_{rec.version}_{debian_arch}" / "busybox"
+    if not out.exists():
+        deb = _fetch(arc, rec, root)
+        with cache.building(out.parent) as scratch:
+            _run(["dpkg-deb", "-x", str(deb), str(scratch / "x")], f"unpacking {deb.name}")
+            found = [p for p in (scratch / "x/bin/busybox", scratch / "x/usr/bin/busybox")
+                     if p.is_file()]
+            if not found:
+                raise KernelError(f"{deb.name} has no bin/busybox")
+            shutil.move(found[0], scratch / "busybox")
+            shutil.rmtree(scratch / "x")
+    return out
 
 
 def _flavours(records: dict[str, archive.PackageRecord], arch: str) -> str:

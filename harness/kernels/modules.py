@@ -8,6 +8,10 @@ compiler that built the kernel (its CONFIG_CC_VERSION_TEXT) and the kernel's hea
 at the image's exact version: made once with mmdebstrap and cached, then `make -C
 /usr/src/linux-headers-RELEASE M=...` runs in it by chroot. The .ko is cached by the module's
 sources, the kernel release and that build root, so an unchanged module is never rebuilt.
+For a kernel of another arch than the host's (arm64 on x86_64) the build root is of the
+kernel's arch: its compiler and the headers package's own tools (fixdep, modpost) are that
+arch's binaries, run through qemu-user (binfmt_misc): slow, but the very toolchain Debian
+built the kernel with, with no cross compiler to match.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from harness import cache, progress
+from harness import arch as arches, cache, host, progress
 from harness.config import DebianKernel, KernelSpec
 from harness.errors import HostError, ModuleError, ModuleUnavailable
 from harness.kernels.kernel import BootableKernel
@@ -71,9 +75,12 @@ def build_root_recipe(spec: KernelSpec, k: BootableKernel) -> dict:
     if not k.package_version:
         raise ModuleUnavailable(f"kernel {k.name}: the image package's version is unknown "
                                 "(prepare it again with --refresh)")
-    return {"version": BUILD_ROOT_VERSION, "suite": spec.source.suite, "release": k.release,
-            "packages": sorted(["make", compiler_package(k),
-                                f"linux-headers-{k.release}={k.package_version}"])}
+    r = {"version": BUILD_ROOT_VERSION, "suite": spec.source.suite, "release": k.release,
+         "packages": sorted(["make", compiler_package(k),
+                             f"linux-headers-{k.release}={k.package_version}"])}
+    if k.arch != arches.DEFAULT:  # only then: the x86 build roots keep their names
+        r["architecture"] = arches.get(k.arch).debian
+    return r
 
 
 def build_root(spec: KernelSpec, k: BootableKernel, cache_root: Path,
@@ -91,9 +98,14 @@ def build_root(spec: KernelSpec, k: BootableKernel, cache_root: Path,
         raise ModuleUnavailable("building test modules needs root (mmdebstrap and chroot)")
     mirror = mirror_for()
     log_path = entry.parent / f"{digest}.mmdebstrap.log"
+    foreign = []
+    if "architecture" in r and not arches.is_native(arch := arches.get(k.arch)):
+        host.require(host.foreign_rootfs_tools(arch))
+        log.info("%s", host.ensure_binfmt(arch))
+        foreign = [f"--architectures={r['architecture']}"]
     with progress.step(f"making the {r['suite']} build root for {k.release} ({digest})"), \
             cache.building(entry) as scratch:
-        cmd = ["mmdebstrap", "--variant=apt", f"--include={','.join(r['packages'])}",
+        cmd = ["mmdebstrap", "--variant=apt", *foreign, f"--include={','.join(r['packages'])}",
                f"--keyring={mirror.keyring}",
                *[f"--dpkgopt=path-exclude={p}" for p in ("/usr/share/doc/*", "/usr/share/man/*",
                                                          "/usr/share/locale/*")],

@@ -88,8 +88,11 @@ def debian_tree(src: DebianSource, cache_root: Path, mirror_for: Callable[[], Mi
     arc = archive.Archive(m, src.suite)
     with progress.step(f"looking up {src.package} in {src.suite}"):
         records = [r for r in arc.packages("main", "amd64", src.package) if r.name == src.package]
-    if src.version:
-        records = [r for r in records if r.version == src.version]
+    if src.version and records and not any(r.version == src.version for r in records):
+        there = ", ".join(sorted({r.version for r in records}, key=Version))
+        raise BuildError(f"no {src.package} {src.version} in {src.suite} on {m.url} (it has "
+                         f"{there}): change or drop debian_source.version in lab.yaml")
+    records = [r for r in records if not src.version or r.version == src.version]
     if not records:
         raise BuildError(f"no {src.package}" + (f" {src.version}" if src.version else "")
                          + f" in {src.suite} on {m.url}")

@@ -80,14 +80,17 @@ def compare(previous: dict | None, current: dict, previous_name: str | None = No
     return c
 
 
-def record(history_dir: Path, summary_path: Path) -> tuple[Path, Comparison]:
-    """Keep this run's summary under history_dir/<kernel>/ and compare it with the newest run
-    of the same kernel line kept before it."""
+def record(history_dir: Path, summary_path: Path, line: str | None = None
+           ) -> tuple[Path, Comparison]:
+    """Keep this run's summary under history_dir/<line>/ and compare it with the newest run
+    of the same kernel line kept before it. The line is the run's kernel unless named (a
+    nightly cell: the kernel with its config variant, guest profile and test selection, so
+    runs of different selections are never compared)."""
     try:
         summary = json.loads(summary_path.read_text())
     except (OSError, ValueError) as e:
         raise ConfigError(f"{summary_path}: cannot read this run's summary: {e}") from None
-    line_dir = history_dir / summary.get("kernel", "unknown")
+    line_dir = history_dir / (line or summary.get("kernel", "unknown"))
     try:
         line_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -101,7 +104,10 @@ def record(history_dir: Path, summary_path: Path) -> tuple[Path, Comparison]:
         n += 1
         kept = line_dir / f"{stem}-{n}.json"
     shutil.copyfile(summary_path, kept)
-    return kept, compare(previous, summary, earlier[-1].name if earlier else None)
+    comparison = compare(previous, summary, earlier[-1].name if earlier else None)
+    if line:
+        comparison.kernel = line
+    return kept, comparison
 
 
 def as_json(c: Comparison) -> str:

@@ -6,6 +6,7 @@ written: an invalid document is a bug of ours and fails loudly.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 from datetime import datetime, timezone
@@ -63,9 +64,43 @@ def from_summary(summary: dict, started: float) -> dict:
                        "valid": True, "misc": {"kernel": summary.get("kernel"),
                                                "release": release}}],
         "builds": [{"id": build_id, "checkout_id": checkout_id, "origin": ORIGIN,
-                    "architecture": "x86_64", "start_time": when, "status": "PASS",
+                    "architecture": summary.get("arch") or "x86_64", "start_time": when,
+                    "status": "PASS",
                     "comment": f"{release} prepared for QEMU by ringlab"}],
         "tests": tests,
     }
     SCHEMA.validate(doc)
     return doc
+
+
+def failed_build(kernel: str, why: str, started: float) -> dict:
+    """A KCIDB document for a kernel that did not build: its checkout and a FAIL build, so a
+    nightly's merged document says so instead of leaving the cell out."""
+    when = datetime.fromtimestamp(started, timezone.utc).isoformat()
+    checkout_id = f"{ORIGIN}:{hashlib.sha256(kernel.encode()).hexdigest()[:16]}"
+    run = hashlib.sha256(f"{kernel} {started}".encode()).hexdigest()[:16]
+    doc = {"version": {"major": SCHEMA.major, "minor": SCHEMA.minor},
+           "checkouts": [{"id": checkout_id, "origin": ORIGIN, "start_time": when,
+                          "comment": kernel, "valid": True, "misc": {"kernel": kernel}}],
+           "builds": [{"id": f"{ORIGIN}:{run}-build", "checkout_id": checkout_id,
+                       "origin": ORIGIN, "architecture": "x86_64", "start_time": when,
+                       "status": "FAIL", "comment": why[:4000]}]}
+    SCHEMA.validate(doc)
+    return doc
+
+
+def merge(docs: dict[str, dict]) -> dict:
+    """One KCIDB document from several runs' (a nightly's cells, by cell name): kcidb-io's own
+    merge, each build tagged with its cell (misc.nightly_cell), the checkout two cells share
+    (the same kernel release) kept once, then validated against SCHEMA."""
+    tagged = []
+    for cell, doc in docs.items():
+        doc = copy.deepcopy(doc)
+        for build in doc.get("builds", []):
+            build["misc"] = {**build.get("misc", {}), "nightly_cell": cell}
+        tagged.append(doc)
+    empty = {"version": {"major": SCHEMA.major, "minor": SCHEMA.minor}}
+    merged = SCHEMA.merge(empty, tagged, copy_target=False, copy_sources=False)
+    merged = SCHEMA.dedup(merged, copy=False, pick_second=lambda: False)
+    SCHEMA.validate(merged)
+    return merged

@@ -19,9 +19,10 @@ DATA = Path(__file__).parent / "data"
 
 def qemu_pids() -> set[int]:
     """This user's QEMU processes (a test compares the set before and after)."""
-    # -f: the kernel cuts a process name to 15 characters ("qemu-system-x86").
-    out = subprocess.run(["pgrep", "-u", str(os.getuid()), "-f", "(^|/)qemu-system-x86_64 "],
-                         capture_output=True, text=True).stdout
+    # -f: the kernel cuts a process name to 15 characters ("qemu-system-x86", "qemu-system-aar").
+    out = subprocess.run(["pgrep", "-u", str(os.getuid()), "-f",
+                          "(^|/)qemu-system-(x86_64|aarch64) "], capture_output=True,
+                         text=True).stdout
     return {int(p) for p in out.split()}
 
 

@@ -59,8 +59,11 @@ def boot_cli(make_lab_yaml):
 
     def start() -> subprocess.Popen:
         env = dict(os.environ, RINGLAB_CONFIG=str(make_lab_yaml()))
+        # Started with SIGINT ignored, as a background job of a script is: Ctrl-C (SIGINT)
+        # must stop the lab all the same (it once hung here, on CI runners started that way).
         proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "boot"], cwd=REPO, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
         procs.append(proc)
         deadline = time.monotonic() + 180
         assert proc.stdout is not None

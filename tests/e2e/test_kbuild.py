@@ -10,12 +10,16 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness import cache
 from harness.kernels import trees
 
 REPO = Path(__file__).resolve().parents[2]
-MINIMAL = {"debian_source": {"suite": "trixie", "package": "linux-source-6.12"},
+# The shipped src-6.12-min's source, version pin included: the mutant catalog is made against it.
+SOURCE = yaml.safe_load((REPO / "lab.yaml").read_text())["kernels"]["src-6.12-min"]["build"][
+    "debian_source"]
+MINIMAL = {"debian_source": SOURCE,
            "config": {"base": "tinyconfig",
                       "fragments": [str(REPO / "kernels/fragments/minimal.config")]}}
 RULE_TEST = "test_mmap_length_must_be_one_plus_power_of_two_pages"
@@ -46,6 +50,14 @@ def test_a_debian_source_tree_builds_with_minimal_config_boots_and_runs_a_probe(
     assert "2 passed" in p.stdout
 
 
+def _tree() -> Path:
+    """The unpacked tree of SOURCE (the tier's first build fetched it)."""
+    found = sorted((cache.cache_root() / "trees").glob(
+        f"{SOURCE['package']}_{SOURCE.get('version', '*')}/linux-source-*"))
+    assert found, f"the tier's first test unpacks Debian's {SOURCE['package']}"
+    return found[-1]
+
+
 def _rewrite(path: Path, old: str, new: str) -> None:
     """Edit a file of a hard-linked copy without writing through to the linked original."""
     text = path.read_text()
@@ -67,7 +79,7 @@ def test_bisect_names_the_commit_that_breaks_a_mapping_rule(tmp_path: Path, make
     env = dict(os.environ, RINGLAB_CONFIG=str(cfg))
     p = lab("build", "--kernel", "src-min", env=env)
     assert p.returncode == 0, p.stderr[-3000:]
-    tree = next((cache.cache_root() / "trees").glob("linux-source-6.12_*/linux-source-6.12"))
+    tree = _tree()
     repo = tmp_path / "linux"
     repo.mkdir()
     trees.link_farm(tree, repo)  # hard links where the filesystem allows
@@ -101,7 +113,7 @@ def test_bisect_names_the_commit_that_breaks_a_mapping_rule(tmp_path: Path, make
 
 def _mutant(path: Path, rule: str, old: str, new: str) -> Path:
     """A mutant outside the catalog: a one-line change of kernel/events/core.c."""
-    tree = next((cache.cache_root() / "trees").glob("linux-source-6.12_*/linux-source-6.12"))
+    tree = _tree()
     text = (tree / "kernel/events/core.c").read_text().splitlines(keepends=True)
     i = next(n for n, line in enumerate(text) if line.rstrip("\n") == old)
     hunk = "".join(" " + line for line in text[i - 3:i]) + f"-{old}\n+{new}\n" + \
@@ -150,7 +162,7 @@ def test_mutate_kills_a_mutant_and_names_a_survivor_and_one_that_does_not_build(
     # Progress: one line per mutant on screen.
     assert len([ln for ln in p.stderr.splitlines() if ln.startswith("lab: mutant ")]) == 3
     # The copy mutants were applied to is the tree again, links and mtimes.
-    tree = next((cache.cache_root() / "trees").glob("linux-source-6.12_*/linux-source-6.12"))
+    tree = _tree()
     copy = next((cache.cache_root() / "mutate").glob("*/src"))
     for rel in ("kernel/events/core.c",):
         assert (copy / rel).stat().st_ino == (tree / rel).stat().st_ino
@@ -163,10 +175,9 @@ def test_every_shipped_mutant_applies_to_the_debian_tree() -> None:
     """The catalog against the tree the tier's builds unpacked (a mutant that no longer
     applies would only show as an error in the middle of a ./lab mutate)."""
     from harness.commands import mutate
-    trees = sorted(cache.cache_root().glob("trees/linux-source-6.12_*/linux-source-6.12"))
-    assert trees, "the tier's first test unpacks Debian's linux-source-6.12"
+    tree = _tree()
     for m in mutate.catalog():
-        p = subprocess.run(["git", "apply", "--check", "-"], input=m.text, cwd=trees[-1],
+        p = subprocess.run(["git", "apply", "--check", "-"], input=m.text, cwd=tree,
                            capture_output=True, text=True,
-                           env={**os.environ, "GIT_CEILING_DIRECTORIES": str(trees[-1].parent)})
+                           env={**os.environ, "GIT_CEILING_DIRECTORIES": str(tree.parent)})
         assert p.returncode == 0, f"{m.path}: {p.stderr}"

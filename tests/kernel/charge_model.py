@@ -83,7 +83,7 @@ class ChargeModel:
             # A software event has no AUX support: rb_alloc_aux() -> EOPNOTSUPP, nothing
             # charged (the charge is only made when the allocation succeeded).
             return "EPERM" if result == "EPERM" else "EOPNOTSUPP"
-        elif name == "pmu-aux":
+        elif name in ("pmu-aux", "pmu-aux-split"):  # a split changes no charge
             return self.map_aux(*(int(x) for x in arg.split(":")))
         elif name == "fork-map":
             result, _ = self.charge(int(arg), 0)  # a new process: its own pinned_vm

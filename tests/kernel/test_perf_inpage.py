@@ -23,7 +23,6 @@ from harness.boot.guest import Guest
 from harness.lab import Lab
 
 FUNCTION = "perf_output_begin_forward_in_page"
-PAGE = 4096  # x86_64 guests; the probe reports its own page size and the tests check it
 
 
 def _missing_function_line(e: ModuleError) -> str | None:
@@ -40,13 +39,29 @@ def _missing_function_line(e: ModuleError) -> str | None:
     return None
 
 
+@pytest.fixture(scope="module")
+def inpage_builds() -> dict[str, Path | ModuleError]:
+    """Per kernel, the built module or why it did not build: a build that failed is not
+    tried again by every test of the file (0.8 s each under a Debian kernel's build root)."""
+    return {}
+
+
 @pytest.fixture
-def inpage_pmu(guest: Guest, lab: Lab) -> int:
+def inpage_pmu(guest: Guest, lab: Lab, inpage_builds: dict[str, Path | ModuleError]) -> int:
     """The test producer ringlab_inpage built for the guest's kernel and loaded; its perf type.
     Skips when the kernel lacks perf_output_begin_forward_in_page (the module cannot build)
     or the lab cannot build modules for it; any other build failure fails the test."""
+    name = guest.kernel.name
     try:
-        ko = lab.module("ringlab_inpage", guest.kernel.name)
+        if name not in inpage_builds:
+            try:
+                inpage_builds[name] = lab.module("ringlab_inpage", name)
+            except ModuleError as e:
+                inpage_builds[name] = e
+        built = inpage_builds[name]
+        if isinstance(built, ModuleError):
+            raise built
+        ko = built
     except ModuleUnavailable as e:
         pytest.skip(f"no test producer for this kernel: {e.message}")
     except ModuleError as e:
@@ -78,7 +93,10 @@ def inpage(guest: Guest, check: str, *args: str, timeout: float = 180) -> dict:
 
 def cycle(guest: Guest) -> dict:
     c = inpage(guest, "cycle", "60", "64")
-    assert c["page_size"] == PAGE, f"the guest's page size is {c['page_size']}, tests assume {PAGE}"
+    # The probe lays the cycle out in its own page size (mmap.PAGESIZE): it must be the kernel's.
+    page = int(guest.run("getconf PAGESIZE").stdout)
+    assert c["page_size"] == page, \
+        f"the probe laid records out in {c['page_size']}-byte pages; the guest's are {page}"
     assert c["done"], f"the producer did not finish its {c['requests']} requests: {c['counters']}"
     return c
 

@@ -181,6 +181,9 @@ def test_store_into_data_page_faults(guest: Guest) -> None:
     # Only the control page is writable (perf_mmap_fault / map_range: data pages read-only).
     assert p["data_page_store"].get("signal") == "SIGBUS", \
         f"a store into a data page must raise SIGBUS, got {p['data_page_store']}"
+    assert p["read_data_page_store"].get("signal") == "SIGBUS", \
+        f"a store into a data page already mapped by a load must raise SIGBUS too (the " \
+        f"write-protect fault, ->page_mkwrite), got {p['read_data_page_store']}"
     assert p["control_page_store"] == {"exit": 0, "output": "store succeeded"}, \
         f"the control page must take stores (data_tail): {p['control_page_store']}"
 

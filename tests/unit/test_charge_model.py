@@ -65,3 +65,24 @@ def test_an_aux_area_is_charged_like_a_data_buffer() -> None:
         ("ok", 0), ("ok", 4), ("ok", 20), ("ok", 28), ("EPERM", 28), ("EINVAL", 28),
         ("ok", 8), ("ok", 8), ("ok", 0)]
     assert m.locked["lab"] == 0
+
+
+def _pinning_module():  # tests/kernel/test_pinning.py, loaded from its file (no package)
+    import importlib.util
+    import sys
+    kernel_tests = Path(__file__).resolve().parents[1] / "kernel"
+    sys.path.insert(0, str(kernel_tests))
+    spec = importlib.util.spec_from_file_location("ringlab_kernel_test_pinning",
+                                                  kernel_tests / "test_pinning.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_pinning_limits_in_pages_are_the_old_kb_at_4k_and_scale_with_the_page() -> None:
+    in_kb = _pinning_module().in_kb
+    ops = ["mlock=129p", "rlimit=12p", "mlock=0", "map=65", "as=user"]
+    assert in_kb(ops, 4096) == ["mlock=516", "rlimit=48", "mlock=0", "map=65", "as=user"]
+    assert in_kb(ops, 16384)[:2] == ["mlock=2064", "rlimit=192"]
+    assert in_kb(ops, 65536)[:2] == ["mlock=8256", "rlimit=768"]

@@ -156,3 +156,42 @@ def test_rootfs_packages_must_be_names(tmp_path: Path) -> None:
     msg = error_of(tmp_path, "kernels: {k: {debian: {suite: a, flavour: b}}}\n"
                              "rootfs: {packages: [strace, 'rm -rf']}\n")
     assert "rootfs.packages[1]: expected a Debian package name" in msg
+
+
+def test_a_kernel_is_x86_64_unless_told(tmp_path: Path) -> None:
+    cfg = load_text(tmp_path, "kernels:\n  x: {debian: {suite: trixie, flavour: cloud-amd64}}\n"
+                              "  a: {arch: arm64, debian: {suite: trixie, flavour: arm64-16k}}\n")
+    assert cfg.kernel("x").arch == "x86_64" and cfg.kernel("x").source.arch == "amd64"
+    assert cfg.kernel("a").arch == "arm64" and cfg.kernel("a").source.arch == "arm64"
+
+
+def test_shipped_lab_yaml_has_the_arm64_and_rt_kernels() -> None:
+    cfg = config.load(REPO / "lab.yaml")
+    want = {"trixie-rt": ("x86_64", "rt-amd64"), "trixie-arm64": ("arm64", "arm64"),
+            "trixie-arm64-16k": ("arm64", "arm64-16k"), "trixie-rt-arm64": ("arm64", "rt-arm64")}
+    for name, (arch, flavour) in want.items():
+        k = cfg.kernel(name)
+        assert (k.arch, k.source.flavour) == (arch, flavour), name
+
+
+def test_a_bad_arch_is_one_error_naming_file_key_and_value(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, "kernels: {k: {arch: aarch64, debian: {suite: trixie, "
+                             "flavour: arm64}}}\n")
+    assert msg == (f"{tmp_path / 'lab.yaml'}: kernels.k.arch: expected one of x86_64, arm64, "
+                   "got 'aarch64'")
+    assert msg.count("\n") == 0
+
+
+@pytest.mark.parametrize("kernel,key,value", [
+    # an arm64 flavour left at the default arch would be looked for in binary-amd64
+    ("{debian: {suite: trixie, flavour: rt-arm64}}", "kernels.k.debian.flavour", "'rt-arm64'"),
+    ("{arch: arm64, debian: {suite: trixie, flavour: cloud-amd64}}", "kernels.k.debian.flavour",
+     "'cloud-amd64'"),
+    ("{arch: 7, debian: {suite: trixie, flavour: amd64}}", "kernels.k.arch", "7"),
+    ("{arch: arm64, build: {tree: .}}", "kernels.k.arch", "'arm64'"),
+])
+def test_arch_mistakes_name_the_key_and_value(tmp_path: Path, kernel: str, key: str,
+                                               value: str) -> None:
+    msg = error_of(tmp_path, f"kernels: {{k: {kernel}}}\n")
+    assert msg.startswith(f"{tmp_path / 'lab.yaml'}: {key}: expected ") and msg.endswith(
+        f", got {value}"), msg

@@ -68,3 +68,15 @@ def test_a_rerun_after_the_emulator_broke_is_a_pass_and_any_other_is_flaky() -> 
     assert history.outcomes(run("emulator")) == {"t": "passed"}
     assert history.outcomes(run("kernel")) == {"t": "flaky"}   # died with a kernel splat
     assert history.outcomes(run(None)) == {"t": "flaky"}       # --reruns: an assertion
+
+
+def test_a_named_line_keeps_runs_of_one_kernel_apart(tmp_path: Path) -> None:
+    """A nightly's cells of one kernel with other selections are lines of their own."""
+    hist = tmp_path / "history"
+    run = tmp_path / "summary.json"
+    run.write_text(json.dumps(summary("trixie-cloud", "6.12.107", a="passed")))
+    kept, c = history.record(hist, run, line="trixie-cloud.perf")
+    assert kept.parent == hist / "trixie-cloud.perf" and c.kernel == "trixie-cloud.perf"
+    assert "first run of kernel line trixie-cloud.perf" in c.lines()[0]
+    _, other = history.record(hist, run, line="trixie-cloud.trace")
+    assert other.previous is None

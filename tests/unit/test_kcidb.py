@@ -53,3 +53,10 @@ def test_the_document_is_written_in_the_pinned_schema_version_and_validates() ->
     assert kcidb.SCHEMA is kcidb_io.schema.V5_3
     assert doc["version"] == {"major": 5, "minor": 3}
     kcidb_io.schema.V5_3.validate(doc)
+
+
+def test_the_build_architecture_is_the_kernels() -> None:
+    summary = json.loads((DATA / "summary-6.12.json").read_text())
+    assert kcidb.from_summary(summary, 1795300000.0)["builds"][0]["architecture"] == "x86_64"
+    doc = kcidb.from_summary({**summary, "arch": "arm64"}, 1795300000.0)
+    assert doc["builds"][0]["architecture"] == "arm64"

@@ -70,3 +70,21 @@ def test_prepared_kernel_from_another_initramfs_recipe_is_stale(tmp_path: Path) 
     assert kernel.load_prepared(entry) is not None
     (entry / "kernel.json").write_text(json.dumps({**meta, "initramfs_recipe": "old"}))
     assert kernel.load_prepared(entry) is None
+
+
+def test_adding_ext4_to_the_initramfs_left_kernels_with_it_built_in_current() -> None:
+    old = initramfs.recipe_hash(("virtio_blk", "virtio_net"))
+    assert "ext4" in initramfs.BOOT_MODULES
+    assert initramfs.is_current(initramfs.recipe_hash(), ext4_builtin=False)
+    assert initramfs.is_current(old, ext4_builtin=True)
+    assert not initramfs.is_current(old, ext4_builtin=False)  # rt, arm64: ext4=m, never booted
+
+
+def test_ext4_and_its_crc32c_load_before_the_root_mount() -> None:
+    dep = ("kernel/fs/ext4/ext4.ko.xz: kernel/fs/jbd2/jbd2.ko.xz kernel/fs/mbcache.ko.xz "
+           "kernel/lib/crc16.ko.xz\nkernel/fs/jbd2/jbd2.ko.xz:\nkernel/fs/mbcache.ko.xz:\n"
+           "kernel/lib/crc16.ko.xz:\nkernel/crypto/crc32c_generic.ko.xz:\n"
+           "kernel/drivers/block/virtio_blk.ko.xz:\n")
+    order = [p.rsplit("/", 1)[1] for p in initramfs.module_order(dep, initramfs.BOOT_MODULES)]
+    assert order == ["virtio_blk.ko.xz", "crc32c_generic.ko.xz", "crc16.ko.xz",
+                     "mbcache.ko.xz", "jbd2.ko.xz", "ext4.ko.xz"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from harness import cli
 from harness.commands import lab_run
 
@@ -34,3 +36,15 @@ def test_the_child_command_line_parses_back_to_the_request() -> None:
     assert (args.lab_config, args.command, args.kernel, args.report_dir, args.tree,
             args.series, args.k, args.refresh, args.history, args.pytest_args) == (
         "/lab.yaml", "run", "k", "/r/k", "/wt", ["/s1"], "ring", True, "/h", ["-x"])
+
+
+def test_jobs_auto_is_cores_over_guest_vcpus_and_bad_values_are_named(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lab_run.os, "cpu_count", lambda: 2)
+    assert lab_run.run_jobs(1, "auto") == 2
+    assert lab_run.run_jobs(2, "auto") == 1
+    assert lab_run.run_jobs(4, "auto") == 1  # at least one guest
+    assert lab_run.run_jobs(1, "3") == 3
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(ValueError, match=f"got '{bad}'"):
+            lab_run.run_jobs(1, bad)

@@ -78,3 +78,17 @@ def test_first_error_of_a_failed_build() -> None:
            "make[2]: *** [scripts/Makefile.build:229: /build/x/x.o] Error 1\n")
     assert modules.first_error(log) == "/build/x/x.c:3:1: error: unknown type name 'foo'"
     assert modules.first_error("something odd\n") == "something odd"
+
+
+def test_an_arm64_kernels_build_root_is_an_arm64_root(tmp_path: Path) -> None:
+    """Its gcc and the headers' fixdep/modpost are arm64 binaries (run through qemu-user); the
+    x86 recipe has no architecture key, so the build roots made before arches keep their names."""
+    import dataclasses
+    x86 = modules.build_root_recipe(DEBIAN, kernel(tmp_path, CONFIG))
+    assert "architecture" not in x86
+    k = dataclasses.replace(kernel(tmp_path, CONFIG.replace("x86_64", "aarch64")),
+                            release="6.12.107+deb13-arm64", arch="arm64")
+    spec = KernelSpec("k", DebianKernel("trixie", "arm64", "arm64"), arch="arm64")
+    r = modules.build_root_recipe(spec, k)
+    assert r["architecture"] == "arm64"
+    assert r["packages"] == ["gcc-14", "linux-headers-6.12.107+deb13-arm64=6.12.107-1", "make"]

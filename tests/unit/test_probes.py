@@ -40,6 +40,15 @@ def test_crash_carries_traceback() -> None:
     assert "ZeroDivisionError" in str(e.value) and e.value.stderr == tb
 
 
+def test_a_crash_names_its_last_stderr_line_on_the_first_line() -> None:
+    # Summaries show a failure's first line: the error a probe died of must be on it.
+    usage = "usage: p.py [-h] {a,b}\np.py: error: argument check: invalid choice: 'c'\n"
+    with pytest.raises(ProbeCrashed) as e:
+        probes.interpret(resp(code=2, stdout="", stderr=usage))
+    first = str(e.value).splitlines()[0]
+    assert "status 2" in first and "invalid choice: 'c'" in first, first
+
+
 def test_signal() -> None:
     with pytest.raises(ProbeCrashed, match="killed by signal 7"):
         probes.interpret(resp(status="signaled", code=7))

@@ -193,3 +193,29 @@ def test_a_git_tree_fingerprint_follows_commits_and_edits(tmp_path: Path) -> Non
     assert first == trees.fingerprint(tree)
     (tree / "kernel/ring.c").write_text("changed\n")
     assert trees.fingerprint(tree) != first
+
+
+def test_a_pinned_debian_source_the_suite_no_longer_has_names_what_it_has(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mirror that moved on (6.12.107-1 pinned, 6.12.117-1 there) is one error naming the
+    version, the suite and what to change, never a build of another tree."""
+    from harness.config import DebianSource
+    from harness.debian import archive
+
+    class Mirror:
+        url, origin = "http://mirror.invalid/debian", "mirror.invalid"
+
+    class FakeArchive:
+        def __init__(self, mirror: object, suite: str) -> None:
+            pass
+
+        def packages(self, component: str, arch: str, prefix: str):
+            yield archive.PackageRecord("linux-source-6.12", "6.12.117-1",
+                                        "pool/l/linux-source-6.12_6.12.117-1_all.deb", 1,
+                                        "0" * 64, "", "all")
+    monkeypatch.setattr(archive, "Archive", FakeArchive)
+    src = DebianSource("trixie", "linux-source-6.12", "6.12.107-1")
+    with pytest.raises(BuildError, match=r"no linux-source-6.12 6.12.107-1 in trixie on "
+                       r"http://mirror.invalid/debian \(it has 6.12.117-1\): change or drop "
+                       r"debian_source.version"):
+        trees.debian_tree(src, tmp_path, lambda: Mirror())

@@ -25,7 +25,7 @@ def key(**changes: object) -> snapshot.SnapshotKey:
 def plan(tmp_path: Path, **changes: object) -> guest.BootPlan:
     k = SimpleNamespace(name="k", release="6.12", vmlinuz=tmp_path / "vmlinuz",
                         initramfs=tmp_path / "initramfs.gz", modules_image=tmp_path / "mod.ext4",
-                        cmdline="")
+                        cmdline="", arch="x86_64")
     for p in (k.vmlinuz, k.initramfs, k.modules_image, tmp_path / "rootfs.ext4"):
         p.write_bytes(b"x")
     fields = dict(kernel=k, rootfs=SimpleNamespace(image=tmp_path / "rootfs.ext4",

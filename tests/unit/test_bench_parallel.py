@@ -1,0 +1,38 @@
+"""The serial vs -j comparison: figures per mode and the tests that changed between runs."""
+from __future__ import annotations
+
+from harness.cli import build_parser
+from harness.commands.bench_parallel import PARALLEL_TARGET, Sample, render, summarize, unstable
+
+A, B = "tests/kernel/test_a.py::test_a", "tests/kernel/test_b.py::test_b"
+
+
+def sample(mode: str, run: int, wall: float, **outcomes: str) -> Sample:
+    got = {A: outcomes.get("a", "passed"), B: outcomes.get("b", "passed")}
+    return Sample(mode, run, wall, 0 if set(got.values()) == {"passed"} else 1, outcomes=got)
+
+
+def test_a_test_whose_outcome_changes_between_runs_of_one_mode_is_unstable_there_only() -> None:
+    samples = [sample("serial", 1, 100), sample("serial", 2, 101),
+               sample("-j 2", 1, 55), sample("-j 2", 2, 56, b="failed")]
+    assert unstable(samples) == {"serial": [], "-j 2": [B]}
+
+
+def test_a_test_missing_from_one_run_is_unstable() -> None:
+    lost = Sample("-j 2", 2, 30, 2, outcomes={A: "passed"})  # B never reported
+    assert unstable([sample("-j 2", 1, 55), lost]) == {"-j 2": [B]}
+
+
+def test_ratios_are_medians_against_serial_and_the_target_is_judged_on_j2() -> None:
+    samples = [sample("serial", i, w) for i, w in enumerate((100, 120, 110))]
+    samples += [sample("-j 2", i, w) for i, w in enumerate((70, 65, 90))]
+    doc = summarize(samples)
+    assert doc["wall_s"]["serial"] == {"min": 100, "median": 110, "max": 120, "n": 3}
+    assert doc["ratio_to_serial"]["-j 2"] == 70 / 110
+    assert 70 / 110 > PARALLEL_TARGET and "MISSED" in render(doc)
+    assert doc["failed_runs"] == {"serial": 0, "-j 2": 0}
+
+
+def test_the_command_line_parses() -> None:
+    args = build_parser().parse_args(["bench", "parallel", "--runs", "2", "-k", "perf"])
+    assert (args.bench, args.runs, args.k) == ("parallel", 2, "perf")
