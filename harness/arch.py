@@ -58,3 +58,15 @@ def is_native(a: Arch) -> bool:
     """True if guests of `a` can run here under KVM at all (same architecture as the host)."""
     h = host()
     return h is not None and h.name == a.name
+
+
+def make_vars(a: Arch) -> list[str]:
+    """The make variables of a kernel build (and of a module built against it) for `a` on this
+    host: none natively, so a native build's command lines stay what they always were; else
+    ARCH= and CROSS_COMPILE= of the cross toolchain (Debian's gcc-aarch64-linux-gnu)."""
+    return [] if is_native(a) else [f"ARCH={a.kbuild}", f"CROSS_COMPILE={a.cross_compile}"]
+
+
+def compiler(a: Arch) -> str:
+    """The gcc that builds `a`'s kernels here: `gcc` natively, else the cross compiler."""
+    return "gcc" if is_native(a) else f"{a.cross_compile}gcc"

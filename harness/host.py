@@ -79,6 +79,16 @@ def foreign_rootfs_tools(a: arches.Arch) -> tuple[Tool, ...]:
         Tool(a.qemu_user, "qemu-user-static", f"runs {a.name} programs while its rootfs is built"),)
 
 
+def cross_build_tools(a: arches.Arch) -> tuple[Tool, ...]:
+    """What building a kernel of `a` needs beyond BUILD_TOOLS: Debian's cross toolchain when
+    `a` is not the host's arch (gcc-aarch64-linux-gnu brings its binutils)."""
+    if arches.is_native(a):
+        return ()
+    triplet = a.cross_compile.removesuffix("-")
+    return (Tool(arches.compiler(a), f"gcc-{triplet}", f"cross-compiles {a.name} kernels and "
+                 "test modules"),)
+
+
 def _path() -> str:
     # depmod and mkfs.ext4 live in sbin, which a non-root PATH may lack.
     return os.environ.get("PATH", "") + ":/usr/sbin:/sbin"

@@ -33,7 +33,8 @@ class Lab:
 
     def builder(self) -> kbuild.Builder:
         return kbuild.Builder(self.cache_root, lambda: mirror.resolve(self.config.mirror),
-                              lambda name: self.kernel(name).config, usage=self.usage)
+                              lambda name: self.kernel(name).config, usage=self.usage,
+                              busybox_suite=self.config.rootfs.suite)
 
     def kernel(self, name: str | None = None) -> BootableKernel:
         spec = self.config.kernel(name)

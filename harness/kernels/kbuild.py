@@ -2,7 +2,11 @@
 
     source tree ──(series? hard-link copy + git apply)──> build source
     base config + fragments ──merge──> .config ──make olddefconfig──> checked against fragments
-    make O=<out> bzImage [modules] ──> a prepared kernel in the cache (like any other kernel)
+    make O=<out> bzImage|Image [modules] ──> a prepared kernel in the cache (like any other)
+
+A kernel of another arch than the host's (lab.yaml `arch: arm64`) is cross-built: make gets
+ARCH= and CROSS_COMPILE= (harness/arch.py), its config and build folders are keyed by the arch,
+and its initramfs gets that arch's static busybox from the rootfs suite.
 
 Two caches: the out-of-tree build folder, kept per (source, config) so a changed file rebuilds
 incrementally; and the prepared kernel, keyed by the tree's state + series + config, so an
@@ -24,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import cache, host, progress
+from harness import arch as arches, cache, host, progress
 from harness.kernels import kconfig, kernel, series, trees
 from harness.config import BuildKernel, DebianSource, KernelSpec
 from harness.errors import BuildError
@@ -96,11 +100,12 @@ class ConfigStamp:
                            json.dumps({"key": self.key, "config_sha256": sha}).encode())
 
 
-def _toolchain() -> str:
+def _toolchain(a: arches.Arch) -> str:
     """The compiler and linker versions: Kconfig records them (CC_VERSION_TEXT) and tests
     their features, so a new toolchain must reconfigure."""
+    prefix = arches.compiler(a).removesuffix("gcc")
     out = []
-    for tool in ("gcc", "ld"):
+    for tool in (f"{prefix}gcc", f"{prefix}ld"):
         try:
             p = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30)
             out.append(p.stdout.partition("\n")[0])
@@ -114,7 +119,8 @@ class Builder:
 
     def __init__(self, cache_root: Path, mirror_for: Callable[[], Mirror],
                  debian_config: Callable[[str], Path | None], jobs: int | None = None,
-                 ccache: bool = True, usage: cache.Usage | None = None) -> None:
+                 ccache: bool = True, usage: cache.Usage | None = None,
+                 busybox_suite: str = "trixie") -> None:
         # ccache=False: compile for real (CCACHE_DISABLE), for build-time benchmarks.
         self.cache_root = cache_root
         self.ccache = ccache
@@ -122,6 +128,7 @@ class Builder:
         self.debian_config = debian_config  # kernel name -> that Debian kernel's .config
         self.jobs = jobs or os.cpu_count() or 1
         self.usage = usage or cache.Usage(cache_root)  # the tree and build folder, held
+        self.busybox_suite = busybox_suite  # where a foreign arch's initramfs busybox comes from
 
     # --- what to build -------------------------------------------------------------------
 
@@ -152,7 +159,10 @@ class Builder:
     def keys(self, spec: KernelSpec, src: BuildKernel) -> tuple[str, str]:
         """(config key, series key) of a build: what its caches are keyed by, with the tree."""
         base_id, _ = self.base_config(spec, src)
-        config_key = _digest(base_id, *(o.line for o in self.fragments(src)), str(RECIPE))
+        # The arch joins the key only when it is not the default: x86 keys stay as they were.
+        arch = () if spec.arch == arches.DEFAULT else (f"arch={spec.arch}",)
+        config_key = _digest(base_id, *(o.line for o in self.fragments(src)), *arch,
+                             str(RECIPE))
         return config_key, series.fingerprint(src.series) if src.series else "none"
 
     def work_dir(self, tree: Path, src: BuildKernel, config_key: str, series_key: str) -> Path:
@@ -167,7 +177,7 @@ class Builder:
         """The built kernel for `spec`, from the cache if nothing changed."""
         start = time.monotonic()
         report = BuildReport(spec.name)
-        host.require(host.BUILD_TOOLS)
+        host.require(host.BUILD_TOOLS + host.cross_build_tools(arches.get(spec.arch)))
         host.require_headers(host.BUILD_HEADERS)
         tree = self.tree(spec, src)
         _, base_text = self.base_config(spec, src)
@@ -189,6 +199,13 @@ class Builder:
         make_start = time.monotonic()
         self._configure(spec, source, work / "out", base_text, src.base, options, report,
                         config_key)
+        if spec.arch != arches.DEFAULT:
+            # Checked before the long make: a wrong tree or fragment shows in seconds.
+            got = kconfig.values((work / "out" / ".config").read_text())
+            want = arches.get(spec.arch).kbuild.upper()
+            if got.get(want) != "y":
+                raise BuildError(f"kernels.{spec.name}: the configured .config is not an "
+                                 f"{spec.arch} one (CONFIG_{want} is not set)")
         self._make(spec, source, work / "out", report)
         report.make_seconds = time.monotonic() - make_start
         k = self._store(spec, src, tree, source, work / "out", entry, report)
@@ -219,12 +236,15 @@ class Builder:
 
     def _run_make(self, source: Path, out: Path, args: list[str], logf, what: str,
                   status: Callable[[str], None] | None = None,
-                  report: BuildReport | None = None) -> None:
-        cmd = ["make", "-C", str(source), f"O={out}", f"-j{self.jobs}", *args]
+                  report: BuildReport | None = None,
+                  arch: str = arches.DEFAULT) -> None:
+        a = arches.get(arch)
+        cmd = ["make", "-C", str(source), f"O={out}", f"-j{self.jobs}", *arches.make_vars(a),
+               *args]
         env = {**os.environ, "LANG": "C"}
         if shutil.which("ccache"):
             # The same CC either way: kbuild rebuilds every object whose command line changed.
-            cmd.append("CC=ccache gcc")
+            cmd.append(f"CC=ccache {arches.compiler(a)}")
             if not self.ccache:
                 env["CCACHE_DISABLE"] = "1"
         log.debug("run: %s", " ".join(cmd))
@@ -262,7 +282,8 @@ class Builder:
                              hint="a typo, or an option this kernel version does not have")
         out.mkdir(parents=True, exist_ok=True)
         assert report.log is not None
-        stamp = ConfigStamp(_digest(config_key, files.digest, _toolchain()))
+        stamp = ConfigStamp(_digest(config_key, files.digest,
+                                    _toolchain(arches.get(spec.arch))))
         if stamp.is_current(out):
             log.info("kernel %s: config unchanged (%s): make %s, fragments and olddefconfig "
                      "skipped", spec.name, stamp.key, base)
@@ -276,11 +297,12 @@ class Builder:
             shutil.rmtree(scratch, ignore_errors=True)
             scratch.mkdir()
             if base_text is None:
-                self._run_make(source, scratch, [base], logf, f"make {base}")
+                self._run_make(source, scratch, [base], logf, f"make {base}", arch=spec.arch)
                 base_text = (scratch / ".config").read_text()
             self._warn_redefinitions(spec, base, base_text, options)
             (scratch / ".config").write_text(kconfig.merge(base_text, options))
-            self._run_make(source, scratch, ["olddefconfig"], logf, "make olddefconfig")
+            self._run_make(source, scratch, ["olddefconfig"], logf, "make olddefconfig",
+                           arch=spec.arch)
             final = (scratch / ".config").read_text()
             # Replace the build's .config only if it changed: an unchanged config must not
             # make the next build look stale to make.
@@ -305,13 +327,13 @@ class Builder:
 
     def _make(self, spec: KernelSpec, source: Path, out: Path, report: BuildReport) -> None:
         modules = kconfig.values((out / ".config").read_text()).get("MODULES") == "y"
-        targets = ["bzImage"] + (["modules"] if modules else [])
+        targets = [Path(arches.get(spec.arch).image).name] + (["modules"] if modules else [])
         assert report.log is not None
         with report.log.open("a") as logf, progress.step(
                 f"building {spec.name} ({' '.join(targets)}, {self.jobs} jobs, log "
                 f"{report.log})") as status:
             self._run_make(source, out, targets, logf, f"building kernel {spec.name}", status,
-                           report)
+                           report, arch=spec.arch)
 
     def _store(self, spec: KernelSpec, src: BuildKernel, tree: Path, source: Path, out: Path,
                entry: Path, report: BuildReport) -> BootableKernel:
@@ -325,11 +347,15 @@ class Builder:
                 with report.log.open("a") as logf:
                     self._run_make(source, out, ["modules_install", f"INSTALL_MOD_PATH={base}",
                                                  "INSTALL_MOD_STRIP=1", "DEPMOD=true"], logf,
-                                   "make modules_install")
+                                   "make modules_install", arch=spec.arch)
             desc = f"built from {tree}" + (f" + {len(src.series)} series" if src.series else "") \
                 + f" ({src.base}" + "".join(f" + {f.name}" for f in src.fragments) + ")"
-            meta = kernel.finish(scratch, spec.name, release, out / "arch/x86/boot/bzImage",
-                                 base, out / ".config", desc, spec.cmdline)
+            a = arches.get(spec.arch)
+            busybox = None if arches.is_native(a) else kernel.foreign_busybox(
+                self.mirror_for(), self.busybox_suite, a.debian, self.cache_root)
+            meta = kernel.finish(scratch, spec.name, release, out / a.image, base,
+                                 out / ".config", desc, spec.cmdline, arch=spec.arch,
+                                 busybox=busybox)
             meta["build"] = {"tree": str(tree), "source": str(source), "out": str(out),
                              "series": [str(s) for s in src.series], "base": src.base,
                              "fragments": [str(f) for f in src.fragments],

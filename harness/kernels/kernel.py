@@ -199,6 +199,12 @@ def _fetch(arc: archive.Archive, rec: archive.PackageRecord, root: Path) -> Path
     return deb
 
 
+def foreign_busybox(m: mirror.Mirror, suite: str, debian_arch: str, root: Path) -> Path:
+    """A static busybox of `debian_arch` from `suite` (the initramfs of a kernel the lab
+    cross-built runs before there is a libc of its arch)."""
+    return _foreign_busybox(archive.Archive(m, suite), debian_arch, root)
+
+
 def _foreign_busybox(arc: archive.Archive, debian_arch: str, root: Path) -> Path:
     """A static busybox of Debian architecture `debian_arch`, from that suite's busybox-static
     (verified like the kernel), unpacked once into the cache."""

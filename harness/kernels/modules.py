@@ -1,7 +1,7 @@
 """Out-of-tree test modules (kernels/modules/NAME) built against a guest kernel.
 
 A kernel the lab built (harness/kernels/kbuild.py) has its build folder: the module is built against
-it on the host, with the compiler that built the kernel.
+it on the host, with the compiler that built the kernel (the cross compiler for another arch).
 
 A Debian kernel's modules are built in a Debian root of the kernel's own suite that holds the
 compiler that built the kernel (its CONFIG_CC_VERSION_TEXT) and the kernel's headers package
@@ -145,7 +145,8 @@ def build(name: str, spec: KernelSpec, k: BootableKernel, cache_root: Path,
         key = _key(src, k, f"{k.build_dir} {symvers.stat().st_mtime_ns}")
         work = cache_root / "modules" / f".work-{name}-{key}"
         return _make_ko(name, src, k, cache_root, key, work,
-                        ["make", "-C", str(k.build_dir), f"M={work}", "modules"],
+                        ["make", "-C", str(k.build_dir), *arches.make_vars(arches.get(k.arch)),
+                         f"M={work}", "modules"],
                         {**os.environ, "LANG": "C"})
     # A Debian kernel: in its build root, against its headers package.
     root = build_root(spec, k, cache_root, mirror_for)

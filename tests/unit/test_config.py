@@ -182,13 +182,19 @@ def test_a_bad_arch_is_one_error_naming_file_key_and_value(tmp_path: Path) -> No
     assert msg.count("\n") == 0
 
 
+def test_an_arm64_build_kernel_is_cross_built_not_refused(tmp_path: Path) -> None:
+    (tmp_path / "lab.yaml").write_text(
+        "kernels:\n  k: {arch: arm64, build: {tree: ., config: {base: tinyconfig}}}\n")
+    assert config.load(tmp_path / "lab.yaml").kernel("k").arch == "arm64"
+
+
 @pytest.mark.parametrize("kernel,key,value", [
     # an arm64 flavour left at the default arch would be looked for in binary-amd64
     ("{debian: {suite: trixie, flavour: rt-arm64}}", "kernels.k.debian.flavour", "'rt-arm64'"),
     ("{arch: arm64, debian: {suite: trixie, flavour: cloud-amd64}}", "kernels.k.debian.flavour",
      "'cloud-amd64'"),
     ("{arch: 7, debian: {suite: trixie, flavour: amd64}}", "kernels.k.arch", "7"),
-    ("{arch: arm64, build: {tree: .}}", "kernels.k.arch", "'arm64'"),
+    ("{arch: arm64, path: {image: /boot/Image}}", "kernels.k.arch", "'arm64'"),
 ])
 def test_arch_mistakes_name_the_key_and_value(tmp_path: Path, kernel: str, key: str,
                                                value: str) -> None:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import KernelSpec, PathKernel
+from harness import arch as arches
+from harness.config import BuildKernel, KernelSpec, PathKernel
 from harness.kernels import kbuild, kconfig
 
 FAILED = """\
@@ -64,13 +65,14 @@ def test_configure_runs_make_once_then_skips_until_a_kconfig_changes(
     (source / "Kconfig").write_text("config A\n\tbool \"a\"\nconfig B\n\tbool \"b\"\n")
     made: list[list[str]] = []
 
-    def fake_make(self, src, out, args, logf, what, status=None, report=None) -> None:
+    def fake_make(self, src, out, args, logf, what, status=None, report=None,
+                  arch="x86_64") -> None:
         made.append(args)
         config = out / ".config"
         config.write_text("CONFIG_A=y\n" if args == ["defconfig"] else config.read_text())
 
     monkeypatch.setattr(kbuild.Builder, "_run_make", fake_make)
-    monkeypatch.setattr(kbuild, "_toolchain", lambda: "gcc 12")
+    monkeypatch.setattr(kbuild, "_toolchain", lambda a: "gcc 12")
     builder = kbuild.Builder(tmp_path / "cache", lambda: None, lambda name: None, jobs=1)
     spec = KernelSpec("k", PathKernel(Path("/unused")))
     options = kconfig.parse("CONFIG_B=y\n", "f.config")
@@ -87,3 +89,44 @@ def test_configure_runs_make_once_then_skips_until_a_kconfig_changes(
     (source / "Kconfig").write_text("config A\n\tbool \"a\"\nconfig B\n\tbool \"B\"\n")
     configure()
     assert len(made) == 4
+
+
+# --- a kernel of another arch is cross-built ---------------------------------------------
+
+def _recorded_make(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `make` (and `ccache`) on PATH that record their command line, as the real ones get it."""
+    bin_dir, argv_file = tmp_path / "bin", tmp_path / "argv"
+    bin_dir.mkdir()
+    for tool in ("make", "ccache"):
+        (bin_dir / tool).write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv_file}\n')
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    return argv_file
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "arm64"])
+def test_make_gets_arch_and_cross_compiler_only_for_a_foreign_arch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arch: str) -> None:
+    monkeypatch.setattr(arches, "host", lambda: arches.X86_64)
+    argv_file = _recorded_make(tmp_path, monkeypatch)
+    builder = kbuild.Builder(tmp_path / "cache", lambda: None, lambda name: None, jobs=2)
+    with (tmp_path / "build.log").open("w") as logf:
+        builder._run_make(tmp_path / "src", tmp_path / "out", ["Image"], logf, "make",
+                          arch=arch)
+    argv = argv_file.read_text().splitlines()
+    if arch == "arm64":
+        assert argv[-4:] == ["ARCH=arm64", "CROSS_COMPILE=aarch64-linux-gnu-", "Image",
+                             "CC=ccache aarch64-linux-gnu-gcc"], argv
+    else:  # a native build's command line is what it always was
+        assert not any(a.startswith(("ARCH=", "CROSS_COMPILE=")) for a in argv), argv
+        assert argv[-2:] == ["Image", "CC=ccache gcc"], argv
+
+
+def test_an_arm64_build_has_its_own_config_key_and_x86_keeps_its_own(tmp_path: Path) -> None:
+    builder = kbuild.Builder(tmp_path / "cache", lambda: None, lambda name: None, jobs=1)
+    src = BuildKernel(tree=tmp_path, base="tinyconfig", fragments=(), series=())
+    x86 = builder.keys(KernelSpec("k", src), src)
+    arm = builder.keys(KernelSpec("k", src, arch="arm64"), src)
+    assert x86 != arm
+    # The x86 key is the one older labs made (no arch in it): its caches stay valid.
+    assert x86[0] == kbuild._digest("tinyconfig", str(kbuild.RECIPE))

@@ -219,3 +219,16 @@ def test_a_pinned_debian_source_the_suite_no_longer_has_names_what_it_has(
                        r"http://mirror.invalid/debian \(it has 6.12.117-1\): change or drop "
                        r"debian_source.version"):
         trees.debian_tree(src, tmp_path, lambda: Mirror())
+
+
+def test_the_arm64_minimal_fragment_differs_from_minimal_only_in_its_machine() -> None:
+    """arm64-minimal.config is minimal.config's twin: a change to what the lab needs of a
+    kernel (initramfs, userspace, probes) must be made in both, or the arm64 build drifts."""
+    fragments = Path(__file__).resolve().parents[2] / "kernels" / "fragments"
+    marker = "# --- the lab's initramfs"
+    x86 = (fragments / "minimal.config").read_text()
+    arm = (fragments / "arm64-minimal.config").read_text()
+    assert x86[x86.index(marker):] == arm[arm.index(marker):]
+    arm_machine = {o.symbol for o in kconfig.parse(arm[:arm.index(marker)], "arm64")}
+    assert {"SERIAL_AMBA_PL011_CONSOLE", "PCI_HOST_GENERIC", "VIRTIO_PCI"} <= arm_machine
+    assert not arm_machine & {"SERIAL_8250", "X86_MPPARSE", "KVM_GUEST"}
