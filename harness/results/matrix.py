@@ -25,11 +25,23 @@ def build(summaries: dict[str, Path]) -> dict:
         except (OSError, ValueError) as e:
             kernels[name] = {"release": None, "error": f"no summary ({e})"}
             continue
-        kernels[name] = {"release": s.get("release"), "counts": s.get("counts", {}),
+        kernels[name] = {"release": s.get("release"), "arch": s.get("arch"),
+                         "page_size": s.get("kernel_facts", {}).get("page size"),
+                         "counts": s.get("counts", {}),
                          "boots": s.get("boots", []), "report": str(path.parent)}
         for test, outcome in outcomes(s).items():
             tests.setdefault(test, {})[name] = outcome
     return {"kernels": kernels, "tests": dict(sorted(tests.items()))}
+
+
+def _described(kernel: dict) -> str:
+    """release, arch, page size: the columns of one table can differ in all three (issue 16)."""
+    if not kernel.get("release"):
+        return str(kernel.get("error"))
+    parts = [kernel["release"]] + [kernel["arch"]] * bool(kernel.get("arch"))
+    if str(kernel.get("page_size") or "").isdigit():
+        parts.append(f"{int(kernel['page_size']) // 1024} KiB pages")
+    return ", ".join(parts)
 
 
 def render(table: dict) -> str:
@@ -37,7 +49,7 @@ def render(table: dict) -> str:
     width = max([len(t.split("::")[-1]) for t in table["tests"]] + [20])
     cols = [max(len(n), 6) for n in names]
     lines = ["ringlab run on " + ", ".join(
-        f"{n} ({k.get('release') or k.get('error')})" for n, k in table["kernels"].items())]
+        f"{n} ({_described(k)})" for n, k in table["kernels"].items())]
     lines.append(" " * width + "  " + "  ".join(n.ljust(c) for n, c in zip(names, cols)))
     differ = 0
     for test, by_kernel in table["tests"].items():

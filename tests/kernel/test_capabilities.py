@@ -25,11 +25,13 @@ def test_release_is_the_booted_kernel(guest: Guest) -> None:
     assert caps["kernel"]["release"] == guest.run("uname -r").stdout.strip()
 
 
-def test_page_size_is_read_from_the_guest(guest: Guest) -> None:
+def test_page_size_is_read_from_the_guest(guest: Guest, kernel_fact) -> None:
     caps = _caps(guest)
     getconf = int(guest.run("getconf PAGESIZE").stdout)
     assert caps["page_size"] == getconf
     assert caps["page_size"] & (caps["page_size"] - 1) == 0, "page size is not a power of two"
+    # Every rule counted in pages takes its value from here; the multi-kernel table shows it.
+    kernel_fact("page size", str(caps["page_size"]))
 
 
 def test_perf_ring_buffer_maps_control_and_data_page(guest: Guest) -> None:

@@ -27,3 +27,20 @@ def test_a_column_per_kernel_and_a_missing_run_says_why(tmp_path: Path) -> None:
     text = matrix.render(table)
     assert "a (6.12.107), b (6.18.2), c (no summary" in text
     assert "test_y" in text and "xfail" in text and "2 tests, 2 with different outcomes" in text
+
+
+def test_each_column_names_its_arch_and_page_size(tmp_path: Path) -> None:
+    """A table across arches: a rule that differs by page size must show which column is which."""
+    a = tmp_path / "a" / "summary.json"
+    a.parent.mkdir()
+    a.write_text(json.dumps({"release": "6.12.117-cloud-amd64", "arch": "x86_64",
+                             "kernel_facts": {"page size": "4096"}, "counts": {},
+                             "results": [{"test": "t.py::test_x", "outcome": "passed"}]}))
+    b = tmp_path / "b" / "summary.json"
+    b.parent.mkdir()
+    b.write_text(json.dumps({"release": "6.12.117-arm64-16k", "arch": "arm64",
+                             "kernel_facts": {"page size": "16384"}, "counts": {},
+                             "results": [{"test": "t.py::test_x", "outcome": "passed"}]}))
+    text = matrix.render(matrix.build({"cloud": a, "16k": b}))
+    assert ("cloud (6.12.117-cloud-amd64, x86_64, 4 KiB pages), "
+            "16k (6.12.117-arm64-16k, arm64, 16 KiB pages)") in text, text
