@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from harness import arch as arches, cache, host, progress
 from harness.kernels import kconfig, kernel, series, trees
@@ -299,7 +300,7 @@ class Builder:
             if base_text is None:
                 self._run_make(source, scratch, [base], logf, f"make {base}", arch=spec.arch)
                 base_text = (scratch / ".config").read_text()
-            self._warn_redefinitions(spec, base, base_text, options)
+            self._warn_redefinitions(spec, base, base_text, options, logf)
             (scratch / ".config").write_text(kconfig.merge(base_text, options))
             self._run_make(source, scratch, ["olddefconfig"], logf, "make olddefconfig",
                            arch=spec.arch)
@@ -317,13 +318,24 @@ class Builder:
 
     @staticmethod
     def _warn_redefinitions(spec: KernelSpec, base: str, base_text: str,
-                            options: list[kconfig.Option]) -> None:
-        """merge_config.sh's warning: a fragment changing what the base or an earlier fragment
-        set is most often a mistake in one of them."""
-        label = base if base in ("defconfig", "tinyconfig", "allnoconfig") else \
-            f"base config {base}"
+                            options: list[kconfig.Option], logf: IO[str] | None = None) -> None:
+        """merge_config.sh's warning: a fragment changing what an earlier fragment or the
+        user's own base file set is most often a mistake in one of them. Changing what `make
+        tinyconfig`/`defconfig` generated is what a fragment is for: those go to build.log,
+        with one line on the screen, so a real redefinition is not lost among 30 of them."""
+        generated = base in ("defconfig", "tinyconfig", "allnoconfig")
+        label = base if generated else f"base config {base}"
+        overrides = 0
         for r in kconfig.redefinitions(kconfig.parse(base_text, label), options):
-            log.warning("kernel %s: %s", spec.name, r)
+            if generated and r.previous.source.startswith(f"{label}:"):
+                overrides += 1
+                if logf is not None:
+                    logf.write(f"fragment sets: {r}\n")
+            else:
+                log.warning("kernel %s: %s", spec.name, r)
+        if overrides:
+            log.info("kernel %s: the fragments change %d values of %s (listed in build.log)",
+                     spec.name, overrides, base)
 
     def _make(self, spec: KernelSpec, source: Path, out: Path, report: BuildReport) -> None:
         modules = kconfig.values((out / ".config").read_text()).get("MODULES") == "y"

@@ -156,10 +156,36 @@ def test_redefinitions_are_logged_as_build_warnings(caplog: pytest.LogCaptureFix
 
     spec = KernelSpec("k", PathKernel(Path("/bzImage")))
     with caplog.at_level(logging.WARNING):
-        kbuild.Builder._warn_redefinitions(spec, "defconfig", "CONFIG_A=y\n",
-                                           kconfig.parse("CONFIG_A=m\n", "f.config"))
+        kbuild.Builder._warn_redefinitions(spec, "/my/base.config", "CONFIG_A=y\n",
+                                           kconfig.parse("CONFIG_A=m\nCONFIG_B=y\n", "f.config")
+                                           + kconfig.parse("CONFIG_B=n\n", "g.config"))
     assert [r.getMessage() for r in caplog.records] == [
-        "kernel k: CONFIG_A redefined by f.config:1 (was y at defconfig:1, now m)"]
+        "kernel k: CONFIG_A redefined by f.config:1 (was y at base config /my/base.config:1, "
+        "now m)",
+        "kernel k: CONFIG_B redefined by g.config:1 (was y at f.config:2, now n)"]
+
+
+def test_a_fragment_changing_what_make_generated_is_one_line_and_listed_in_the_log(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """tinyconfig + minimal.config changes ~30 values: the purpose of the fragment, not a
+    mistake; only a fragment overriding another fragment is still a warning."""
+    import io
+
+    from harness.config import KernelSpec, PathKernel
+    from harness.kernels import kbuild
+
+    spec = KernelSpec("k", PathKernel(Path("/bzImage")))
+    logf = io.StringIO()
+    with caplog.at_level(logging.INFO):
+        kbuild.Builder._warn_redefinitions(
+            spec, "tinyconfig", "# CONFIG_A is not set\nCONFIG_C=y\n",
+            kconfig.parse("CONFIG_A=y\nCONFIG_B=y\n", "f.config")
+            + kconfig.parse("CONFIG_B=n\n", "g.config"), logf)
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "kernel k: CONFIG_B redefined by g.config:1 (was y at f.config:2, now n)"),
+        ("INFO", "kernel k: the fragments change 1 values of tinyconfig (listed in build.log)")]
+    assert logf.getvalue() == ("fragment sets: CONFIG_A redefined by f.config:1 "
+                               "(was n at tinyconfig:1, now y)\n")
 
 
 def test_fragment_errors_name_file_and_line(tmp_path: Path) -> None:
