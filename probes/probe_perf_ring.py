@@ -176,14 +176,20 @@ def check_datapath(args: list[str]) -> dict:
     return result
 
 
+def _overfill(rb: RingBuffer) -> int:
+    """Samples enough to fill `rb`'s data area twice over: 1000 were 8 buffers of one 4 KiB
+    page but half of one 64 KiB page, where nothing was ever dropped or overwritten."""
+    return max(1000, 2 * rb.data_size // SAMPLE_SIZE)
+
+
 def check_backpressure(args: list[str]) -> dict:
     """A writable mapping whose reader stops: the kernel must not overwrite unread records;
     it drops new ones and reports them in PERF_RECORD_LOST once there is room again."""
-    fired = 1000
     # sample_id_all: the LOST record carries the sample_id trailer too (pid/tid, time, id).
     fd = open_counter(flags=perf.ATTR_DISABLED | perf.ATTR_SAMPLE_ID_ALL)
     my_id = event_id(fd)
     rb = RingBuffer(fd, 1)
+    fired = _overfill(rb)
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
     fire(fired)
     first = rb.read_new()  # everything that fitted: the oldest records
@@ -215,12 +221,12 @@ def check_backpressure(args: list[str]) -> dict:
 def check_overwrite(args: list[str]) -> dict:
     """Read-only mapping: overwrite mode. Forward: data_head counts every record and the last
     record written ends at data_head; write_backward: the newest record starts at data_head."""
-    fired = 1000
-    out = {}
+    out: dict[str, Any] = {}
     for mode, flags in (("forward", perf.ATTR_DISABLED),
                         ("backward", perf.ATTR_DISABLED | perf.ATTR_WRITE_BACKWARD)):
         fd = open_counter(flags)
         rb = RingBuffer(fd, 1, writable=False)
+        fired = _overfill(rb)
         fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
         fire(fired)
         fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
@@ -235,7 +241,7 @@ def check_overwrite(args: list[str]) -> dict:
         times = [s[3] for s in samples(recs)]
         out[mode] = {"data_head": head, "data_head_signed": head - (1 << 64)
                      if head >= 1 << 63 else head, "bytes_expected": fired * SAMPLE_SIZE,
-                     "newest_times": times}
+                     "data_size": rb.data_size, "newest_times": times}
         rb.close()
         os.close(fd)
     return {"fired": fired, **out}

@@ -116,6 +116,7 @@ def test_records_wrapping_the_end_parse(guest: Guest) -> None:
 
 def test_full_writable_buffer_drops_and_reports_lost(guest: Guest) -> None:
     b = ring(guest, "backpressure")
+    assert b["fired"] > b["capacity_records"], f"the probe must overfill the buffer: {b}"
     # ring_buffer.c: with data_tail honoured, a full buffer drops new records (counted in
     # rb->lost) and perf_output_begin() writes PERF_RECORD_LOST once there is room.
     assert b["lost_records"] >= 1, f"no PERF_RECORD_LOST after the reader resumed: {b}"
@@ -147,6 +148,7 @@ def test_unread_records_are_not_overwritten(guest: Guest) -> None:
 
 def test_read_only_mapping_overwrites(guest: Guest) -> None:
     o = ring(guest, "overwrite")["forward"]
+    assert o["bytes_expected"] > o["data_size"], f"the probe must overfill the buffer: {o}"
     # A read-only mapping ignores data_tail: every record is written, data_head counts all.
     assert o["data_head"] == o["bytes_expected"], \
         f"read-only (overwrite) mapping: data_head {o['data_head']} != {o['bytes_expected']}"
@@ -156,6 +158,7 @@ def test_read_only_mapping_overwrites(guest: Guest) -> None:
 
 def test_write_backward_puts_newest_record_at_head(guest: Guest) -> None:
     o = ring(guest, "overwrite")["backward"]
+    assert o["bytes_expected"] > o["data_size"], f"the probe must overfill the buffer: {o}"
     # attr.write_backward: data_head moves down; the record at data_head is the newest.
     assert o["data_head_signed"] == -o["bytes_expected"], \
         f"backward mode: data_head {o['data_head_signed']} != -{o['bytes_expected']}"
