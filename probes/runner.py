@@ -1,11 +1,18 @@
 """Run probes in the guest: one by hand, or many through a fork server over one SSH channel.
 
 By hand:   python3 runner.py probe_capabilities [ARGS...]
-Serving:   python3 runner.py --serve   (the harness does this; JSON lines on stdin/stdout)
+Serving:   python3 runner.py --serve   (JSON lines on stdin/stdout)
+Listening: python3 runner.py --listen PORT   (what the harness starts: returns once a daemon
+           listens on 127.0.0.1:PORT; each connection, reached through SSH's direct-tcpip
+           forwarding, gets its own forked server speaking the same JSON lines)
 
 Why a server: under TCG a fresh `python3` with ctypes and json imported costs ~400 ms and an
 SSH exec ~125 ms; a warm server that forks per request answers in a few tens of ms. Each probe
 still runs in its own process (a fork), with its own stdout, stderr, user and time limit.
+Why a listening one: it is started before a guest is saved as a snapshot, so every guest
+restored from it has its probes loaded and its server up the moment SSH answers, instead of
+paying ~1.5 s for python3 to start again. Only root's connections are served (the peer
+socket's owner, from /proc/net/tcp): the guest's `lab` user cannot reach a root server.
 
 Requests:  {"op": "run", "id": N, "probe": NAME, "args": [...], "user": "root", "timeout": S}
            {"op": "kmsg", "id": N}     kernel log records since the previous kmsg request,
@@ -16,6 +23,7 @@ Stdlib only.
 """
 from __future__ import annotations
 
+import fcntl
 import faulthandler
 import importlib
 import json
@@ -23,11 +31,17 @@ import os
 import pwd
 import select
 import signal
+import socket
+import struct
 import sys
 import time
 import traceback
+from typing import IO
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# What the harness wrote beside the probes: the digest of the probes it pushed, so that a
+# listening server started from older probes is told apart and replaced.
+DIGEST_FILE = os.path.join(HERE, ".digest")
 
 
 def _probe_names() -> list[str]:
@@ -150,16 +164,52 @@ class Kmsg:
         return lines
 
 
-def serve() -> int:
+def _preload() -> None:
     sys.path.insert(0, HERE)
     for name in _probe_names():  # preload, so each fork starts warm
         try:
             importlib.import_module(name)
         except Exception:  # a broken probe reports its error when it is run
             pass
+
+
+def _digest() -> str:
+    try:
+        with open(DIGEST_FILE) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def refresh(epoch_ns: int, entropy: bytes) -> None:
+    """Make a guest restored from a snapshot its own: the clock stepped to the host's (it
+    resumes where it was saved), and the random pool reseeded (every restore would otherwise
+    draw the same /dev/urandom bytes until the kernel's next scheduled reseed): the host's
+    bytes credited with RNDADDENTROPY, then RNDRESEEDCRNG to use them at once."""
+    time.clock_settime_ns(time.CLOCK_REALTIME, epoch_ns)
+    fd = os.open("/dev/urandom", os.O_WRONLY)
+    try:
+        fcntl.ioctl(fd, 0x40085203, struct.pack("ii", len(entropy) * 8, len(entropy)) + entropy)
+        fcntl.ioctl(fd, 0x5207)
+    finally:
+        os.close(fd)
+
+
+def serve(rfile: IO[str] | None = None, wfile: IO[str] | None = None,
+          preloaded: bool = False) -> int:
+    """Answer JSON-line requests from `rfile` on `wfile` (stdin and stdout by default)."""
+    rfile, wfile = rfile or sys.stdin, wfile or sys.stdout
+    if not preloaded:
+        _preload()
     kmsg = Kmsg()
-    print(json.dumps({"id": 0, "status": "ready", "probes": _probe_names()}), flush=True)
-    for line in sys.stdin:
+
+    def say(doc: dict) -> None:
+        wfile.write(json.dumps(doc) + "\n")
+        wfile.flush()
+
+    say({"id": 0, "status": "ready", "probes": _probe_names(), "digest": _digest(),
+         "pid": os.getpid()})
+    for line in rfile:
         try:
             req = json.loads(line)
             op = req.get("op")
@@ -168,6 +218,9 @@ def serve() -> int:
                                  float(req.get("timeout", 60)))
             elif op == "kmsg":
                 resp = {"status": "ok", "lines": kmsg.drain(), "tainted": _tainted()}
+            elif op == "refresh":
+                refresh(int(req["epoch_ns"]), bytes.fromhex(req["entropy"]))
+                resp = {"status": "ok"}
             elif op == "ping":
                 resp = {"status": "ok"}
             else:
@@ -176,8 +229,65 @@ def serve() -> int:
             resp = {"status": "error", "error": traceback.format_exc()}
             req = req if isinstance(req, dict) else {}
         resp["id"] = req.get("id")
-        print(json.dumps(resp), flush=True)
+        say(resp)
     return 0
+
+
+def peer_uid(conn: socket.socket, tcp_table: str = "/proc/net/tcp") -> int | None:
+    """The uid owning the other end of a loopback TCP connection, from the kernel's socket
+    table (its `uid` column); None if the socket is not listed. TCP has no SO_PEERCRED."""
+    def endpoint(addr: tuple[str, int]) -> str:
+        return f"{socket.htonl(int.from_bytes(socket.inet_aton(addr[0]), 'big')):08X}:" \
+               f"{addr[1]:04X}"
+    theirs, ours = endpoint(conn.getpeername()), endpoint(conn.getsockname())
+    with open(tcp_table) as f:
+        for row in f.read().splitlines()[1:]:
+            cols = row.split()
+            if len(cols) > 7 and cols[1] == theirs and cols[2] == ours:
+                return int(cols[7])
+    return None
+
+
+def listen(port: int) -> int:
+    """Bind 127.0.0.1:`port`, then become a daemon: print one JSON line once listening (so the
+    SSH command that started it returns) and serve each connection of its own user (root, in a
+    guest) in a fork of its own."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    deadline = time.monotonic() + 5  # a daemon just told to stop may still hold the port
+    while True:
+        try:
+            sock.bind(("127.0.0.1", port))
+            break
+        except OSError as e:
+            if time.monotonic() > deadline:
+                print(json.dumps({"status": "error", "error": f"127.0.0.1:{port}: {e.strerror}"}))
+                return 1
+            time.sleep(0.05)
+    sock.listen(8)
+    _preload()
+    if os.fork():
+        print(json.dumps({"status": "listening", "port": port, "digest": _digest()}), flush=True)
+        os._exit(0)
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    while True:
+        if select.select([sock], [], [], 1.0)[0]:
+            conn, _ = sock.accept()
+            if os.fork() == 0:
+                sock.close()
+                if peer_uid(conn) != os.geteuid():  # root's, in a guest
+                    os._exit(1)
+                f = conn.makefile("rw", encoding="utf-8", newline="\n")
+                os._exit(serve(f, f, preloaded=True))
+            conn.close()
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
 
 
 def _tainted() -> int:
@@ -192,6 +302,8 @@ def _tainted() -> int:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--serve"]:
         return serve()
+    if argv[:1] == ["--listen"] and len(argv) == 2 and argv[1].isdigit():
+        return listen(int(argv[1]))
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         print("\nprobes here: " + ", ".join(_probe_names()))

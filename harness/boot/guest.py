@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.boot import console, qemu, snapshot
-from harness.errors import BootError, BootPanic, BootTimeout, GuestHang, ModuleError
+from harness.errors import (BootError, BootPanic, BootTimeout, GuestHang, ModuleError,
+                            ProbeError)
 from harness.kernels.kernel import BootableKernel
-from harness.boot.probes import ProbeResult, ProbeRunner
+from harness.boot.probes import ProbeResult, ProbeRunner, probes_digest
 from harness.boot.rootfs import RootfsImage
 from harness.boot.ssh import ClientKey, CommandResult, GuestSSH
 from harness.boot.vm import VM
@@ -273,7 +274,8 @@ def snapshot_key(plan: BootPlan) -> snapshot.SnapshotKey:
         rootfs=snapshot.file_id(plan.rootfs.image), host_key=plan.rootfs.host_key,
         cpus=plan.cpus, memory_mb=plan.memory_mb, accel=_accel_key(plan),
         tcg_threads=plan.tcg_threads,
-        cmdline=" ".join(filter(None, (qemu.base_cmdline(k.arch), k.cmdline, plan.cmdline))))
+        cmdline=" ".join(filter(None, (qemu.base_cmdline(k.arch), k.cmdline, plan.cmdline))),
+        probes=probes_digest())
 
 
 def _console_note(plan: BootPlan, text: str) -> None:
@@ -292,7 +294,7 @@ def _save(plan: BootPlan, vm: VM, ssh: GuestSSH, workdir: Path, overlay: Path,
     try:
         warm = ssh.run(snapshot.WARM_COMMAND, timeout=60)
         if warm.exit_status != 0:
-            raise snapshot.SnapshotError(f"warming python3 failed: {warm.stderr.strip()}")
+            raise snapshot.SnapshotError(f"reading boot_id failed: {warm.stderr.strip()}")
         snap = snapshot.save(plan.snapshots, key, workdir / "qmp.sock", frozen_overlay=overlay,
                              live_overlay=workdir / "live.qcow2")
     except Exception as e:  # noqa: BLE001 - a snapshot is an optimisation, never a failure
@@ -329,8 +331,10 @@ def _start(plan: BootPlan, workdir: Path, attempt: int,
 
         ssh.connect(deadline, alive)
         ssh_ready = time.monotonic() - start
-        saved = _save(plan, vm, ssh, workdir, overlay, save_as) if save_as else None
         runner = ProbeRunner(ssh, plan.extra_probe_dirs)
+        if save_as:
+            runner.launch()  # saved with the guest: a restored guest's probes are ready at once
+        saved = _save(plan, vm, ssh, workdir, overlay, save_as) if save_as else None
         runner.start()
         record = BootRecord(ssh_port=port, boot_s=time.monotonic() - start,
                             ssh_ready_s=ssh_ready, stages=dict(vm.stages), attempts=attempt,
@@ -374,13 +378,14 @@ def _restore(plan: BootPlan, snap: snapshot.Snapshot, workdir: Path) -> Guest:
         ssh.connect(deadline, alive)
         ssh_ready = time.monotonic() - start
         log.debug("restore: SSH ready at %.2f s", ssh_ready)
-        fix = ssh.run(snapshot.refresh_command(time.time_ns(), os.urandom(64)), timeout=30)
-        if fix.exit_status != 0:
-            raise snapshot.SnapshotError("could not set the restored guest's clock and random "
-                                         f"pool: {(fix.stderr or fix.stdout).strip()}")
-        log.debug("restore: clock and random pool set at %.2f s", time.monotonic() - start)
         runner = ProbeRunner(ssh, plan.extra_probe_dirs)
         runner.start()
+        log.debug("restore: probe runner ready at %.2f s", time.monotonic() - start)
+        try:
+            runner.refresh(time.time_ns(), os.urandom(64))
+        except ProbeError as e:
+            raise snapshot.SnapshotError(f"the restored guest: {e}") from None
+        log.debug("restore: clock and random pool set at %.2f s", time.monotonic() - start)
         record = BootRecord(ssh_port=port, boot_s=time.monotonic() - start,
                             ssh_ready_s=ssh_ready, restored=True, snapshot=snap.name)
         _console_note(plan, f"restored in {record.boot_s:.2f} s (SSH ready at {ssh_ready:.2f} "

@@ -1,14 +1,19 @@
 """Running probes in a guest and getting their JSON back.
 
-The probes folder is pushed once per guest; probes/runner.py then serves requests over one
-long-lived SSH channel (a fork per probe). A probe's outcome is a ProbeResult with its parsed
+The probes folder is pushed once per guest and probes/runner.py started there as a daemon
+listening on the guest's loopback (RUNNER_PORT); the harness reaches it through one SSH
+forwarded channel and it serves requests over it (a fork per probe). A guest saved as a
+snapshot is saved with that daemon up, so a restored guest's probes are ready as soon as SSH
+answers: no push, no python3 to start. A probe's outcome is a ProbeResult with its parsed
 JSON, or a ProbeError saying exactly what went wrong: a crash (with the traceback), a signal,
 a timeout, or output that is not one JSON document.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import select
 import time
 from dataclasses import dataclass, field
@@ -24,6 +29,16 @@ log = logging.getLogger(__name__)
 
 PROBES_DIR = Path(__file__).resolve().parents[2] / "probes"
 GUEST_DIR = "/tmp/ringlab/probes"
+RUNNER_PORT = 7907  # the runner daemon's port on the guest's 127.0.0.1
+
+
+def probes_digest(folder: Path = PROBES_DIR) -> str:
+    """What the pushed probes are: a daemon reporting another digest runs older probes."""
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:20]
 # How long past a probe's own timeout the harness waits before calling the guest hung.
 GRACE_S = 15.0
 
@@ -76,20 +91,71 @@ class ProbeRunner:
         self._chan: paramiko.Channel | None = None
         self._buf = b""
         self._next_id = 1
+        self._pushed = False
         self.available: list[str] = []
 
-    def start(self) -> None:
-        """Push the probes and start the server; returns once it says it is ready."""
+    def launch(self) -> None:
+        """Push the probes and start the runner daemon (replacing one of older probes); returns
+        once it listens. A guest about to be saved calls it, so its snapshot holds the daemon."""
         t = time.monotonic()
+        digest = probes_digest()
         self.ssh.run(f"mkdir -p {GUEST_DIR}", timeout=30)
         self.ssh.push(PROBES_DIR, GUEST_DIR)
         for extra in self.extra_dirs:
             self.ssh.push(extra, GUEST_DIR)
-        self._chan = self.ssh.open_session(f"exec python3 -u {GUEST_DIR}/runner.py --serve",
-                                           timeout=None)
-        hello = self._read_line(time.monotonic() + 60)
+        # The digest last: a daemon started from a half-pushed folder never claims these probes.
+        r = self.ssh.run(f"cat > {GUEST_DIR}/.digest && {{ pkill -f '^python3 -u "
+                         f"{GUEST_DIR}/runner.py --listen' ; python3 -u {GUEST_DIR}/runner.py "
+                         f"--listen {RUNNER_PORT}; }}", timeout=60, input=digest.encode())
+        said = r.stdout.strip().splitlines()[-1:] or ["(nothing)"]
+        if r.exit_status != 0 or '"listening"' not in said[0]:
+            raise ProbeError("runner", f"the probe runner did not start in the guest "
+                             f"(status {r.exit_status}): {said[0]} {r.stderr.strip()}")
+        self._pushed = True
+        log.debug("probe runner daemon started in %.2f s", time.monotonic() - t)
+
+    def start(self) -> None:
+        """Connect to the guest's runner daemon, launching it first when none runs or it runs
+        other probes than these; returns once it says it is ready."""
+        t = time.monotonic()
+        if self.extra_dirs and not self._pushed:
+            self.ssh.run(f"mkdir -p {GUEST_DIR}", timeout=30)
+            for extra in self.extra_dirs:
+                self.ssh.push(extra, GUEST_DIR)
+        hello = self._connect()
+        if hello is None or hello.get("digest") != probes_digest():
+            log.debug("probe runner: %s; launching it", "none listening" if hello is None else
+                      f"digest {hello.get('digest')!r} is not this checkout's")
+            self.close()
+            self.launch()
+            hello = self._connect()
+            if hello is None:
+                raise ProbeError("runner", "the probe runner listens but refuses the channel")
         self.available = hello.get("probes", [])
         log.debug("probe runner ready in %.2f s: %s", time.monotonic() - t, self.available)
+
+    def _connect(self) -> dict[str, Any] | None:
+        self._chan = self.ssh.open_forward(RUNNER_PORT)
+        if self._chan is None:
+            return None
+        self._buf = b""
+        try:
+            return self._read_line(time.monotonic() + 60)
+        except GuestHang:
+            chan = self._chan
+            if chan is None or not (chan.closed or chan.eof_received):
+                raise  # no answer at all: the guest is hung
+            self.close()  # a daemon that closed the channel: not root's connection, or dying
+            return None
+
+    def refresh(self, epoch_ns: int, entropy: bytes) -> None:
+        """A restored guest's clock set to `epoch_ns` and its random pool reseeded with
+        `entropy` (probes/runner.py refresh())."""
+        resp = self.request({"op": "refresh", "epoch_ns": epoch_ns, "entropy": entropy.hex()},
+                            30)
+        if resp.get("status") != "ok":
+            raise ProbeError("runner", f"could not set the guest's clock and random pool: "
+                             f"{resp.get('error', resp)}")
 
     def _read_line(self, deadline: float) -> dict[str, Any]:
         chan = self._chan

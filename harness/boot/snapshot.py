@@ -67,6 +67,7 @@ class SnapshotKey:
     accel: str
     tcg_threads: str
     cmdline: str
+    probes: str = ""  # the probes pushed before the save: the runner daemon is in the snapshot
     format: int = FORMAT
 
     def digest(self) -> str:
@@ -270,28 +271,9 @@ def fallback_reason(error: BaseException) -> str | None:
     return f"{type(error).__name__}: {error}"
 
 
-# The guest side of a restore, in one SSH command: step the clock to the host's (a restored
-# guest's clock resumes where it was saved) and reseed the random pool (every restore of a
-# snapshot would otherwise draw the same /dev/urandom bytes until the kernel's next scheduled
-# reseed): host bytes credited with RNDADDENTROPY, then RNDRESEEDCRNG to use them at once.
-RESEED_PY = ("import fcntl,os,struct,sys;b=bytes.fromhex(sys.argv[1]);"
-             "f=os.open('/dev/urandom',os.O_WRONLY);"
-             "fcntl.ioctl(f,0x40085203,struct.pack('ii',len(b)*8,len(b))+b);"
-             "fcntl.ioctl(f,0x5207)")
-
-
-def refresh_command(epoch_ns: int, entropy: bytes) -> str:
-    """The shell command that makes a restored guest's clock and random pool its own."""
-    sec, ns = divmod(epoch_ns, 10**9)
-    return (f"date -u -s @{sec}.{ns:09d} >/dev/null && "
-            f"python3 -S -I -c {shlex.quote(RESEED_PY)} {entropy.hex()}")
-
-
-# Run once in a guest before it is saved, so that the pages of python3 and the modules the
-# restore's reseed and the probe runner (probes/runner.py) use are in the saved page cache:
-# the first python3 of a restored guest then costs ~0.3 s instead of ~1.2 s under TCG.
-# It also reads boot_id, which the kernel makes on its first read: read before the save, every
-# restore of the snapshot shows the same one (what tells a restored guest from a booted one).
-WARM_COMMAND = ("cat /proc/sys/kernel/random/boot_id >/dev/null && "
-                "python3 -c 'import faulthandler, importlib, json, os, pwd, select, signal, sys,"
-                " time, traceback, fcntl, struct' && python3 -S -I -c 'import fcntl, struct'")
+# Run once in a guest before it is saved (its probe runner daemon, probes/runner.py, already
+# up and holding python3 and the probes in memory): it reads boot_id, which the kernel makes on
+# its first read, so every restore of the snapshot shows the same one (what tells a restored
+# guest from a booted one). A restored guest's clock and random pool are then set by the
+# runner (refresh()).
+WARM_COMMAND = "cat /proc/sys/kernel/random/boot_id >/dev/null"

@@ -134,6 +134,19 @@ class GuestSSH:
         chan.exec_command(command)
         return chan
 
+    def open_forward(self, port: int, timeout: float = 10.0) -> paramiko.Channel | None:
+        """A channel to 127.0.0.1:`port` inside the guest (SSH's direct-tcpip, made by sshd as
+        root); None when nothing listens there."""
+        transport = self.client.get_transport()
+        if transport is None or not transport.is_active():
+            raise GuestHang("the SSH connection to the guest is gone")
+        try:
+            return transport.open_channel("direct-tcpip", ("127.0.0.1", port), ("127.0.0.1", 0),
+                                          timeout=timeout)
+        except paramiko.ChannelException as e:  # sshd: connect() to the port was refused
+            log.debug("ssh: no listener on the guest's port %d (%s)", port, e)
+            return None
+
     def run(self, command: str, timeout: float = 60.0, input: bytes | None = None
             ) -> CommandResult:
         """Run `command` in the guest; raise GuestHang if it does not finish within `timeout`."""

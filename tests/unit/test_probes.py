@@ -138,3 +138,95 @@ def test_every_probe_has_help() -> None:
         proc = subprocess.run([sys.executable, str(p), "--help"], capture_output=True, text=True,
                               timeout=60, cwd=folder)
         assert proc.returncode == 0 and "usage:" in proc.stdout, p.name
+
+
+def test_runner_refresh_sets_the_clock_and_credits_the_entropy(runner, monkeypatch) -> None:
+    """A restored guest's clock and pool (RNDADDENTROPY then RNDRESEEDCRNG), without setting
+    the host's clock."""
+    calls: list = []
+    monkeypatch.setattr(runner.time, "clock_settime_ns", lambda clk, ns: calls.append((clk, ns)))
+    monkeypatch.setattr(runner.fcntl, "ioctl", lambda fd, req, arg=0: calls.append((req, arg)))
+    runner.refresh(1_700_000_000_123_456_789, b"\x01\xff")
+    import struct
+    import time as host_time
+    assert calls == [(host_time.CLOCK_REALTIME, 1_700_000_000_123_456_789),
+                     (0x40085203, struct.pack("ii", 16, 2) + b"\x01\xff"), (0x5207, 0)]
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_runner_daemon_serves_each_root_connection_and_refuses_others(tmp_path: Path,
+                                                                      runner) -> None:
+    """--listen returns once the daemon listens; a connection gets the ready line with the
+    pushed probes' digest, then answers requests; a second connection is served by a fork of
+    its own; a connection from another uid is closed unanswered."""
+    import os
+    import socket
+    import subprocess
+    (tmp_path / ".digest").write_text("abc123\n")
+    port = _free_port()
+    p = subprocess.run([sys.executable, "-u", str(tmp_path / "runner.py"), "--listen", str(port)],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and json.loads(p.stdout)["status"] == "listening", p
+    daemon = None
+    try:
+        def session() -> tuple[dict, dict]:
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as c:
+                f = c.makefile("rw")
+                hello = json.loads(f.readline())
+                f.write(json.dumps({"op": "run", "id": 1, "probe": "probe_ok",
+                                    "args": ["z"]}) + "\n")
+                f.flush()
+                return hello, json.loads(f.readline())
+        hello, resp = session()
+        daemon = hello["pid"]
+        assert hello["status"] == "ready" and hello["digest"] == "abc123"
+        assert "probe_ok" in hello["probes"] and json.loads(resp["stdout"]) == {"argv": ["z"]}
+        again, _ = session()
+        assert again["pid"] != daemon, "each connection is served by a fork of its own"
+        if os.geteuid() != 0:
+            return
+        # Another uid: the daemon's fork checks the peer socket's owner and says nothing.
+        other = subprocess.run(
+            [sys.executable, "-c", "import encodings.idna,os,socket,sys; os.setgid(65534); os.setuid(65534); "
+             "c=socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=20); "
+             "print(repr(c.recv(100)))", str(port)], capture_output=True, text=True, timeout=30)
+        assert other.returncode == 0 and other.stdout.strip() == "b''", other
+    finally:
+        subprocess.run(["pkill", "-f", f"runner.py --listen {port}$"], check=False)
+        if daemon:
+            for _ in range(50):
+                try:
+                    os.kill(daemon, 0)
+                except ProcessLookupError:
+                    break
+                import time
+                time.sleep(0.1)
+
+
+def test_peer_uid_reads_the_owner_of_the_other_end(tmp_path: Path, runner) -> None:
+    """/proc/net/tcp lists the peer's socket as local=their end, remote=ours, uid column 8."""
+    class Conn:
+        def getpeername(self):
+            return ("127.0.0.1", 40000)
+
+        def getsockname(self):
+            return ("127.0.0.1", 7907)
+    table = tmp_path / "tcp"
+    table.write_text(
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
+        "timeout inode\n"
+        "   0: 0100007F:1EE3 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0 "
+        "       0 100 1 0 100 0 0 10 0\n"
+        "   1: 0100007F:9C40 0100007F:1EE3 01 00000000:00000000 00:00000000 00000000  1000 "
+        "       0 101 1 0 20 4 30 10 -1\n")
+    import sys as _sys
+    if _sys.byteorder == "little":
+        assert runner.peer_uid(Conn(), str(table)) == 1000
+    assert runner.peer_uid(type("C", (), {"getpeername": lambda s: ("127.0.0.1", 1),
+                                           "getsockname": Conn.getsockname})(), str(table)) is None

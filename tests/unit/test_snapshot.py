@@ -125,11 +125,18 @@ def test_fallback_for_any_error_but_not_for_an_interrupt() -> None:
     assert snapshot.fallback_reason(SystemExit(1)) is None
 
 
-def test_refresh_command_steps_the_clock_and_reseeds() -> None:
-    cmd = snapshot.refresh_command(1_700_000_000_123_456_789, b"\x01\xff")
-    assert cmd.startswith("date -u -s @1700000000.123456789 >/dev/null && python3 -S -I -c ")
-    assert cmd.endswith(" 01ff")
-    assert "0x40085203" in cmd and "0x5207" in cmd  # RNDADDENTROPY, RNDRESEEDCRNG
+def test_the_key_holds_the_probes_the_runner_daemon_was_started_with(tmp_path: Path) -> None:
+    """The daemon is saved with the guest: probes changed since make another snapshot."""
+    from harness.boot.probes import probes_digest
+
+    (tmp_path / "probe_a.py").write_text("A = 1\n")
+    first = probes_digest(tmp_path)
+    (tmp_path / "probe_a.py").write_text("A = 2\n")
+    assert probes_digest(tmp_path) != first
+    key = snapshot.SnapshotKey(qemu="q", kernel=("k",), rootfs="r", host_key="h", cpus=1,
+                               memory_mb=1024, accel="tcg", tcg_threads="single", cmdline="c")
+    assert dataclasses.replace(key, probes=first).digest() != \
+        dataclasses.replace(key, probes=probes_digest(tmp_path)).digest()
 
 
 def fake_guest(restored: bool) -> SimpleNamespace:
