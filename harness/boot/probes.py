@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import select
 import time
 from dataclasses import dataclass, field
@@ -39,6 +38,8 @@ def probes_digest(folder: Path = PROBES_DIR) -> str:
         if "__pycache__" not in path.parts:
             h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:20]
+
+
 # How long past a probe's own timeout the harness waits before calling the guest hung.
 GRACE_S = 15.0
 
