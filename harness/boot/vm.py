@@ -97,6 +97,9 @@ class VM:
         self._child: pexpect.spawn | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        # isalive() reaps QEMU with waitpid(): the watcher thread and the test's thread asking at
+        # once made the loser's waitpid() fail (ECHILD, ptyprocess raises) when a guest died.
+        self._reaping = threading.Lock()
         self._recent: deque[str] = deque(maxlen=80)
         self._log_file: ConsoleLog | None = None
 
@@ -156,15 +159,25 @@ class VM:
                 log.debug("console: panic: %s", p.title)
         self._recent.append(line)
 
+    def _child_alive(self) -> bool:
+        child = self._child
+        if child is None:
+            return False
+        with self._reaping:
+            try:
+                return bool(child.isalive())
+            except pexpect.ExceptionPexpect:  # reaped already: it is not alive
+                return False
+
     def _reap(self) -> None:
         child = self._child
-        if child is not None and not child.isalive():
+        if child is not None and not self._child_alive():
             self.exit_status = child.exitstatus if child.exitstatus is not None else (
                 -(child.signalstatus or 0))
             self.exited.set()
 
     def alive(self) -> bool:
-        return self._child is not None and self._child.isalive()
+        return self._child_alive()
 
     def console_text(self) -> str:
         """The console log as written so far, with the kept tail of a flood after it."""
@@ -179,9 +192,13 @@ class VM:
         """Stop QEMU (SIGTERM, then SIGKILL) and the watcher; safe to call more than once."""
         self._stop.set()
         child = self._child
-        if child is not None and child.isalive():
+        if child is not None and self._child_alive():
             log.debug("qemu: stopping pid %d", child.pid)
-            child.terminate(force=True)
+            with self._reaping:
+                try:
+                    child.terminate(force=True)
+                except pexpect.ExceptionPexpect:  # it died meanwhile and was reaped
+                    pass
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         if child is not None:

@@ -42,3 +42,24 @@ def test_unwritten_shows_the_tail_before_close(tmp_path: Path) -> None:
     log.write(b"x" * 100)
     assert log.unwritten().endswith(b"x" * 10) and b"60 bytes not kept" in log.unwritten()
     log.close()
+
+
+def test_a_qemu_reaped_by_the_other_thread_first_is_simply_not_alive(tmp_path) -> None:
+    """The watcher thread and the test's thread both ask isalive() (waitpid) when a guest
+    dies; the loser's waitpid() gets ECHILD, which pexpect raises as ExceptionPexpect ("Did
+    someone else call waitpid() on our process?"). That is a dead QEMU, not an error: it once
+    ended a whole pytest run with INTERNALERROR when a guest crashed."""
+    import pexpect
+
+    from harness.boot.vm import VM
+
+    vm = VM(["sh", "-c", "exit 3"], tmp_path / "console.log", 1 << 20)
+    vm.start()
+    assert vm.exited.wait(10)
+
+    def lost_the_race() -> bool:
+        raise pexpect.ExceptionPexpect("isalive() encountered condition where \"terminated\" "
+                                       "is 0, but there was no child process")
+    vm._child.isalive = lost_the_race  # type: ignore[union-attr]
+    assert vm.alive() is False
+    vm.stop()  # and stopping it says nothing either
