@@ -119,19 +119,21 @@ class ProbeRunner:
         """Connect to the guest's runner daemon, launching it first when none runs or it runs
         other probes than these; returns once it says it is ready."""
         t = time.monotonic()
-        if self.extra_dirs and not self._pushed:
-            self.ssh.run(f"mkdir -p {GUEST_DIR}", timeout=30)
-            for extra in self.extra_dirs:
-                self.ssh.push(extra, GUEST_DIR)
         hello = self._connect()
         if hello is None or hello.get("digest") != probes_digest():
             log.debug("probe runner: %s; launching it", "none listening" if hello is None else
                       f"digest {hello.get('digest')!r} is not this checkout's")
             self.close()
-            self.launch()
+            self.launch()  # pushes the extra folders too
             hello = self._connect()
             if hello is None:
                 raise ProbeError("runner", "the probe runner listens but refuses the channel")
+        elif self.extra_dirs and not self._pushed:
+            # A restored guest's daemon imports each probe in its fork, so probes pushed now
+            # are found by the next request.
+            for extra in self.extra_dirs:
+                self.ssh.push(extra, GUEST_DIR)
+            self._pushed = True
         self.available = hello.get("probes", [])
         log.debug("probe runner ready in %.2f s: %s", time.monotonic() - t, self.available)
 
