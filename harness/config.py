@@ -22,6 +22,7 @@ TCG_THREADS = ("auto", "single", "multi")
 ROOTFS_VARIANTS = ("minbase", "essential", "apt", "required", "important", "standard")
 # Debian suite and flavour names: letters, digits, dash, dot, plus.
 _DEBIAN_NAME = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
+_DEBIAN_VERSION = re.compile(r"^[0-9][\w.+~:-]*$")
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class DebianKernel:
     suite: str
     flavour: str
     arch: str = "amd64"
+    version: str | None = None  # a Debian (7.2.12-1~bpo13+1) or upstream (7.2.12) version
 
 
 @dataclass(frozen=True)
@@ -284,7 +286,7 @@ def _kernel(r: YamlReader, name: str, value: Any) -> KernelSpec:
         return KernelSpec(name=name, source=_build(r, f"{key}.build", data["build"]),
                           cmdline=cmdline, arch=arch)
     if kind == "debian":
-        d = r.mapping(data["debian"], f"{key}.debian", {"suite", "flavour"},
+        d = r.mapping(data["debian"], f"{key}.debian", {"suite", "flavour", "version"},
                       {"suite", "flavour"})
         flavour = r.string(d["flavour"], f"{key}.debian.flavour", _DEBIAN_NAME,
                            "a kernel flavour such as cloud-amd64")
@@ -295,7 +297,10 @@ def _kernel(r: YamlReader, name: str, value: Any) -> KernelSpec:
                          f"{meant}: set {key}.arch: {meant})", flavour)
         source: DebianKernel | PathKernel = DebianKernel(
             suite=r.string(d["suite"], f"{key}.debian.suite", _DEBIAN_NAME, "a Debian suite name"),
-            flavour=flavour, arch=arches.get(arch).debian)
+            flavour=flavour, arch=arches.get(arch).debian,
+            version=r.optional(d, "version", f"{key}.debian",
+                               lambda v, k: r.string(str(v), k, _DEBIAN_VERSION,
+                                                     "a Debian version"), None))
     else:
         if arch != arches.DEFAULT:
             raise r.fail(f"{key}.arch", "x86_64 for a `path` kernel (the lab reads a path "
@@ -327,7 +332,7 @@ def _build(r: YamlReader, key: str, value: Any) -> BuildKernel:
             package=r.string(d["package"], f"{key}.debian_source.package",
                              re.compile(r"^linux-source-[0-9.]+$"), "linux-source-<x.y>"),
             version=r.optional(d, "version", f"{key}.debian_source",
-                               lambda v, k: r.string(v, k, re.compile(r"^[0-9][\w.+~:-]*$"),
+                               lambda v, k: r.string(v, k, _DEBIAN_VERSION,
                                                      "a Debian version"), None))
     series = b.get("series", [])
     series = [series] if isinstance(series, str) else series

@@ -44,6 +44,7 @@ class PackageRecord:
     sha256: str
     depends: str
     architecture: str = ""  # Debian's: amd64, arm64, all
+    pre_depends: str = ""
 
 
 def _open(url: str, origin: str):  # -> http.client.HTTPResponse or file-like
@@ -175,6 +176,27 @@ class Archive:
         return download(plain, dest, sha, size, self.mirror.origin)
 
 
+# Suites that are installed on top of another, and which apt takes packages from only when
+# asked (their Release says NotAutomatic): backports over their stable, experimental over sid.
+def overlay_base(suite: str) -> str | None:
+    """The suite `suite` is an overlay of (trixie for trixie-backports), None for a full one."""
+    if suite.endswith("-backports"):
+        return suite.removesuffix("-backports")
+    if suite.endswith("-backports-sloppy"):
+        return suite.removesuffix("-backports-sloppy")
+    return "sid" if suite in ("experimental", "rc-buggy") else None
+
+
+def apt_sources(url: str, suite: str) -> tuple[str, list[str], list[str]]:
+    """What mmdebstrap needs to install `suite`'s packages as `apt -t SUITE` would: the suite
+    to bootstrap, its sources lines, and apt options (an overlay is the default release)."""
+    base = overlay_base(suite)
+    if base is None:
+        return suite, [url], []
+    return base, [f"deb {url} {base} main", f"deb {url} {suite} main"], \
+        [f'APT::Default-Release "{suite}"']
+
+
 def check_suite(release: Release, suite: str, mirror_url: str) -> None:
     """A Release for another suite than the one asked for (a mirror serving bookworm under
     trixie's name) is an error: its packages are not the ones the lab.yaml names."""
@@ -184,7 +206,13 @@ def check_suite(release: Release, suite: str, mirror_url: str) -> None:
                           f"{got_suite!r} (codename {codename!r}), not {suite!r}")
 
 
+def parse_packages(text: str) -> list[PackageRecord]:
+    """The stanzas of a Packages text (test data, a local index)."""
+    return [_record(d) for d in Deb822.iter_paragraphs(text) if "Package" in d]
+
+
 def _record(d: Deb822) -> PackageRecord:
     return PackageRecord(name=d["Package"], version=d["Version"], filename=d["Filename"],
                          size=int(d["Size"]), sha256=d["SHA256"], depends=d.get("Depends", ""),
-                         architecture=d.get("Architecture", ""))
+                         architecture=d.get("Architecture", ""),
+                         pre_depends=d.get("Pre-Depends", ""))

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness import arch as arches, cache, progress
-from harness.debian import archive, mirror
+from harness.debian import archive, kernel_packages, mirror
 from harness.kernels import initramfs
 from harness.config import DebianKernel, KernelSpec, MirrorSpec, PathKernel
 from harness.errors import KernelError
@@ -98,7 +98,7 @@ def _modules_image(modules_root: Path, out: Path) -> None:
 
 def finish(scratch: Path, name: str, release: str, vmlinuz: Path, modules_base: Path | None,
            config: Path | None, description: str, cmdline: str, arch: str = arches.DEFAULT,
-           busybox: Path | None = None) -> dict:
+           busybox: Path | None = None, system_map: Path | None = None) -> dict:
     """Build initramfs and modules image in `scratch` and return kernel.json's content.
 
     `modules_base` is a directory holding lib/modules/<release> (depmod's -b base); `busybox`
@@ -107,6 +107,8 @@ def finish(scratch: Path, name: str, release: str, vmlinuz: Path, modules_base: 
     shutil.copy2(vmlinuz, scratch / "vmlinuz")
     if config:
         shutil.copy2(config, scratch / "config")
+    if system_map:
+        shutil.copy2(system_map, scratch / "System.map")
     mods = modules_base / "lib" / "modules" / release if modules_base else None
     if mods is not None and mods.is_dir():
         _run(["depmod", "-b", str(modules_base), release], "depmod")
@@ -146,49 +148,86 @@ def load_prepared(entry: Path) -> BootableKernel | None:
 
 def _prepare_debian(spec: KernelSpec, src: DebianKernel, root: Path,
                     mirror_spec: MirrorSpec | None, refresh: bool) -> BootableKernel:
-    entry = root / "kernels" / f"debian-{src.suite}-{src.flavour}-{src.arch}"
+    entry = root / "kernels" / "-".join(filter(None, ("debian", src.suite, src.flavour, src.arch,
+                                                       src.version)))
     if not refresh and (k := load_prepared(entry)):
         log.debug("kernel %s: cached in %s", spec.name, entry)
         return with_name(k, spec)
     m = mirror.resolve(mirror_spec)
     arc = archive.Archive(m, src.suite)
-    meta_name = f"linux-image-{src.flavour}"
-    with progress.step(f"resolving {meta_name} in {src.suite}"):
-        records = {r.name: r for r in arc.packages("main", src.arch, "linux-image-")}
-    if meta_name not in records:
-        raise KernelError(f"kernels.{spec.name}: no package {meta_name} in {src.suite} "
-                          f"(flavours there: {_flavours(records, src.arch)})")
-    # The metapackage depends on the versioned image package: linux-image-<release>-<flavour>.
-    image_name = records[meta_name].depends.split(",")[0].split("|")[0].split("(")[0].strip()
-    if image_name not in records:
-        raise KernelError(f"{meta_name} depends on {image_name}, which is not in {src.suite}")
-    rec = records[image_name]
+    what = f"linux-image-{src.flavour}" + (f" {src.version}" if src.version else "")
+    with progress.step(f"resolving {what} in {src.suite}"):
+        packages = kernel_packages.index(arc.packages("main", src.arch, "linux-"))
+    try:
+        resolved = kernel_packages.resolve(packages, src.flavour, src.version,
+                                           where=f"{src.suite} ({src.arch})")
+    except KernelError as e:
+        raise KernelError(f"kernels.{spec.name}: {e.message}") from None
+    rec = resolved.image
     got = arches.from_debian(rec.architecture)
     if got is None or got.name != spec.arch:
         raise KernelError(f"kernels.{spec.name}: {rec.name} is for Debian architecture "
                           f"{rec.architecture!r}, not {src.arch} (arch {spec.arch})")
-    deb = _fetch(arc, rec, root)
+    debs = [_fetch(arc, r, root) for r in resolved.closure]
     # The initramfs runs before the guest has a libc: a foreign arch's needs its own busybox.
     busybox = None if arches.is_native(got) else _foreign_busybox(arc, src.arch, root)
-    with progress.step(f"preparing {rec.name} {rec.version}"), cache.building(entry) as scratch:
+    with progress.step(f"preparing {rec.name} {rec.version} ({len(debs)} packages)"), \
+            cache.building(entry) as scratch:
         unpacked = scratch / "unpacked"
-        _run(["dpkg-deb", "-x", str(deb), str(unpacked)], f"unpacking {deb.name}")
-        vmlinuz = next(iter(sorted((unpacked / "boot").glob("vmlinuz-*"))), None)
-        if vmlinuz is None:
-            raise KernelError(f"{deb.name} has no boot/vmlinuz-*")
-        release = vmlinuz.name.removeprefix("vmlinuz-")
-        base = unpacked / "usr" if (unpacked / "usr/lib/modules").is_dir() else unpacked
-        config = unpacked / "boot" / f"config-{release}"
-        meta = finish(scratch, spec.name, release, vmlinuz, base,
-                      config if config.exists() else None,
-                      f"Debian {src.suite} {rec.name} {rec.version}", spec.cmdline,
-                      arch=got.name, busybox=busybox)
+        for deb in debs:  # unpacked together, as dpkg would install them
+            _run(["dpkg-deb", "-x", str(deb), str(unpacked)], f"unpacking {deb.name}")
+        files = debian_layout(unpacked, f"{rec.name} {rec.version}")
+        meta = finish(scratch, spec.name, files.release, files.image, files.modules_base,
+                      files.config, f"Debian {src.suite} {rec.name} {rec.version}", spec.cmdline,
+                      arch=got.name, busybox=busybox, system_map=files.system_map)
         meta["package"] = asdict(rec)
+        meta["packages"] = [f"{r.name}={r.version}" for r in resolved.closure]
         shutil.rmtree(unpacked)
         (scratch / "kernel.json").write_text(json.dumps(meta, indent=2))
     k = load_prepared(entry)
     assert k is not None
     return with_name(k, spec)
+
+
+@dataclass(frozen=True)
+class KernelFiles:
+    """Where an unpacked Debian kernel keeps its files."""
+    release: str
+    image: Path
+    config: Path | None
+    system_map: Path | None
+    modules_base: Path | None  # holds lib/modules/<release> (depmod's -b)
+
+
+def debian_layout(unpacked: Path, what: str) -> KernelFiles:
+    """The image, config, System.map and modules of unpacked Debian kernel packages, in either
+    layout: boot/vmlinuz-<release> beside boot/config-<release> (up to 6.12), or
+    usr/lib/modules/<release>/{vmlinuz,config,System.map} (7.x, since the packages split).
+    The 7.x files are moved out of the modules folder, which becomes the guest's /lib/modules."""
+    boot = sorted((unpacked / "boot").glob("vmlinuz-*"))
+    moddirs = [d for d in (unpacked / "usr/lib/modules", unpacked / "lib/modules") if d.is_dir()]
+    inside = sorted(p for d in moddirs for p in d.glob("*/vmlinuz"))
+    if boot:
+        release = boot[0].name.removeprefix("vmlinuz-")
+        image = boot[0]
+        config: Path | None = unpacked / "boot" / f"config-{release}"
+        system_map: Path | None = unpacked / "boot" / f"System.map-{release}"
+    elif inside:
+        release = inside[0].parent.name
+        kept = unpacked / "kernel-files"
+        kept.mkdir()
+        for name in ("vmlinuz", "config", "System.map"):
+            if (inside[0].parent / name).exists():
+                shutil.move(inside[0].parent / name, kept / name)
+        image, config, system_map = kept / "vmlinuz", kept / "config", kept / "System.map"
+    else:
+        raise KernelError(f"{what}: no kernel image in its packages (neither "
+                          "boot/vmlinuz-* nor usr/lib/modules/*/vmlinuz)")
+    base = next((d.parent.parent for d in moddirs if (d / release).is_dir()), None)
+    return KernelFiles(release=release, image=image,
+                       config=config if config and config.is_file() else None,
+                       system_map=system_map if system_map and system_map.is_file() else None,
+                       modules_base=base)
 
 
 def _fetch(arc: archive.Archive, rec: archive.PackageRecord, root: Path) -> Path:
@@ -226,12 +265,6 @@ def _foreign_busybox(arc: archive.Archive, debian_arch: str, root: Path) -> Path
             shutil.move(found[0], scratch / "busybox")
             shutil.rmtree(scratch / "x")
     return out
-
-
-def _flavours(records: dict[str, archive.PackageRecord], arch: str) -> str:
-    names = sorted(n.removeprefix("linux-image-") for n in records
-                   if not re.search(r"\d", n) and not n.endswith("-dbg"))
-    return ", ".join(names[:20]) or "none"
 
 
 def _prepare_path(spec: KernelSpec, src: PathKernel, root: Path) -> BootableKernel:

@@ -29,6 +29,7 @@ from harness import arch as arches, cache, host, progress
 from harness.config import DebianKernel, KernelSpec
 from harness.errors import HostError, ModuleError, ModuleUnavailable
 from harness.kernels.kernel import BootableKernel
+from harness.debian import archive
 from harness.debian.mirror import Mirror
 
 log = logging.getLogger(__name__)
@@ -105,11 +106,13 @@ def build_root(spec: KernelSpec, k: BootableKernel, cache_root: Path,
         foreign = [f"--architectures={r['architecture']}"]
     with progress.step(f"making the {r['suite']} build root for {k.release} ({digest})"), \
             cache.building(entry) as scratch:
+        # trixie-backports' headers need trixie below them, as `apt -t trixie-backports`.
+        suite, sources, aptopts = archive.apt_sources(mirror.url, r["suite"])
         cmd = ["mmdebstrap", "--variant=apt", *foreign, f"--include={','.join(r['packages'])}",
-               f"--keyring={mirror.keyring}",
+               f"--keyring={mirror.keyring}", *[f"--aptopt={o}" for o in aptopts],
                *[f"--dpkgopt=path-exclude={p}" for p in ("/usr/share/doc/*", "/usr/share/man/*",
                                                          "/usr/share/locale/*")],
-               r["suite"], str(scratch / "root"), mirror.url]
+               suite, str(scratch / "root"), *sources]
         log.debug("run: %s", " ".join(cmd))
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("w") as out:
