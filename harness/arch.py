@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -70,3 +71,20 @@ def make_vars(a: Arch) -> list[str]:
 def compiler(a: Arch) -> str:
     """The gcc that builds `a`'s kernels here: `gcc` natively, else the cross compiler."""
     return "gcc" if is_native(a) else f"{a.cross_compile}gcc"
+
+
+def of_image(path: Path) -> Arch | None:
+    """The arch a kernel image file boots on, from its header: x86's boot protocol signature
+    'HdrS' at 0x202 (a bzImage), arm64's Image magic 'ARM\\x64' at 0x38; None for anything else
+    (a compressed or EFI-wrapped arm64 image has neither)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(0x210)
+    except OSError:
+        return None
+    if head[0x202:0x206] == b"HdrS":
+        return X86_64
+    if head[0x38:0x3C] == b"ARM\x64":
+        return ARM64
+    return None
+

@@ -60,18 +60,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     if len(names) > 1:
         return _run_many(cfg, args, names)
     report_dir = Path(args.report_dir) if args.report_dir else \
-        cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-{names[0]}")
+        cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-{lab_config.file_safe(names[0])}")
     _make_report_dir(report_dir)
     _setup_logging(args.verbose, report_dir / "lab.log")
     if not args.report_dir:
         _point_latest(cfg, report_dir)
+    # Fetch, build and prepare the kernel before pytest collects anything: progress on screen,
+    # and a kernel that cannot be had is one `lab: error:` naming it, not an error per test.
+    prepared = cfg
     if isinstance(cfg.kernel(names[0]).source, lab_config.BuildKernel):
-        # Build before pytest starts: progress on screen, and a build error is one clear
-        # message rather than every test failing with it.
-        varied = lab_config.with_build(cfg, names[0], tuple(Path(s).resolve()
-                                                            for s in args.series),
-                                       Path(args.tree).resolve() if args.tree else None)
-        Lab(varied).kernel(names[0])
+        prepared = lab_config.with_build(cfg, names[0], tuple(Path(s).resolve()
+                                                              for s in args.series),
+                                         Path(args.tree).resolve() if args.tree else None)
+    Lab(prepared, refresh=args.refresh).kernel(names[0])
+    args.refresh = False  # done: the suite's own Lab finds the kernel prepared
     return _run_suite(cfg, args, names[0], report_dir)
 
 
@@ -144,18 +146,19 @@ def _run_suite(cfg: lab_config.LabConfig, args: argparse.Namespace, kernel_name:
 def _run_many(cfg: lab_config.LabConfig, args: argparse.Namespace, names: list[str]) -> int:
     """The suite on each kernel, one after the other (each in its own process, with its own
     reports in a sub-folder), then one table with a column per kernel."""
-    parent = cfg.reports_dir / time.strftime("%Y%m%d-%H%M%S-" + "+".join(names))
+    safe = {n: lab_config.file_safe(n) for n in names}
+    parent = cfg.reports_dir / time.strftime("%Y%m%d-%H%M%S-" + "+".join(safe.values()))
     _make_report_dir(parent)
     _setup_logging(args.verbose, parent / "lab.log")
     _point_latest(cfg, parent)
     codes = {}
     for name in names:
         argv = lab_run.argv(lab_run.RunRequest(
-            cfg.path, name, parent / name, selection=args.k, jobs=args.jobs,
+            cfg.path, name, parent / safe[name], selection=args.k, jobs=args.jobs,
             refresh=args.refresh, history=args.history, pytest_args=tuple(args.pytest_args)))
         log.info("kernel %s: %s", name, " ".join(argv))
         codes[name] = subprocess.run(argv, cwd=REPO).returncode
-    table = matrix.build({n: parent / n / "summary.json" for n in names})
+    table = matrix.build({n: parent / safe[n] / "summary.json" for n in names})
     (parent / "summary.json").write_text(json.dumps(table, indent=2))
     text = matrix.render(table)
     (parent / "summary.txt").write_text(text)
@@ -173,7 +176,7 @@ def cmd_boot(args: argparse.Namespace) -> int:
     cfg = _config(args)
     lab = Lab(cfg, refresh=args.refresh)
     k = cfg.kernel(args.kernel)
-    console_log = cfg.reports_dir / f"boot-{k.name}-console.log"
+    console_log = cfg.reports_dir / f"boot-{lab_config.file_safe(k.name)}-console.log"
     with lab.boot(k.name, console_log, cpus=args.cpus, cmdline=args.cmdline or "") as g:
         # Ctrl-C from here on is the way to stop: it may come while "Ctrl-C stops it" is still
         # being printed (a script that waits for that line signals at once), so the print is
@@ -218,7 +221,8 @@ def cmd_ssh(args: argparse.Namespace) -> int:
         return subprocess.call(_ssh_argv(lab, state) + args.command)
     log.info("no guest from `./lab boot` is running; booting a throw-away one")
     k = lab.config.kernel(args.kernel)
-    with lab.boot(k.name, lab.config.reports_dir / f"ssh-{k.name}-console.log") as g:
+    console_log = lab.config.reports_dir / f"ssh-{lab_config.file_safe(k.name)}-console.log"
+    with lab.boot(k.name, console_log) as g:
         state = {"port": g.record.ssh_port, "key": str(g.plan.key.private),
                  "host_key": g.plan.rootfs.host_key}
         return subprocess.call(_ssh_argv(lab, state) + args.command)
@@ -267,7 +271,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     name = cfg.kernel(args.kernel).name
     series = Path(args.series).resolve()
     patched_cfg = lab_config.with_build(cfg, name, (series,))
-    out = cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-review-{name}")
+    out = cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-review-{lab_config.file_safe(name)}")
     _make_report_dir(out)
     _setup_logging(args.verbose, out / "lab.log")
     _point_latest(cfg, out)
@@ -304,7 +308,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     name = cfg.kernel(args.kernel).name
-    out = cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-bisect-{name}")
+    out = cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-bisect-{lab_config.file_safe(name)}")
     _make_report_dir(out)
     _setup_logging(args.verbose, out / "lab.log")
     _point_latest(cfg, out)
@@ -322,7 +326,8 @@ def cmd_bisect_step(args: argparse.Namespace) -> int:
     name = cfg.kernel(args.kernel).name
     tree = Path(args.tree or os.getcwd()).resolve()
     out = Path(args.report_dir) if args.report_dir else \
-        cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-bisect-step-{name}")
+        cfg.reports_dir / time.strftime(
+            f"%Y%m%d-%H%M%S-bisect-step-{lab_config.file_safe(name)}")
     _make_report_dir(out)
     steps = Path(args.steps_log) if args.steps_log else out / "steps.jsonl"
     return bisect.step(cfg, name, tree, args.k, args.on_build_failure, steps, out,
@@ -342,7 +347,7 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     if args.jobs > 1:
         log.warning("-j %d: mutants run one at a time for now (on 2 cores two kernel builds "
                     "only slow each other; make already uses every core)", args.jobs)
-    out = cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-mutate-{name}")
+    out = cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-mutate-{lab_config.file_safe(name)}")
     _make_report_dir(out)
     _setup_logging(args.verbose, out / "lab.log")
     _point_latest(cfg, out)
@@ -502,6 +507,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
                             cold=args.cold, cpus=args.cpus)
 
 
+KERNEL_FORMS = ("a kernel of lab.yaml, debian:SUITE/FLAVOUR[=VERSION], a kernel image "
+                "(bzImage, vmlinuz, arm64 Image), a make O= folder, or a kernel source tree "
+                "(built with ringbuf.config)")
+
+
+def _kernel_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """--kernel (every form a kernel can be named in) and --modules for an image."""
+    parser.add_argument("--kernel", metavar="KERNEL", help=f"{what}: {KERNEL_FORMS}")
+    parser.add_argument("--modules", metavar="DIR", help="with --kernel IMAGE: its modules "
+                        "(lib/modules/<release> or the folder holding it; default: found beside "
+                        "the image)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="./lab", description="ringlab: a QEMU test lab for the "
                                 "kernel's ring-buffer mapping paths")
@@ -512,8 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run the kernel test suite on a kernel, write reports",
                        description=cmd_run.__doc__)
-    r.add_argument("--kernel", help="kernel name from lab.yaml; several joined by commas, or "
-                   "'all', run one after the other into one report with a column per kernel")
+    _kernel_option(r, "the kernel; several joined by commas, or 'all' of lab.yaml, run one "
+                   "after the other into one report with a column per kernel")
     r.add_argument("--report-dir", help=argparse.SUPPRESS)  # set by a multi-kernel run
     # Set by ./lab review and ./lab bisect-step: the build kernel with a series, another tree.
     r.add_argument("--series", action="append", default=[], help=argparse.SUPPRESS)
@@ -531,26 +549,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("boot", help="boot a guest and keep it until Ctrl-C",
                        description=cmd_boot.__doc__)
-    b.add_argument("--kernel", help="kernel name from lab.yaml")
+    _kernel_option(b, "the kernel")
     b.add_argument("--cpus", type=int, help="vCPUs (default: machine.cpus)")
     b.add_argument("--cmdline", help="extra kernel command line")
     b.add_argument("--refresh", action="store_true", help="look for a newer kernel package")
     b.set_defaults(func=cmd_boot)
 
     s = sub.add_parser("ssh", help="a shell in the booted guest", description=cmd_ssh.__doc__)
-    s.add_argument("--kernel", help="kernel for a throw-away guest when none is booted")
+    _kernel_option(s, "the kernel of a throw-away guest when none is booted")
     s.add_argument("command", nargs="*", help="command to run instead of a shell")
     s.set_defaults(func=cmd_ssh)
 
     mo = sub.add_parser("module", help="build a test module (kernels/modules/NAME) for a kernel",
                         description=cmd_module.__doc__)
     mo.add_argument("name", help="the module's folder under kernels/modules/")
-    mo.add_argument("--kernel", help="kernel name from lab.yaml")
+    _kernel_option(mo, "the kernel")
     mo.set_defaults(func=cmd_module)
 
     bu = sub.add_parser("build", help="build a kernel from a tree + series + config fragments",
                         description=cmd_build.__doc__)
-    bu.add_argument("--kernel", help="a `build` kernel of lab.yaml")
+    _kernel_option(bu, "the kernel to build (a build kernel or a source tree)")
     bu.set_defaults(func=cmd_build)
 
     rv = sub.add_parser("review", help="a patch series: base vs base+series, one table",
@@ -558,8 +576,8 @@ def build_parser() -> argparse.ArgumentParser:
                         epilog="exit status: 0 no regression, 1 REGRESSION, 4 too noisy to "
                         "judge (a control figure moved as much as a judged one), 2 error")
     rv.add_argument("series", help="a folder of *.patch, a series file, or an mbox (b4 am)")
-    rv.add_argument("--kernel", help="the `build` kernel of lab.yaml to patch (its own series, "
-                    "if any, is part of the base)")
+    _kernel_option(rv, "the kernel to patch, a build kernel (its own series, if any, is part "
+                   "of the base) or a source tree")
     rv.add_argument("-k", metavar="EXPR", help="only tests matching EXPR (pytest -k)")
     rv.add_argument("--bench-runs", type=int, default=3, help="throughput runs per kernel, "
                     "interleaved with the other kernel's (0: no benchmark; below 3 the figures "
@@ -571,7 +589,7 @@ def build_parser() -> argparse.ArgumentParser:
                         description=cmd_bisect.__doc__)
     bi.add_argument("--good", required=True, metavar="REV", help="a commit where the tests pass")
     bi.add_argument("--bad", required=True, metavar="REV", help="a later commit where they fail")
-    bi.add_argument("--kernel", help="a `build` kernel of lab.yaml whose tree is a git checkout")
+    _kernel_option(bi, "the kernel to bisect (a build kernel or a source tree, a git checkout)")
     bi.add_argument("-k", metavar="EXPR", help="the tests that decide (pytest -k)")
     bi.add_argument("--on-build-failure", choices=("skip", "bad", "abort"), default="skip",
                     help="what a commit that does not build is (default: skip)")
@@ -582,7 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bs = sub.add_parser("bisect-step", help="one bisect step: build, boot, test; exit "
                         "0/1/125 for git bisect run", description=cmd_bisect_step.__doc__)
-    bs.add_argument("--kernel", help="a `build` kernel of lab.yaml")
+    _kernel_option(bs, "the kernel to build (a build kernel or a source tree)")
     bs.add_argument("--tree", help="the checkout to build (default: the current folder)")
     bs.add_argument("-k", metavar="EXPR", help="the tests that decide (pytest -k)")
     bs.add_argument("--on-build-failure", choices=("skip", "bad", "abort"), default="skip")
@@ -594,7 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     mu = sub.add_parser("mutate", help="measure the suite: which mutants of kernels/mutants/ "
                         "its tests kill", description=cmd_mutate.__doc__)
-    mu.add_argument("--kernel", help="a `build` kernel of lab.yaml")
+    _kernel_option(mu, "the kernel to build (a build kernel or a source tree)")
     mu.add_argument("--mutants", metavar="SET", help="comma-separated mutant ids or globs "
                     "('003', '01*'), kernel files ('trace.c'), or .patch files (default: all)")
     mu.add_argument("-k", metavar="EXPR", help="only tests matching EXPR (pytest -k); a "
@@ -623,8 +641,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "--kernel of a built kernel); exit 1 if any", description=cmd_splats.__doc__)
     sp.add_argument("log", metavar="CONSOLE.LOG", help="a console log (console-<kernel>.log of a "
                     "report, or any kernel log)")
-    sp.add_argument("--kernel", help="a `build` kernel of lab.yaml: decode the frames to "
-                    "file:line with its vmlinux")
+    _kernel_option(sp, "a kernel with a vmlinux (a build kernel, a make O= folder): decode the "
+                   "frames to file:line with it")
     sp.set_defaults(func=cmd_splats)
 
     d = sub.add_parser("doctor", help="check the host, KVM, mirror and cache",
@@ -654,7 +672,7 @@ def build_parser() -> argparse.ArgumentParser:
     bb = bsub.add_parser("boot", help="boot time, probe round trip, harness RSS, cold start",
                          description="QEMU start to SSH-ready (N boots), probe round trip, "
                          "harness peak RSS; --cold also times download + rootfs build.")
-    bb.add_argument("--kernel", help="kernel name from lab.yaml")
+    _kernel_option(bb, "the kernel")
     bb.add_argument("--runs", type=int, default=5, help="boots to time (default 5)")
     bb.add_argument("--probe-runs", type=int, default=30, help="probe round trips (default 30)")
     bb.add_argument("--cpus", type=int, help="vCPUs (default: machine.cpus)")
@@ -674,7 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "times each after one untimed warm-up; min/median/max, the ratio to "
                          "serial (target: -j 2 <= 0.6x) and the tests whose outcome changed "
                          "between runs of a mode. Exit 1 if -j 2 missed the target.")
-    bp.add_argument("--kernel", help="kernel name from lab.yaml")
+    _kernel_option(bp, "the kernel")
     bp.add_argument("--runs", type=int, default=5, help="runs per mode (default 5)")
     bp.add_argument("-k", metavar="EXPR", help="only tests matching EXPR (pytest -k)")
     bp.set_defaults(func=cmd_bench)
@@ -692,7 +710,7 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Boots the kernel RUNS times per TCG CPU model, the "
                          "models taking turns, snapshots off: QEMU start to SSH ready of the "
                          "boots with no kernel splat, and what went wrong in the others.")
-    bc.add_argument("--kernel", help="kernel name from lab.yaml")
+    _kernel_option(bc, "the kernel")
     bc.add_argument("--runs", type=int, default=3, help="boots per model (default 3)")
     bc.add_argument("--models", help="';'-separated -cpu values (default for arm64: "
                     "max;max,pauth-impdef=on;cortex-a72;neoverse-n1)")
@@ -702,7 +720,7 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Wall time of a nightly of one kernel with two test "
                          "selections (two cells) on a LocalCluster of two workers, against "
                          "the same two `./lab run`s one after the other.")
-    bn.add_argument("--kernel", help="kernel name from lab.yaml (default: default_kernel)")
+    _kernel_option(bn, "the kernel (default: default_kernel)")
     bn.add_argument("-k", action="append", metavar="EXPR", help="a cell's test selection "
                     "(twice; default: two small ones)")
     bn.set_defaults(func=cmd_bench)
@@ -715,7 +733,7 @@ def _bench_parser(bsub: argparse._SubParsersAction, name: str, help_: str, descr
                   ) -> argparse.ArgumentParser:
     """A probe benchmark's subcommand: --kernel and --runs."""
     b = bsub.add_parser(name, help=help_, description=description)
-    b.add_argument("--kernel", help="kernel name from lab.yaml")
+    _kernel_option(b, "the kernel")
     b.add_argument("--runs", type=int, default=3, help="throughput runs (default 3)")
     b.set_defaults(func=cmd_bench)
     return b
@@ -727,6 +745,12 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "modules", None):
+        if not args.kernel:
+            print("lab: error: --modules goes with --kernel IMAGE", file=sys.stderr)
+            return 2
+        # One name travels to child runs: IMAGE?modules=DIR (harness/config.py).
+        args.kernel = f"{args.kernel}{lab_config.MODULES_SUFFIX}{args.modules}"
     # One id for this command and every lab it starts (./lab gc --keep counts runs).
     os.environ.setdefault(cache.RUN_ENV, cache.new_run_id())
     if args.command != "run":

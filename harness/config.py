@@ -37,9 +37,11 @@ class DebianKernel:
 
 @dataclass(frozen=True)
 class PathKernel:
-    """A kernel image already on disk, with an optional modules directory."""
+    """A kernel image already on disk, with an optional modules directory; or a `make O=`
+    folder (`build_dir`) whose image, modules, vmlinux and headers the lab uses as they are."""
     image: Path
     modules: Path | None = None
+    build_dir: Path | None = None
 
 
 # The bases a build's config can start from: a make target of the kernel tree (the fragments
@@ -165,12 +167,94 @@ class LabConfig:
     nightly: NightlySpec | None = None
 
     def kernel(self, name: str | None) -> KernelSpec:
-        """The kernel called `name` (the default one for None), or a ConfigError listing them."""
+        """The kernel called `name` (the default one for None), or one named on the command
+        line (`debian:SUITE/FLAVOUR[=VERSION]`, an image, a make O= folder, a source tree:
+        `command_line_kernel`), or a ConfigError listing them."""
         name = name or self.default_kernel
-        if name not in self.kernels:
+        if name in self.kernels:
+            return self.kernels[name]
+        spec = command_line_kernel(name, self.path.parent / "kernels" / "fragments")
+        if spec is None:
             raise ConfigError(
-                f"unknown kernel {name!r}; {self.path} defines: {', '.join(sorted(self.kernels))}")
-        return self.kernels[name]
+                f"unknown kernel {name!r}; {self.path} defines: {', '.join(sorted(self.kernels))}"
+                "; or give debian:SUITE/FLAVOUR[=VERSION], a kernel image, a make O= folder "
+                "or a kernel source tree")
+        return spec
+
+
+MODULES_SUFFIX = "?modules="  # IMAGE?modules=DIR: what `--kernel IMAGE --modules DIR` becomes
+_COMMAND_LINE_DEBIAN = re.compile(r"^debian:(?P<suite>[a-z0-9][a-z0-9.+-]*)/"
+                                  r"(?P<flavour>[a-z0-9][a-z0-9.+-]*)(?:=(?P<version>[0-9][\w.+~:-]*))?$")
+
+
+def command_line_kernel(arg: str, fragments_dir: Path) -> KernelSpec | None:
+    """A kernel named on the command line rather than in lab.yaml, the spec's name being `arg`
+    itself (a path made absolute), so a child run given that name finds the same kernel:
+
+    - `debian:SUITE/FLAVOUR[=VERSION]`: that Debian kernel (the arch from the flavour);
+    - a kernel image file (bzImage, vmlinuz, arm64 Image), with `IMAGE?modules=DIR` or a
+      lib/modules/<release> found beside it;
+    - a `make O=` folder (or a tree built in place): its image, modules, vmlinux and headers;
+    - a kernel source tree with nothing built: built by the lab with ringbuf.config.
+
+    None if `arg` is none of these (then it was meant as a lab.yaml name)."""
+    if arg.startswith("debian:"):
+        m = _COMMAND_LINE_DEBIAN.match(arg)
+        if not m:
+            raise ConfigError(f"--kernel {arg}: expected debian:SUITE/FLAVOUR[=VERSION], such as "
+                              "debian:sid/cloud-amd64 or debian:trixie-backports/cloud-amd64=7.2.12")
+        flavour = m.group("flavour")
+        arch = _flavour_arch(flavour) or arches.DEFAULT
+        return KernelSpec(name=arg, arch=arch, source=DebianKernel(
+            suite=m.group("suite"), flavour=flavour, arch=arches.get(arch).debian,
+            version=m.group("version")))
+    image_arg, _, modules_arg = arg.partition(MODULES_SUFFIX)
+    path = Path(os.path.expanduser(image_arg))
+    if not path.exists():
+        if "/" in image_arg or modules_arg:
+            raise ConfigError(f"--kernel {image_arg}: no such file or folder")
+        return None
+    path = path.resolve()
+    modules = Path(os.path.expanduser(modules_arg)).resolve() if modules_arg else None
+    if modules is not None and not modules.is_dir():
+        raise ConfigError(f"--modules {modules_arg}: no such folder")
+    name = str(path) + (f"{MODULES_SUFFIX}{modules}" if modules else "")
+    if path.is_file():
+        a = arches.of_image(path)
+        if a is None:
+            raise ConfigError(f"--kernel {path}: not a kernel image the lab can boot (neither an "
+                              "x86 bzImage nor an uncompressed arm64 Image)")
+        return KernelSpec(name=name, arch=a.name, source=PathKernel(
+            image=path, modules=modules or _modules_beside(path)))
+    if modules is not None:
+        raise ConfigError(f"--modules goes with a kernel image, not with the folder {path}")
+    built = [(a, path / a.image) for a in arches.ARCHES.values() if (path / a.image).is_file()]
+    if built and (path / ".config").is_file():
+        a, image = built[0]
+        return KernelSpec(name=name, arch=a.name,
+                          source=PathKernel(image=image, build_dir=path))
+    if (path / "Kconfig").is_file() and (path / "Makefile").is_file():
+        return KernelSpec(name=name, source=BuildKernel(
+            tree=path, base="defconfig", fragments=(fragments_dir / "ringbuf.config",)))
+    raise ConfigError(f"--kernel {path}: a folder, but neither a built kernel (a .config and "
+                      f"{' or '.join(a.image for a in arches.ARCHES.values())}) nor a kernel "
+                      "source tree (Kconfig and Makefile)")
+
+
+def _modules_beside(image: Path) -> Path | None:
+    """The modules that go with an image when none were named: the image's own folder when it
+    is lib/modules/<release> (Debian 7.x keeps vmlinuz there), else lib/modules beside it (what
+    `make modules_install INSTALL_MOD_PATH=` beside the image leaves)."""
+    if (image.parent / "modules.order").is_file() or (image.parent / "modules.dep").is_file():
+        return image.parent
+    beside = image.parent / "lib" / "modules"
+    return beside if beside.is_dir() else None
+
+
+def file_safe(name: str) -> str:
+    """A kernel name fit for a file or folder name (a command-line kernel is a path)."""
+    return re.sub(r"[^A-Za-z0-9_.+=-]+", "-", name.replace(MODULES_SUFFIX, "+modules-")).strip("-") \
+        or "kernel"
 
 
 def with_build(cfg: LabConfig, name: str, series: tuple[Path, ...] = (),

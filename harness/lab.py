@@ -45,8 +45,9 @@ class Lab:
                 self.builds[spec.name] = report
                 self._kernels[spec.name] = k
             else:
-                self._kernels[spec.name] = kernel.prepare(spec, self.cache_root,
-                                                          self.config.mirror, self.refresh)
+                self._kernels[spec.name] = kernel.prepare(
+                    spec, self.cache_root, self.config.mirror, self.refresh,
+                    busybox_suite=self.config.rootfs.suite)
             k = self._kernels[spec.name]
             for path in (k.vmlinuz, k.build_dir, k.source_dir):  # ./lab gc leaves them be
                 self.usage.use(path)

@@ -190,11 +190,15 @@ def overlay_base(suite: str) -> str | None:
 def apt_sources(url: str, suite: str) -> tuple[str, list[str], list[str]]:
     """What mmdebstrap needs to install `suite`'s packages as `apt -t SUITE` would: the suite
     to bootstrap, its sources lines, and apt options (an overlay is the default release)."""
+    # sid's and experimental's Release carry a Valid-Until of days; a mirror that is a frozen
+    # snapshot serves one that has expired. The signature is still checked; the lab's own
+    # index reader (above) does not judge freshness either.
+    fresh = ['Acquire::Check-Valid-Until "false"']
     base = overlay_base(suite)
     if base is None:
-        return suite, [url], []
+        return suite, [url], fresh
     return base, [f"deb {url} {base} main", f"deb {url} {suite} main"], \
-        [f'APT::Default-Release "{suite}"']
+        [f'APT::Default-Release "{suite}"', *fresh]
 
 
 def check_suite(release: Release, suite: str, mirror_url: str) -> None:

@@ -118,8 +118,8 @@ def dependency_closure(packages: Mapping[str, list[PackageRecord]],
     return list(seen.values())
 
 
-def _choose(packages: Mapping[str, list[PackageRecord]], group: list[dict]
-            ) -> PackageRecord | None:
+def _choose(packages: Mapping[str, list[PackageRecord]],
+            group: list[PkgRelation.ParsedRelation]) -> PackageRecord | None:
     for alt in group:
         if not KERNEL_PACKAGE.match(alt["name"]):
             continue
@@ -129,7 +129,7 @@ def _choose(packages: Mapping[str, list[PackageRecord]], group: list[dict]
     return None
 
 
-def _relation_text(alt: dict) -> str:
+def _relation_text(alt: PkgRelation.ParsedRelation) -> str:
     v = alt.get("version")
     return f"{alt['name']} ({v[0]} {v[1]})" if v else alt["name"]
 

@@ -15,6 +15,7 @@ import re
 import shutil
 import struct
 import subprocess
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -267,8 +268,27 @@ def _foreign_busybox(arc: archive.Archive, debian_arch: str, root: Path) -> Path
     return out
 
 
-def _prepare_path(spec: KernelSpec, src: PathKernel, root: Path) -> BootableKernel:
-    release = bzimage_release(src.image)
+def image_release(image: Path, a: arches.Arch) -> str:
+    """The release of a kernel image: from a bzImage's setup header, or from the banner
+    ("Linux version 7.2.13 ...") an uncompressed arm64 Image carries in its rodata."""
+    if a.name == arches.X86_64.name:
+        return bzimage_release(image)
+    data = image.read_bytes()
+    m = re.search(rb"Linux version (\S+) \(", data)
+    if not m:
+        raise KernelError(f"{image}: no 'Linux version' banner in the image")
+    return m.group(1).decode("ascii", "replace")
+
+
+def _prepare_path(spec: KernelSpec, src: PathKernel, root: Path,
+                  busybox_for: Callable[[arches.Arch], Path]) -> BootableKernel:
+    """A kernel image on disk (with modules), or a make O= folder used as it is built."""
+    if not src.image.is_file():
+        raise KernelError(f"kernels.{spec.name}.path.image: {src.image} does not exist")
+    a = arches.get(spec.arch)
+    release = (src.build_dir / "include/config/kernel.release").read_text().strip() \
+        if src.build_dir and (src.build_dir / "include/config/kernel.release").is_file() \
+        else image_release(src.image, a)
     mods = None
     if src.modules is not None:
         # Accept lib/modules/<release> itself or the directory holding <release>.
@@ -276,22 +296,42 @@ def _prepare_path(spec: KernelSpec, src: PathKernel, root: Path) -> BootableKern
         if not mods.is_dir():
             raise KernelError(f"kernels.{spec.name}.path.modules: no directory for release "
                               f"{release} at {src.modules}")
-    stamp = [str(src.image), src.image.stat().st_mtime_ns, src.image.stat().st_size]
+    stamp: list[str | int] = [str(src.image), src.image.stat().st_mtime_ns,
+                              src.image.stat().st_size]
     if mods is not None:
         stamp += [str(mods), (mods / "modules.order").stat().st_mtime_ns
                   if (mods / "modules.order").exists() else mods.stat().st_mtime_ns]
+    if src.build_dir is not None and (src.build_dir / "modules.order").exists():
+        stamp += [(src.build_dir / "modules.order").stat().st_mtime_ns]
     key = hashlib.sha256(json.dumps(stamp).encode()).hexdigest()[:16]
     entry = root / "kernels" / f"path-{key}"
     if (k := load_prepared(entry)):
         return with_name(k, spec)
-    with progress.step(f"preparing {src.image}"), cache.building(entry) as scratch:
+    busybox = None if arches.is_native(a) else busybox_for(a)
+    config = src.build_dir / ".config" if src.build_dir else _build_config(src.image)
+    with progress.step(f"preparing {src.build_dir or src.image}"), \
+            cache.building(entry) as scratch:
         base = None
         if mods is not None:
             base = scratch / "staging"
             shutil.copytree(mods, base / "lib" / "modules" / release, symlinks=False,
-                            ignore=shutil.ignore_patterns("build", "source"))
-        meta = finish(scratch, spec.name, release, src.image, base, _build_config(src.image),
-                       f"{src.image} ({release})", spec.cmdline)
+                            ignore=shutil.ignore_patterns("build", "source", "vmlinuz",
+                                                          "System.map", "config"))
+        elif src.build_dir is not None and config is not None and \
+                re.search(r"^CONFIG_MODULES=y$", config.read_text(), re.M):
+            base = scratch / "staging"
+            _run(["make", "-s", "-C", str(src.build_dir), *arches.make_vars(a),
+                  "modules_install", f"INSTALL_MOD_PATH={base}", "INSTALL_MOD_STRIP=1",
+                  "DEPMOD=true"], f"make modules_install in {src.build_dir}")
+        meta = finish(scratch, spec.name, release, src.image, base, config,
+                      f"{src.build_dir or src.image} ({release})", spec.cmdline, arch=a.name,
+                      busybox=busybox)
+        if src.build_dir is not None:
+            # Test modules build against it and splats decode with its vmlinux and tree.
+            source = (src.build_dir / "source").resolve() \
+                if (src.build_dir / "source").exists() else src.build_dir
+            meta["build"] = {"tree": str(source), "source": str(source),
+                             "out": str(src.build_dir), "series": []}
         if base is not None:
             shutil.rmtree(base)
         (scratch / "kernel.json").write_text(json.dumps(meta, indent=2))
@@ -301,8 +341,9 @@ def _prepare_path(spec: KernelSpec, src: PathKernel, root: Path) -> BootableKern
 
 
 def _build_config(image: Path) -> Path | None:
-    """The .config beside a kernel image, or at the top of its build tree (O/arch/x86/boot/)."""
-    candidates = [image.parent / ".config"]
+    """The .config beside a kernel image, at the top of its build tree (O/arch/x86/boot/), or
+    Debian 7.x's lib/modules/<release>/config beside its vmlinuz."""
+    candidates = [image.parent / ".config", image.parent / "config"]
     if len(image.parents) > 3:
         candidates.append(image.parents[3] / ".config")
     return next((c for c in candidates if c.is_file()), None)
@@ -314,13 +355,14 @@ def with_name(k: BootableKernel, spec: KernelSpec) -> BootableKernel:
 
 
 def prepare(spec: KernelSpec, cache_root: Path, mirror_spec: MirrorSpec | None,
-            refresh: bool = False) -> BootableKernel:
+            refresh: bool = False, busybox_suite: str = "trixie") -> BootableKernel:
     """Fetch (if needed) and prepare the kernel `spec` for booting (not `build` kernels:
     harness/kernels/kbuild.py builds those)."""
     if isinstance(spec.source, DebianKernel):
         return _prepare_debian(spec, spec.source, cache_root, mirror_spec, refresh)
     if isinstance(spec.source, PathKernel):
-        return _prepare_path(spec, spec.source, cache_root)
+        return _prepare_path(spec, spec.source, cache_root, lambda a: foreign_busybox(
+            mirror.resolve(mirror_spec), busybox_suite, a.debian, cache_root))
     raise KernelError(f"kernel {spec.name} is built by the lab, not prepared (harness/kernels/kbuild.py)")
 
 

@@ -156,7 +156,10 @@ def build(name: str, spec: KernelSpec, k: BootableKernel, cache_root: Path,
     key = _key(src, k, str(root))
     work = root / "build" / f"{name}-{key}"
     return _make_ko(name, src, k, cache_root, key, work,
-                    ["chroot", str(root), "make", "-C", f"/usr/src/linux-headers-{k.release}",
+                    # 7.x's objtool reads /proc (its stack limit): a /proc of a private mount
+                    # namespace, gone with the build however it ends.
+                    ["unshare", "--mount", "--pid", "--fork", f"--mount-proc={root}/proc",
+                     "chroot", str(root), "make", "-C", f"/usr/src/linux-headers-{k.release}",
                      f"M=/build/{work.name}", "modules"],
                     {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C"})
 

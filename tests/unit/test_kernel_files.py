@@ -88,3 +88,15 @@ def test_ext4_and_its_crc32c_load_before_the_root_mount() -> None:
     order = [p.rsplit("/", 1)[1] for p in initramfs.module_order(dep, initramfs.BOOT_MODULES)]
     assert order == ["virtio_blk.ko.xz", "crc32c_generic.ko.xz", "crc16.ko.xz",
                      "mbcache.ko.xz", "jbd2.ko.xz", "ext4.ko.xz"]
+
+
+def test_arm64_image_release_from_its_banner(tmp_path: Path) -> None:
+    from harness import arch as arches
+    img = tmp_path / "Image"
+    data = bytearray(0x2000)
+    data[0x38:0x3C] = b"ARM\x64"
+    banner = b"Linux version 7.2.13-arm64 (me@host) (gcc 14) #1 SMP\n"
+    data[0x1000:0x1000 + len(banner)] = banner
+    img.write_bytes(bytes(data))
+    assert arches.of_image(img) == arches.ARM64
+    assert kernel.image_release(img, arches.ARM64) == "7.2.13-arm64"
