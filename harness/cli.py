@@ -72,7 +72,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         prepared = lab_config.with_build(cfg, names[0], tuple(Path(s).resolve()
                                                               for s in args.series),
                                          Path(args.tree).resolve() if args.tree else None)
-    Lab(prepared, refresh=args.refresh).kernel(names[0])
+    try:
+        Lab(prepared, refresh=args.refresh).kernel(names[0])
+    except LabError as e:
+        # A multi-kernel table and a nightly cell say "not run: why" from this.
+        (report_dir / "summary.json").write_text(json.dumps(
+            {"kernel": names[0], "not_run": e.message, "counts": {}}, indent=2))
+        raise
     args.refresh = False  # done: the suite's own Lab finds the kernel prepared
     return _run_suite(cfg, args, names[0], report_dir)
 

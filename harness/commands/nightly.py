@@ -298,6 +298,8 @@ def judge(code: int, run_dir: Path) -> tuple[str, str]:
             return BOOT_FAILED, f"the kernel did not boot ({len(no_guest)} test(s) without a guest)"
         return FAILED, f"{len(failing)} test(s) failed" + \
             (f", {len(no_guest)} without a guest" if no_guest else "")
+    if summary is not None and summary.get("not_run"):  # the kernel could not be had
+        return ERROR, f"not run: {summary['not_run']}"
     return ERROR, _lab_error(run_dir / "run.log") or f"./lab run exited {code}"
 
 

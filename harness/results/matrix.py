@@ -25,6 +25,9 @@ def build(summaries: dict[str, Path]) -> dict:
         except (OSError, ValueError) as e:
             kernels[name] = {"release": None, "error": f"no summary ({e})"}
             continue
+        if s.get("not_run"):  # the kernel could not be had: ./lab run said why
+            kernels[name] = {"release": None, "error": f"not run: {s['not_run']}"}
+            continue
         kernels[name] = {"release": s.get("release"), "arch": s.get("arch"),
                          "page_size": s.get("kernel_facts", {}).get("page size"),
                          "counts": s.get("counts", {}),

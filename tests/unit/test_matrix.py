@@ -44,3 +44,16 @@ def test_each_column_names_its_arch_and_page_size(tmp_path: Path) -> None:
     text = matrix.render(matrix.build({"cloud": a, "16k": b}))
     assert ("cloud (6.12.117-cloud-amd64, x86_64, 4 KiB pages), "
             "16k (6.12.117-arm64-16k, arm64, 16 KiB pages)") in text, text
+
+
+def test_a_kernel_that_could_not_be_had_is_not_run_with_why(tmp_path: Path) -> None:
+    a = write(tmp_path / "a" / "summary.json", "6.12.117", [
+        {"test": "t.py::test_x", "outcome": "passed"}])
+    b = tmp_path / "b" / "summary.json"
+    b.parent.mkdir()
+    b.write_text(json.dumps({"kernel": "b", "not_run": "kernels.b: no package linux-image-x "
+                             "in trixie", "counts": {}}))
+    table = matrix.build({"a": a, "b": b})
+    assert table["kernels"]["b"]["error"] == "not run: kernels.b: no package linux-image-x in trixie"
+    assert table["tests"] == {"t.py::test_x": {"a": "passed"}}
+    assert "b (not run: kernels.b: no package" in matrix.render(table)
