@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from harness.boot import splats
-from harness.errors import ModuleUnavailable
+from harness.errors import ModuleError, ModuleUnavailable
 from harness.boot.guest import Guest
 from harness.lab import Lab
 
@@ -24,14 +26,54 @@ def new_splats(guest: Guest) -> Callable[[], list[str]]:
     return since
 
 
+@dataclass
+class ModuleBuilds:
+    """The test modules (kernels/modules/) built for this run's kernels, each built once
+    (a failed build is not tried again by every test: 1-2 s each in a build root)."""
+    built: dict[tuple[str, str], Path | ModuleError] = field(default_factory=dict)
+    first: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def build(self, lab: Lab, name: str, kernel: str, nodeid: str) -> Path:
+        """The .ko; else ModuleUnavailable (the lab cannot build modules for this kernel) or
+        the build's ModuleError, the same one for every test that asks."""
+        key = (name, kernel)
+        if key not in self.built:
+            try:
+                self.built[key] = lab.module(name, kernel)
+            except ModuleError as e:  # ModuleUnavailable included
+                self.built[key], self.first[key] = e, nodeid
+        got = self.built[key]
+        if isinstance(got, ModuleError):
+            raise got
+        return got
+
+    def lab_error(self, name: str, kernel: str, nodeid: str, e: ModuleError) -> None:
+        """A module that does not build is the lab's error, not the kernel's: the first test
+        that needed it fails with the compiler's first error; every later one skips naming
+        that test, so the run fails once for it rather than once per test."""
+        first = self.first.get((name, kernel), nodeid)
+        if first != nodeid:
+            pytest.skip(f"not run: test module {name} does not build for {kernel} (the lab's "
+                        f"error, reported once, at {first})")
+        pytest.fail(f"the lab's error: {e}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def test_modules() -> ModuleBuilds:
+    return ModuleBuilds()
+
+
 @pytest.fixture
-def test_pmu(guest: Guest, lab: Lab) -> int:
+def test_pmu(guest: Guest, lab: Lab, test_modules: ModuleBuilds,
+             request: pytest.FixtureRequest) -> int:
     """The lab's test PMU (kernels/modules/ringlab_aux) built for the guest's kernel and
     loaded; its perf type. Skips with the reason when the lab cannot build modules for this
-    kernel; a module that does not build is an error, not a skip."""
+    kernel; a module that does not build is the lab's error (ModuleBuilds), not a skip."""
     try:
-        ko = lab.module("ringlab_aux", guest.kernel.name)
+        ko = test_modules.build(lab, "ringlab_aux", guest.kernel.name, request.node.nodeid)
     except ModuleUnavailable as e:
         pytest.skip(f"no test PMU for this kernel: {e.message}")
+    except ModuleError as e:
+        test_modules.lab_error("ringlab_aux", guest.kernel.name, request.node.nodeid, e)
     guest.insmod(ko)
     return int(guest.run("cat /sys/bus/event_source/devices/ringlab_aux/type").stdout)

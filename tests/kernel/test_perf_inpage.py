@@ -14,6 +14,7 @@ series: those kernels skip every test here with the compiler's (or modpost's) wo
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,9 @@ import pytest
 from harness.errors import ModuleError, ModuleUnavailable
 from harness.boot.guest import Guest
 from harness.lab import Lab
+
+if TYPE_CHECKING:
+    from conftest import ModuleBuilds
 
 FUNCTION = "perf_output_begin_forward_in_page"
 
@@ -39,35 +43,20 @@ def _missing_function_line(e: ModuleError) -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def inpage_builds() -> dict[str, Path | ModuleError]:
-    """Per kernel, the built module or why it did not build: a build that failed is not
-    tried again by every test of the file (0.8 s each under a Debian kernel's build root)."""
-    return {}
-
-
 @pytest.fixture
-def inpage_pmu(guest: Guest, lab: Lab, inpage_builds: dict[str, Path | ModuleError]) -> int:
+def inpage_pmu(guest: Guest, lab: Lab, test_modules: ModuleBuilds,
+               request: pytest.FixtureRequest) -> int:
     """The test producer ringlab_inpage built for the guest's kernel and loaded; its perf type.
     Skips when the kernel lacks perf_output_begin_forward_in_page (the module cannot build)
-    or the lab cannot build modules for it; any other build failure fails the test."""
-    name = guest.kernel.name
+    or the lab cannot build modules for it; any other build failure is the lab's error."""
     try:
-        if name not in inpage_builds:
-            try:
-                inpage_builds[name] = lab.module("ringlab_inpage", name)
-            except ModuleError as e:
-                inpage_builds[name] = e
-        built = inpage_builds[name]
-        if isinstance(built, ModuleError):
-            raise built
-        ko = built
+        ko = test_modules.build(lab, "ringlab_inpage", guest.kernel.name, request.node.nodeid)
     except ModuleUnavailable as e:
         pytest.skip(f"no test producer for this kernel: {e.message}")
     except ModuleError as e:
         line = _missing_function_line(e)
         if line is None:
-            pytest.fail(f"the test producer ringlab_inpage does not build: {e}", pytrace=False)
+            test_modules.lab_error("ringlab_inpage", guest.kernel.name, request.node.nodeid, e)
         if "undefined" in line:  # declared but not exported: 0001 without 0002
             pytest.skip(f"kernel does not export {FUNCTION} (kernels/series/inpage 0002 not "
                         f"applied): the test module does not build: {line}")
