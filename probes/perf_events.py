@@ -58,3 +58,13 @@ def vm_pin_kb(pid: int | str = "self") -> int:
         if line.startswith("VmPin:"):
             return int(line.split()[1])
     return -1
+
+
+def allowance_sizes(pages: int) -> list[int]:
+    """Mapping sizes (1 + 2^n pages, or 1) that add up to exactly `pages`, largest first."""
+    sizes = []
+    while pages > 1:
+        size = 1 + (1 << ((pages - 1).bit_length() - 1))  # the largest 1 + 2^n <= pages
+        sizes.append(size)
+        pages -= size
+    return sizes + [1] * pages

@@ -23,8 +23,8 @@ from typing import Any
 
 import perf_abi as perf
 import probelib
-from perf_events import (SAMPLE_SIZE, SAMPLE_TYPE, event_id, fire, open_counter,
-                         open_dummy, tracepoint_id, vm_pin_kb)
+from perf_events import (SAMPLE_SIZE, SAMPLE_TYPE, allowance_sizes, event_id, fire,
+                         open_counter, open_dummy, tracepoint_id, vm_pin_kb)
 from perf_buffer import RingBuffer, TornRecord, parse_records, sample_id
 
 PAGE = mmap.PAGESIZE
@@ -420,16 +420,6 @@ def check_vma(args: list[str]) -> dict:
     return {"release": os.uname().release, **out}
 
 
-def allowance_sizes(pages: int) -> list[int]:
-    """Mapping sizes (1 + 2^n pages, or 1) that add up to exactly `pages`, largest first."""
-    sizes = []
-    while pages > 1:
-        size = 1 + (1 << ((pages - 1).bit_length() - 1))  # the largest 1 + 2^n <= pages
-        sizes.append(size)
-        pages -= size
-    return sizes + [1] * pages
-
-
 def map_the_allowance() -> dict:
     """Map exactly this user's perf_event_mlock_kb x online CPUs in buffers, then one page
     more; report each result and VmPin. With nothing of this user charged before, the fill
@@ -456,15 +446,16 @@ def map_the_allowance() -> dict:
 
 def check_leak(args: list[str]) -> dict:
     """ROUNDS rounds of open, mmap 1+8 pages, close and munmap in both orders; then the
-    user's whole allowance, exactly (map_the_allowance()): a leaked locked_vm charge would
-    leave less. Unprivileged, RLIMIT_MEMLOCK is set to 0 first, so that what does not fit
-    the allowance is EPERM (perf_mmap(): pinned_vm + extra > RLIMIT_MEMLOCK without
+    user's whole allowance, exactly (map_the_allowance()), before and after the rounds: a
+    locked_vm charge the rounds leaked would leave less after than before. Unprivileged,
+    RLIMIT_MEMLOCK is set to 0 first, so that what does not fit the allowance is EPERM (perf_mmap(): pinned_vm + extra > RLIMIT_MEMLOCK without
     CAP_IPC_LOCK) instead of going to VmPin."""
     rounds = int(args[0]) if args else 300
     if os.geteuid() != 0:
         resource.setrlimit(resource.RLIMIT_MEMLOCK,
                            (0, resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]))
     start_pin = vm_pin_kb()
+    before = map_the_allowance()  # the baseline: what earlier work left charged shows here
     flags = perf.ATTR_DISABLED | perf.ATTR_EXCLUDE_KERNEL | perf.ATTR_EXCLUDE_HV
     failure = None
     for i in range(rounds):
@@ -488,7 +479,7 @@ def check_leak(args: list[str]) -> dict:
     return {"rounds": rounds, "euid": os.geteuid(), "vm_pin_kb_start": start_pin,
             "vm_pin_kb_end": vm_pin_kb(), "failure": failure,
             "rlimit_memlock": resource.getrlimit(resource.RLIMIT_MEMLOCK)[0],
-            "page_kb": PAGE // 1024, **map_the_allowance()}
+            "page_kb": PAGE // 1024, "before": before, **map_the_allowance()}
 
 
 def _pollin_within(fd: int, timeout_ms: int) -> bool:

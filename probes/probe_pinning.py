@@ -21,6 +21,9 @@ Operations (PAGES counts the control page: 1 + 2^n):
                     has an AUX area): per task, user space only, so `lab` may open it
   pmu-aux=I:PAGES   map an AUX area of PAGES pages on the I-th map (a pmu-map), kept until
                     unmap=I, which unmaps it first
+  remap=I           map the I-th map's buffer once more (same fd, same size), kept until
+                    unmap=I: one buffer mapped twice, charged once
+  pmu-aux-again=I   map the I-th map's AUX area once more, kept until unmap=I
   fork-map=PAGES    a child maps PAGES pages and exits without munmap
   tracefs-map, tracefs-unmap   map/unmap cpu0's trace_pipe_raw of our instance (root only)
 
@@ -43,7 +46,8 @@ import perf_abi as perf
 import probelib
 import trace_abi
 from perf_buffer import RingBuffer, parse_records
-from perf_events import SAMPLE_SIZE, fire, open_counter, open_dummy, vm_pin_kb
+from perf_events import (SAMPLE_SIZE, allowance_sizes, fire, open_counter, open_dummy,
+                         vm_pin_kb)
 from probelib import Mapping
 
 PAGE = mmap.PAGESIZE
@@ -127,12 +131,14 @@ class Script:
         self.who = "root"
         self.maps: list[tuple[int, RingBuffer | None, bool]] = []  # (fd, ring, fd closed)
         self.aux: dict[int, Mapping] = {}  # the AUX area of map I
+        self.again: dict[int, list[Mapping]] = {}  # more mappings of map I's buffer or AUX
         self.instance = instance
         self.trace: tuple[int, Mapping] | None = None
 
     def run(self, ops: list[str]) -> dict:
         rlimit_kb = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] // 1024
         mlock_kb = int(open(MLOCK).read())
+        charged = {"root": already_charged("root"), "lab": already_charged("user")}
         steps = []
         for op in ops:
             name, _, arg = op.partition("=")
@@ -144,6 +150,7 @@ class Script:
         for i in range(len(self.maps)):  # leave nothing mapped behind
             self.op_unmap(str(i))
         return {"steps": steps, "ncpus": os.sysconf("SC_NPROCESSORS_ONLN"),
+                "charged_before": charged,
                 "rlimit_memlock_kb_start": rlimit_kb, "mlock_kb_start": mlock_kb,
                 "page_size": PAGE, "vm_pin_kb_end": vm_pin_kb()}
 
@@ -226,12 +233,37 @@ class Script:
         fd, rb, closed = self.maps[i]
         if rb is None:
             return "not mapped"
+        for again in self.again.pop(i, []):
+            again.close()
         if i in self.aux:
             self.aux.pop(i).close()
         rb.close()
         if not closed:
             os.close(fd)
         self.maps[i] = (fd, None, True)
+        return "ok"
+
+    def op_remap(self, index: str) -> str:
+        """The buffer of map I mapped a second time: perf_mmap() finds event->rb mapped and
+        only takes a reference (rb->mmap_count), charging nothing more; perf_mmap_close()
+        gives the charge back once, at the last munmap."""
+        i = int(index)
+        fd, rb, closed = self.maps[i]
+        if rb is None or closed:
+            return "not mapped" if rb is None else "fd closed"
+        self.again.setdefault(i, []).append(
+            Mapping(fd, rb.length, mmap.PROT_READ | mmap.PROT_WRITE))
+        return "ok"
+
+    def op_pmu_aux_again(self, index: str) -> str:
+        """The AUX area of map I mapped a second time (same offset and size): a reference
+        (rb->aux_mmap_count), no second charge."""
+        i = int(index)
+        fd, rb, closed = self.maps[i]
+        if rb is None or i not in self.aux or closed:
+            return "not mapped" if rb is None or i not in self.aux else "fd closed"
+        self.again.setdefault(i, []).append(
+            Mapping(fd, self.aux[i].length, mmap.PROT_READ | mmap.PROT_WRITE, offset=rb.length))
         return "ok"
 
     def op_close(self, index: str) -> str:
@@ -266,6 +298,31 @@ class Script:
         os.close(fd)
         self.trace = None
         return "ok"
+
+
+def already_charged(who: str) -> int:
+    """Pages of `who`'s locked_vm allowance charged before the script (user_struct is per uid
+    and lives as long as the guest: what an earlier test left charged, a leak among it). The
+    whole allowance, perf_event_mlock_kb x CPUs, mapped as `who` with RLIMIT_MEMLOCK at its
+    hard limit: what does not fit any more goes to VmPin. Measured in a child, as root after."""
+    def measure() -> dict:
+        become(who)
+        page_kb = PAGE // 1024
+        limit = int(open(MLOCK).read()) // page_kb * os.sysconf("SC_NPROCESSORS_ONLN")
+        held = []
+        try:
+            for size in allowance_sizes(limit):
+                fd = open_dummy(SW_FLAGS)
+                held.append((fd, RingBuffer(fd, size - 1)))
+            return {"pages": vm_pin_kb() // page_kb}
+        finally:
+            for fd, rb in held:
+                rb.close()
+                os.close(fd)
+    out = probelib.in_child(measure)
+    if "pages" not in out:
+        raise RuntimeError(f"measuring what {who} had charged before the script failed: {out}")
+    return int(out["pages"])
 
 
 def open_test_pmu_task() -> int:

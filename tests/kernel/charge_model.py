@@ -85,6 +85,13 @@ class ChargeModel:
             return "EPERM" if result == "EPERM" else "EOPNOTSUPP"
         elif name in ("pmu-aux", "pmu-aux-split"):  # a split changes no charge
             return self.map_aux(*(int(x) for x in arg.split(":")))
+        elif name in ("remap", "pmu-aux-again"):
+            # perf_mmap(): a buffer (or AUX area) already mapped is only referenced again
+            # (rb->mmap_count, rb->aux_mmap_count): the buffer is charged once, by its first
+            # mapping, and perf_mmap_close() gives it back once, at the last munmap.
+            i = int(arg)
+            mapped = self.maps[i] is not None and (name == "remap" or i in self.aux)
+            return "ok" if mapped else "not mapped"
         elif name == "fork-map":
             result, _ = self.charge(int(arg), 0)  # a new process: its own pinned_vm
             return result

@@ -86,3 +86,21 @@ def test_pinning_limits_in_pages_are_the_old_kb_at_4k_and_scale_with_the_page() 
     assert in_kb(ops, 4096) == ["mlock=516", "rlimit=48", "mlock=0", "map=65", "as=user"]
     assert in_kb(ops, 16384)[:2] == ["mlock=2064", "rlimit=192"]
     assert in_kb(ops, 65536)[:2] == ["mlock=8256", "rlimit=768"]
+
+
+def test_a_second_mapping_charges_nothing() -> None:
+    m = model(mlock_kb=64)
+    assert [m.step(op) for op in ("map=9", "remap=0", "remap=0")] == ["ok"] * 3
+    assert m.locked["root"] == 9 and m.pinned == 0
+    m.step("unmap=0")
+    assert m.locked["root"] == 0 and m.pinned == 0
+    assert m.step("remap=0") == "not mapped"
+
+
+def test_a_second_aux_mapping_charges_nothing() -> None:
+    m = model(mlock_kb=64)
+    assert [m.step(op) for op in ("pmu-map=3", "pmu-aux-again=0", "pmu-aux=0:4",
+                                  "pmu-aux-again=0")] == ["ok", "not mapped", "ok", "ok"]
+    assert m.locked["root"] == 7
+    m.step("unmap=0")
+    assert m.locked["root"] == 0
