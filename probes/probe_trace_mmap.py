@@ -22,6 +22,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
+import perf_events
 import probelib
 import trace_abi as abi
 from probelib import Mapping
@@ -648,7 +649,9 @@ def _lifetime_fork(inst: Instance) -> dict:
         addr = tm.meta_map.addr
         out["child_without_dofork"] = probelib.in_child(
             lambda: {"meta_page_size": ctypes.c_uint32.from_address(addr).value})
+        out["vm_flags"] = probelib.vm_flags(addr)
         out["madv_dofork"] = _libc_result(_libc.madvise(addr, tm.meta_map.length, MADV_DOFORK))
+        out["madv_dofork_control"] = _madv_dofork_control()
         out["madv_dofork_data"] = _libc_result(_libc.madvise(tm.data.addr, tm.data.length,
                                                              MADV_DOFORK))
         out["expected_meta_page_size"] = tm.meta().meta_page_size
@@ -660,6 +663,22 @@ def _lifetime_fork(inst: Instance) -> dict:
     os.close(fd)
     out["remap_works"] = _remap_works(inst)
     return out
+
+
+def _madv_dofork_control() -> dict:
+    """What the mm answers MADV_DOFORK on a mapping of another subsystem that is VM_SPECIAL
+    too (a perf buffer: VM_DONTEXPAND, VM_PFNMAP on 7.x): whether the refusal is the mm's
+    rule for such VMAs rather than tracing's."""
+    try:
+        fd = perf_events.open_dummy()
+    except OSError as e:
+        return {"error": probelib.errname(e)}
+    try:
+        with Mapping(fd, 2 * PAGE, mmap.PROT_READ | mmap.PROT_WRITE) as m:
+            return {"vm_flags": probelib.vm_flags(m.addr),
+                    "madv_dofork": _libc_result(_libc.madvise(m.addr, m.length, MADV_DOFORK))}
+    finally:
+        os.close(fd)
 
 
 def _lifetime_twice(inst: Instance) -> dict:

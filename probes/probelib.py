@@ -119,6 +119,24 @@ def vmas_in(addr: int, length: int) -> list[list]:
     return out
 
 
+def vm_flags(addr: int) -> list[str]:
+    """The VmFlags of this process's VMA holding addr, from /proc/self/smaps (two letters
+    each: `de` VM_DONTEXPAND, `dc` VM_DONTCOPY, `pf` VM_PFNMAP, `io` VM_IO ...;
+    fs/proc/task_mmu.c show_smap_vma_flags())."""
+    inside = False
+    for line in open("/proc/self/smaps"):
+        head = line.split()
+        if head and "-" in head[0] and not head[0].endswith(":"):
+            lo, _, hi = head[0].partition("-")
+            try:
+                inside = int(lo, 16) <= addr < int(hi, 16)
+            except ValueError:
+                pass
+        elif inside and line.startswith("VmFlags:"):
+            return line.split()[1:]
+    return []
+
+
 def run(main: Callable[[list[str]], int]) -> None:
     """Entry for `python3 probe_x.py ...` by hand."""
     sys.exit(main(sys.argv[1:]))

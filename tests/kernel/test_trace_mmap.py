@@ -288,6 +288,8 @@ def test_partial_munmap_is_refused(guest: Guest, new_splats) -> None:
 
 
 def test_fork_inherits_only_with_madv_dofork(guest: Guest, new_splats) -> None:
+    """A tracefs mapping is VM_DONTCOPY: not inherited, unless MADV_DOFORK clears that where
+    the mm allows it on a VM_DONTEXPAND VMA (6.12 does; 7.x refuses every VM_SPECIAL VMA)."""
     d = lifetime(guest, "fork", new_splats)
     # __rb_map_vma() sets VM_DONTCOPY: a child has no mapping (SIGSEGV on access) ...
     assert d["child_without_dofork"] == {"signal": "SIGSEGV"}, d["child_without_dofork"]
@@ -295,6 +297,19 @@ def test_fork_inherits_only_with_madv_dofork(guest: Guest, new_splats) -> None:
     if d["madv_dofork"] == "ENOSYS":  # tinyconfig: mm/Makefile builds madvise.o only with it
         pytest.skip("kernel has no madvise(2) (ENOSYS: CONFIG_ADVISE_SYSCALLS off), so no "
                     "MADV_DOFORK to check")
+    if d["madv_dofork"] == "EINVAL":
+        # Since the mm refuses MADV_DOFORK on any VM_SPECIAL VMA (mm/madvise.c
+        # madvise_vma_behavior(): `if (new_flags & VM_SPECIAL) return -EINVAL`; 6.12 refused
+        # only VM_IO), and __rb_map_vma() sets VM_DONTEXPAND, a tracefs mapping can no longer be
+        # made inheritable. That is the mm's rule, not tracing's: it must hold for a VM_SPECIAL
+        # perf buffer too, and the tracefs VMA must be VM_DONTEXPAND (smaps `de`).
+        control = d["madv_dofork_control"]
+        assert "de" in d["vm_flags"], \
+            f"MADV_DOFORK refused on a tracefs mapping that is not VM_DONTEXPAND: {d['vm_flags']}"
+        assert control.get("madv_dofork") == "EINVAL", \
+            f"MADV_DOFORK refused on the tracefs mapping ({d['vm_flags']}) but not on a " \
+            f"VM_SPECIAL perf buffer ({control}): tracing's refusal, not the mm's rule"
+        return
     assert d["madv_dofork"] == "ok", f"madvise(MADV_DOFORK) of the mapping: {d['madv_dofork']}"
     # ... unless MADV_DOFORK cleared it: then the child reads the shared meta page.
     assert d["child_with_dofork"] == {"meta_page_size": d["expected_meta_page_size"]}, \
