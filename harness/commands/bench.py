@@ -9,6 +9,7 @@ first-use cost in an empty cache (kernel download and prepare, rootfs build, KVM
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.commands import options, run_folder
 from harness.config import LabConfig
 from harness.errors import LabError
 from harness.lab import Lab
@@ -484,3 +486,96 @@ def nightly_bench(cfg: LabConfig, kernel_name: str | None,
           f"{nightly_s:.1f} s (exit {code}); nightly/serial {nightly_s / serial_s:.2f}\n"
           f"reports in {out}")
     return 0 if code == 0 and not any(codes) else 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    be = sub.add_parser("bench", help="benchmarks", description="Benchmarks.")
+    bsub = be.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    bb = bsub.add_parser("boot", help="boot time, probe round trip, harness RSS, cold start",
+                         description="QEMU start to SSH-ready (N boots), probe round trip, "
+                         "harness peak RSS; --cold also times download + rootfs build.")
+    options.kernel(bb)
+    options.runs(bb, 5, "boots to time")
+    bb.add_argument("--probe-runs", type=int, default=30, help="probe round trips (default 30)")
+    bb.add_argument("--cpus", type=int, help="vCPUs (default: machine.cpus)")
+    bb.add_argument("--cold", action="store_true", help="also time a cold start in an empty "
+                    "cache (download + rootfs build)")
+    _probe_bench(bsub, "perf-ring", "perf ring buffer: mmap vs read() rates, test wall",
+                 "Records/s read through the mmap'd perf buffer vs counter reads/s through "
+                 "read() of a group, and the wall time of tests/kernel/test_perf_ring.py.")
+    bt = _probe_bench(bsub, "trace-mmap", "tracefs buffer: mmap vs read() vs splice() rates",
+                      "Events/s consumed from a tracefs CPU buffer through the mapping, read() "
+                      "and splice() of trace_pipe_raw (transport only and parsed), and the "
+                      "wall time of tests/kernel/test_trace_mmap.py.")
+    bt.add_argument("--events", type=int, default=20000,
+                    help="trace_marker events a run (default 20000)")
+    bp = bsub.add_parser("parallel", help="the whole suite serial vs -j 2 vs -j auto",
+                         description="Wall time of the whole suite (child `./lab run`s) "
+                         "serial, with -j 2 and with -j auto, the modes taking turns, RUNS "
+                         "times each after one untimed warm-up; min/median/max, the ratio to "
+                         "serial (target: -j 2 <= 0.6x) and the tests whose outcome changed "
+                         "between runs of a mode. Exit 1 if -j 2 missed the target.")
+    options.kernel(bp)
+    options.runs(bp, 5, "runs per mode")
+    options.selection(bp)
+    _probe_bench(bsub, "aux", "perf AUX: bytes/s through the test PMU and a reader",
+                 "AUX bytes/s through the lab's test PMU and the probe's reader (records "
+                 "consumed; every byte checked).")
+    bk = bsub.add_parser("build", help="kernel build times: full, incremental, a bisect step",
+                         description="Full builds of Debian's linux-source-6.12 with "
+                         "minimal.config and ringbuf.config (no ccache), an incremental rebuild "
+                         "after touching kernel/trace/ring_buffer.c, and one bisect step end to "
+                         "end (rebuild after a one-file change, boot, one probe).")
+    bk.add_argument("--no-ringbuf", action="store_true", help="skip the ~15 min ringbuf build")
+    bc = bsub.add_parser("cpu-models", help="TCG CPU models: boot to SSH ready, clean or not",
+                         description="Boots the kernel RUNS times per TCG CPU model, the "
+                         "models taking turns, snapshots off: QEMU start to SSH ready of the "
+                         "boots with no kernel splat, and what went wrong in the others.")
+    options.kernel(bc)
+    options.runs(bc, 3, "boots per model")
+    bc.add_argument("--models", help="';'-separated -cpu values (default for arm64: "
+                    "max;max,pauth-impdef=on;cortex-a72;neoverse-n1)")
+    bn = bsub.add_parser("nightly", help="a 2-cell nightly on a LocalCluster vs the same two "
+                         "./lab runs in turn, wall time",
+                         description="Wall time of a nightly of one kernel with two test "
+                         "selections (two cells) on a LocalCluster of two workers, against "
+                         "the same two `./lab run`s one after the other.")
+    options.kernel(bn, "the kernel (default: default_kernel)")
+    bn.add_argument("-k", action="append", metavar="EXPR", help="a cell's test selection "
+                    "(twice; default: two small ones)")
+    be.set_defaults(func=main)
+
+
+def _probe_bench(bsub: argparse._SubParsersAction, name: str, help_: str, description: str
+                 ) -> argparse.ArgumentParser:
+    """A probe benchmark's subcommand: --kernel and --runs."""
+    b = bsub.add_parser(name, help=help_, description=description)
+    options.kernel(b)
+    options.runs(b, 3)
+    return b
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the benchmark named on the command line."""
+    from harness.commands import bench_cpu, bench_parallel
+
+    cfg = run_folder.config(args)
+    if args.bench == "perf-ring":
+        return perf_ring_bench(cfg, args.kernel, runs=args.runs)
+    if args.bench == "aux":
+        return aux_bench(cfg, args.kernel, runs=args.runs)
+    if args.bench == "trace-mmap":
+        return trace_mmap_bench(cfg, args.kernel, runs=args.runs, events=args.events)
+    if args.bench == "build":
+        return build_bench(cfg, ringbuf=not args.no_ringbuf)
+    if args.bench == "parallel":
+        return bench_parallel.parallel_bench(cfg, args.kernel, runs=args.runs, selection=args.k)
+    if args.bench == "cpu-models":
+        arch = cfg.kernel(args.kernel).arch
+        return bench_cpu.cpu_models_bench(cfg, args.kernel,
+                                          bench_cpu.parse_models(args.models, arch), args.runs)
+    if args.bench == "nightly":
+        return nightly_bench(cfg, args.kernel, tuple(args.k or NIGHTLY_SELECTIONS))
+    return boot_bench(cfg, args.kernel, runs=args.runs, probe_runs=args.probe_runs,
+                      cold=args.cold, cpus=args.cpus)
+

@@ -10,6 +10,7 @@ Every step is appended to steps.jsonl with its timing.
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import logging
@@ -20,8 +21,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness import cache
-from harness.commands import lab_run, mutate
+from harness import cache, config as lab_config
+from harness.commands import lab_run, mutate, options, run_folder
 from harness.kernels import trees
 from harness.results import history
 from harness.config import BuildKernel, LabConfig, with_build
@@ -257,3 +258,26 @@ def _record(path: Path, s: Step) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as f:
         f.write(json.dumps(asdict(s)) + "\n")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    bi = sub.add_parser("bisect", help="find the commit that broke a test (git bisect run)",
+                        description=main.__doc__)
+    bi.add_argument("--good", required=True, metavar="REV", help="a commit where the tests pass")
+    bi.add_argument("--bad", required=True, metavar="REV", help="a later commit where they fail")
+    options.kernel(bi, "the kernel to bisect (a build kernel or a source tree, a git checkout)")
+    options.selection(bi, "the tests that decide (pytest -k)")
+    options.failure_policies(bi)
+    options.pytest_args(bi)
+    bi.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Find the first bad commit between --good and --bad of a `build` kernel's git tree: git
+    bisect run with a step that builds, boots and runs the selected tests."""
+    cfg = run_folder.config(args)
+    name = cfg.kernel(args.kernel).name
+    out = run_folder.open_run(cfg, args, f"bisect-{lab_config.file_safe(name)}")
+    return run(cfg, name, args.good, args.bad, args.k, args.on_build_failure, out,
+               args.pytest_args, args.on_boot_failure)
+

@@ -7,15 +7,17 @@ child needs is added once and the children never drift apart.
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 
 @dataclass(frozen=True)
 class RunRequest:
-    """What a child `./lab run` is asked to do."""
+    """What a child `./lab run` is asked to do: the whole request travels as one JSON value
+    (`run --request`), so a child never needs another hidden flag."""
     lab_config: Path
     kernel: str
     report_dir: Path
@@ -25,28 +27,30 @@ class RunRequest:
     series: tuple[Path, ...] = ()       # extra patch series on a build kernel (review)
     refresh: bool = False
     history: str | None = None
+    keep_guest: bool = False
     pytest_args: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        return json.dumps({**d, "lab_config": str(self.lab_config),
+                           "report_dir": str(self.report_dir),
+                           "tree": str(self.tree) if self.tree else None,
+                           "series": [str(s) for s in self.series]})
+
+    @classmethod
+    def from_json(cls, text: str) -> RunRequest:
+        d = json.loads(text)
+        return cls(**{**d, "lab_config": Path(d["lab_config"]),
+                      "report_dir": Path(d["report_dir"]),
+                      "tree": Path(d["tree"]) if d.get("tree") else None,
+                      "series": tuple(Path(s) for s in d.get("series", ())),
+                      "pytest_args": tuple(d.get("pytest_args", ()))})
 
 
 def argv(req: RunRequest, python: str = sys.executable) -> list[str]:
-    """The child's argv: `python -m harness.cli ... run ...`, pytest arguments after `--`."""
-    out = [python, "-m", "harness.cli", "--lab-config", str(req.lab_config), "run",
-           "--kernel", req.kernel, "--report-dir", str(req.report_dir)]
-    if req.tree is not None:
-        out += ["--tree", str(req.tree)]
-    for s in req.series:
-        out += ["--series", str(s)]
-    if req.selection:
-        out += ["-k", req.selection]
-    if req.jobs is not None:
-        out += ["-j", req.jobs]
-    if req.refresh:
-        out.append("--refresh")
-    if req.history:
-        out += ["--history", req.history]
-    if req.pytest_args:
-        out += ["--", *req.pytest_args]
-    return out
+    """The child's argv: `python -m harness.cli --lab-config X run --request JSON`."""
+    return [python, "-m", "harness.cli", "--lab-config", str(req.lab_config), "run",
+            "--request", req.to_json()]
 
 
 def run_jobs(guest_cpus: int, text: str) -> int:

@@ -17,6 +17,7 @@ from the mutated file, so the next build recompiles exactly that file (a ccache 
 from __future__ import annotations
 
 import contextlib
+import argparse
 import fcntl
 import fnmatch
 import hashlib
@@ -32,8 +33,8 @@ from collections.abc import Iterator, Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness import cache
-from harness.commands import lab_run
+from harness import cache, config as lab_config
+from harness.commands import lab_run, options, run_folder
 from harness.config import BuildKernel, LabConfig, with_build
 from harness.errors import BuildError, LabError
 from harness.kernels import trees
@@ -492,3 +493,34 @@ def render(doc: dict) -> str:
               f" not built {t[NOT_BUILT]}; not booted {t[NOT_BOOTED]}; not run {t[NOT_RUN]}; "
               f"wall {doc['wall_s'] / 60:.1f} min"]
     return "\n".join(lines) + "\n"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    mu = sub.add_parser("mutate", help="measure the suite: which mutants of kernels/mutants/ "
+                        "its tests kill", description=main.__doc__)
+    options.kernel(mu, "the kernel to build (a build kernel or a source tree)")
+    mu.add_argument("--mutants", metavar="SET", help="comma-separated mutant ids or globs "
+                    "('003', '01*'), kernel files ('trace.c'), or .patch files (default: all)")
+    options.selection(mu, "only tests matching EXPR (pytest -k); a mutant's Tests: header "
+                      "narrows it further")
+    mu.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="accepted, but "
+                    "mutants run serially for now (one build at a time: on 2 cores parallel "
+                    "kernel builds only slow each other)")
+    options.pytest_args(mu)
+    mu.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Measure the suite: build and test the unmutated kernel, then each mutant of
+    kernels/mutants/ (a small patch breaking one ABI rule of the ring-buffer paths): apply,
+    rebuild incrementally, run the same tests, revert. Prints the kill table; exit 1 if a
+    mutant that built and booted survived."""
+    cfg = run_folder.config(args)
+    name = cfg.kernel(args.kernel).name
+    mutants = select(catalog(), args.mutants)
+    if args.jobs > 1:
+        log.warning("-j %d: mutants run one at a time for now (on 2 cores two kernel builds "
+                    "only slow each other; make already uses every core)", args.jobs)
+    out = run_folder.open_run(cfg, args, f"mutate-{lab_config.file_safe(name)}")
+    return run(Plan(cfg, name, mutants, args.k, args.pytest_args, out))
+

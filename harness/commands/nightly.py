@@ -18,6 +18,7 @@ Dask ran again after its worker died is still reported once. Then one report: th
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ctypes
 import fcntl
@@ -42,7 +43,7 @@ from typing import Any
 import yaml
 
 from harness import cache
-from harness.commands import lab_run, mutate
+from harness.commands import lab_run, mutate, run_folder
 from harness.config import (CONFIG_TARGETS, BuildKernel, LabConfig, NightlyKernel,
                             NightlyProfile, NightlySelection, NightlyVariant, load, with_build)
 from harness.errors import BuildError, ConfigError, LabError
@@ -622,3 +623,35 @@ def run(plan: Plan) -> int:
     print(text, end="")
     log.info("nightly reports in %s", plan.out)
     return code
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    ni = sub.add_parser("nightly", help="lab.yaml's nightly matrix, each cell a ./lab run, as "
+                        "Dask tasks (a LocalCluster, or --scheduler)", description=main.__doc__)
+    ni.add_argument("--scheduler", metavar="tcp://HOST:8786", help="an existing Dask "
+                    "scheduler whose workers are lab hosts (default: a LocalCluster of this host)")
+    ni.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes "
+                    "(default: host cores / guest vCPUs, at most one per cell)")
+    ni.add_argument("--cell", action="append", default=[], metavar="NAME", help="only this "
+                    "cell (again for more)")
+    ni.add_argument("--history", metavar="DIR", help="where runs are kept per kernel line "
+                    "(default: nightly.history, else <reports.dir>/history)")
+    ni.add_argument("--no-refresh", action="store_true", help="do not look for newer Debian "
+                    "kernel packages (default: nightly.refresh)")
+    ni.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """lab.yaml's nightly matrix (kernels x config variants x guest profiles x test
+    selections), each cell a `./lab run` of its own run as a Dask task: on a LocalCluster the
+    lab starts (workers: host cores / guest vCPUs), or with --scheduler on an existing Dask
+    cluster whose workers are lab hosts at this checkout's commit. One report: the matrix, the
+    cells' report folders, one merged kcidb.json, history per kernel line. Exit 0 if every
+    cell passed, 1 otherwise."""
+    cfg = run_folder.config(args)
+    cells(cfg)  # a config without a nightly section fails before any folder is made
+    out = run_folder.open_run(cfg, args, "nightly")
+    return run(Plan(cfg, out, scheduler=args.scheduler, workers=args.workers,
+                    history=Path(args.history).resolve() if args.history else None,
+                    refresh=False if args.no_refresh else None, only=tuple(args.cell)))
+

@@ -10,22 +10,20 @@ from harness import cli
 from harness.commands import lab_run
 
 
-def test_the_smallest_request() -> None:
+def test_the_request_travels_whole_as_one_value() -> None:
     req = lab_run.RunRequest(Path("/lab.yaml"), "k", Path("/r/k"))
-    assert lab_run.argv(req, python="py") == [
-        "py", "-m", "harness.cli", "--lab-config", "/lab.yaml", "run", "--kernel", "k",
-        "--report-dir", "/r/k"]
+    out = lab_run.argv(req, python="py")
+    assert out[:7] == ["py", "-m", "harness.cli", "--lab-config", "/lab.yaml", "run",
+                       "--request"]
+    assert len(out) == 8 and lab_run.RunRequest.from_json(out[7]) == req
 
 
-def test_every_field_and_pytest_arguments_last() -> None:
-    req = lab_run.RunRequest(Path("/lab.yaml"), "k", Path("/r/k"), selection="ring and not aux",
-                             jobs="2", tree=Path("/wt"), series=(Path("/s1"), Path("/s2")),
-                             refresh=True, history="/h", pytest_args=("-x", "--maxfail=2"))
-    assert lab_run.argv(req, python="py") == [
-        "py", "-m", "harness.cli", "--lab-config", "/lab.yaml", "run", "--kernel", "k",
-        "--report-dir", "/r/k", "--tree", "/wt", "--series", "/s1", "--series", "/s2",
-        "-k", "ring and not aux", "-j", "2", "--refresh", "--history", "/h",
-        "--", "-x", "--maxfail=2"]
+def test_every_field_round_trips() -> None:
+    req = lab_run.RunRequest(Path("/lab.yaml"), "/home/me/linux?modules=/m", Path("/r/k"),
+                             selection="ring and not aux", jobs="2", tree=Path("/wt"),
+                             series=(Path("/s1"), Path("/s2")), refresh=True, history="/h",
+                             keep_guest=True, pytest_args=("-x", "--maxfail=2"))
+    assert lab_run.RunRequest.from_json(req.to_json()) == req
 
 
 def test_the_child_command_line_parses_back_to_the_request() -> None:
@@ -33,9 +31,8 @@ def test_the_child_command_line_parses_back_to_the_request() -> None:
                              tree=Path("/wt"), series=(Path("/s1"),), refresh=True,
                              history="/h", pytest_args=("-x",))
     args = cli.build_parser().parse_args(lab_run.argv(req)[3:])
-    assert (args.lab_config, args.command, args.kernel, args.report_dir, args.tree,
-            args.series, args.k, args.refresh, args.history, args.pytest_args) == (
-        "/lab.yaml", "run", "k", "/r/k", "/wt", ["/s1"], "ring", True, "/h", ["-x"])
+    assert (args.lab_config, args.command) == ("/lab.yaml", "run")
+    assert lab_run.RunRequest.from_json(args.request) == req
 
 
 def test_jobs_auto_is_cores_over_guest_vcpus_and_bad_values_are_named(

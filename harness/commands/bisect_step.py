@@ -1,0 +1,39 @@
+"""`./lab bisect-step`: one step of a bisect on the commit checked out in a tree; usable by
+hand inside `git bisect run` (harness/commands/bisect.py runs it for `./lab bisect`)."""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from harness import config as lab_config
+from harness.commands import bisect, options, run_folder
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    bs = sub.add_parser("bisect-step", help="one bisect step: build, boot, test; exit "
+                        "0/1/125 for git bisect run", description=main.__doc__)
+    options.kernel(bs, "the kernel to build (a build kernel or a source tree)")
+    bs.add_argument("--tree", help="the checkout to build (default: the current folder)")
+    options.selection(bs, "the tests that decide (pytest -k)")
+    options.failure_policies(bs)
+    bs.add_argument("--steps-log", help=argparse.SUPPRESS)   # set by ./lab bisect
+    bs.add_argument("--report-dir", help=argparse.SUPPRESS)  # set by ./lab bisect
+    options.pytest_args(bs)
+    bs.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """One bisect step on the commit checked out in --tree (default: the current folder):
+    build, boot, run the selected tests; exit 0 good, 1 bad, 125 skip (build or boot
+    failure), 255 abort. Usable by hand: git bisect run ./lab bisect-step --kernel NAME -k EXPR"""
+    cfg = run_folder.config(args)
+    name = cfg.kernel(args.kernel).name
+    tree = Path(args.tree or os.getcwd()).resolve()
+    out = run_folder.make(Path(args.report_dir) if args.report_dir else cfg.reports_dir
+                          / time.strftime(f"%Y%m%d-%H%M%S-bisect-step-"
+                                          f"{lab_config.file_safe(name)}"))
+    steps = Path(args.steps_log) if args.steps_log else out / "steps.jsonl"
+    return bisect.step(cfg, name, tree, args.k, args.on_build_failure, steps, out,
+                       args.pytest_args, args.on_boot_failure)

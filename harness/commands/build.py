@@ -1,0 +1,39 @@
+"""`./lab build`: a kernel the lab builds (tree + series + config fragments), incrementally."""
+from __future__ import annotations
+
+import argparse
+
+from harness import config as lab_config
+from harness.commands import options, run_folder
+from harness.errors import LabError
+from harness.lab import Lab
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    bu = sub.add_parser("build", help="build a kernel from a tree + series + config fragments",
+                        description=main.__doc__)
+    options.kernel(bu, "the kernel to build (a build kernel or a source tree)")
+    bu.set_defaults(func=main)
+
+
+def build_kernels(cfg: lab_config.LabConfig) -> list[str]:
+    """The names of lab.yaml's `build` kernels, for an error that lists them."""
+    return [n for n, s in cfg.kernels.items() if isinstance(s.source, lab_config.BuildKernel)]
+
+
+def main(args: argparse.Namespace) -> int:
+    """Build a `build` kernel (nothing happens if it is built already): its tree, series and
+    config fragments; print the image, the release and any fragment option that did not
+    survive olddefconfig."""
+    cfg = run_folder.config(args)
+    spec = cfg.kernel(args.kernel)
+    if not isinstance(spec.source, lab_config.BuildKernel):
+        raise LabError(f"kernel {spec.name} is not a `build` kernel of {cfg.path}; the build "
+                       f"kernels are: {', '.join(build_kernels(cfg)) or 'none'}")
+    k, report = Lab(cfg).builder().prepare(spec, spec.source)
+    print(f"{spec.name}: {k.release}: {k.vmlinuz}")
+    print(f"  {'cached (nothing changed)' if report.cached else f'built in {report.seconds:.0f} s'}"
+          + (f", {report.compiled} make steps, log {report.log}" if not report.cached else ""))
+    for d in report.dropped:
+        print(f"  fragment option not in the final .config: {d}")
+    return 0

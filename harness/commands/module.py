@@ -1,0 +1,21 @@
+"""`./lab module NAME`: a test module of kernels/modules/ built for a kernel (cached)."""
+from __future__ import annotations
+
+import argparse
+
+from harness.commands import options, run_folder
+from harness.lab import Lab
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    mo = sub.add_parser("module", help="build a test module (kernels/modules/NAME) for a kernel",
+                        description=main.__doc__)
+    mo.add_argument("name", help="the module's folder under kernels/modules/")
+    options.kernel(mo)
+    mo.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Build a test module of kernels/modules/ for a kernel; print the .ko path."""
+    print(Lab(run_folder.config(args)).module(args.name, args.kernel))
+    return 0

@@ -1,0 +1,150 @@
+"""`./lab run`: the kernel suite (tests/kernel/) on a kernel, or on several one after the other
+into one table; the reports of each run in its folder under reports.dir."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness import config as lab_config
+from harness.commands import lab_run, options, run_folder
+from harness.errors import LabError
+from harness.lab import Lab
+from harness.results import history, known_issues, matrix
+
+log = logging.getLogger("ringlab")
+SUITE = run_folder.REPO / "tests" / "kernel"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser("run", help="run the kernel test suite on a kernel, write reports",
+                       description=main.__doc__)
+    options.kernel(r, "the kernel; several joined by commas, or 'all' of lab.yaml, run one "
+                   "after the other into one report with a column per kernel")
+    # A child run (multi-kernel, review, bisect, mutate, nightly, benches) gets its request
+    # whole: harness/commands/lab_run.py RunRequest, as JSON.
+    r.add_argument("--request", help=argparse.SUPPRESS)
+    options.selection(r)
+    r.add_argument("-j", "--jobs", metavar="N", default="1",
+                   help="run N guests at once (pytest-xdist: one guest pool per worker, a test "
+                   "file stays on one worker); 'auto': host cores / guest vCPUs (default 1)")
+    r.add_argument("--keep-guest", action="store_true", help="keep the guest up at the end")
+    r.add_argument("--refresh", action="store_true", help="look for a newer kernel package")
+    r.add_argument("--history", metavar="DIR", help="keep this run's summary in DIR and compare "
+                   "it with the previous run of the same kernel (new failures, fixed, flaky)")
+    options.pytest_args(r)
+    r.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """The main job: the kernel test suite on one kernel (or several), with reports."""
+    cfg = run_folder.config(args)
+    if args.request:
+        req = lab_run.RunRequest.from_json(args.request)
+        if req.lab_config != cfg.path:
+            cfg = lab_config.load(req.lab_config)
+        names = [cfg.kernel(req.kernel).name]
+    else:
+        names = kernel_names(cfg, args.kernel)
+        req = lab_run.RunRequest(cfg.path, names[0], Path(), selection=args.k, jobs=args.jobs,
+                                 refresh=args.refresh, history=args.history,
+                                 keep_guest=args.keep_guest,
+                                 pytest_args=tuple(args.pytest_args))
+    known_issues.load()  # a broken list is a clear error here, not a pytest INTERNALERROR
+    if len(names) > 1:
+        return run_many(cfg, args, names)
+    if args.request:
+        report_dir = run_folder.make(req.report_dir)
+        run_folder.setup_logging(args.verbose, report_dir / "lab.log")
+    else:
+        report_dir = run_folder.open_run(cfg, args, lab_config.file_safe(names[0]))
+        req = lab_run.RunRequest(**{**req.__dict__, "report_dir": report_dir})
+    prepare_kernel(cfg, req)
+    return run_suite(cfg, req)
+
+
+def kernel_names(cfg: lab_config.LabConfig, arg: str | None) -> list[str]:
+    """--kernel: one kernel, a comma-separated list, or 'all' (every kernel of lab.yaml)."""
+    if arg == "all":
+        return sorted(cfg.kernels)
+    names = [n.strip() for n in (arg or "").split(",") if n.strip()] or [cfg.kernel(None).name]
+    return [cfg.kernel(n).name for n in names]  # each checked: unknown names are an error
+
+
+def prepare_kernel(cfg: lab_config.LabConfig, req: lab_run.RunRequest) -> None:
+    """Fetch, build and prepare the kernel before pytest collects anything: progress on
+    screen, and a kernel that cannot be had is one `lab: error:` naming it, not an error per
+    test. A multi-kernel table and a nightly cell say "not run: why" from the summary.json
+    left here."""
+    prepared = cfg
+    if isinstance(cfg.kernel(req.kernel).source, lab_config.BuildKernel):
+        prepared = lab_config.with_build(cfg, req.kernel, req.series, req.tree)
+    try:
+        Lab(prepared, refresh=req.refresh).kernel(req.kernel)
+    except LabError as e:
+        (req.report_dir / "summary.json").write_text(json.dumps(
+            {"kernel": req.kernel, "not_run": e.message, "counts": {}}, indent=2))
+        raise
+
+
+def run_suite(cfg: lab_config.LabConfig, req: lab_run.RunRequest) -> int:
+    """pytest over tests/kernel/ with the lab's plugin; the kernel is prepared already."""
+    report_dir = req.report_dir
+    argv = [str(SUITE), "-p", "harness.pytest_plugin", "--lab-config", str(cfg.path),
+            "--kernel", req.kernel, "--lab-report-dir", str(report_dir),
+            "--junitxml", str(report_dir / "junit.xml"), "-o", "junit_logging=system-out",
+            "--html", str(report_dir / "report.html"), "--self-contained-html",
+            "-o", "junit_suite_name=ringlab", "-p", "no:cacheprovider", "-rfEsxXR"]
+    for s in req.series:
+        argv += ["--lab-series", str(s)]
+    if req.tree:
+        argv += ["--lab-tree", str(req.tree)]
+    if req.keep_guest:
+        argv.append("--keep-guest")
+    if req.selection:
+        argv += ["-k", req.selection]
+    try:
+        jobs = lab_run.run_jobs(cfg.machine.cpus, req.jobs or "1")
+    except ValueError as e:
+        raise LabError(str(e)) from None
+    if jobs > 1:  # pytest-xdist: a guest pool per worker, a test file stays on one worker
+        argv += ["-n", str(jobs), "--dist", "loadfile"]
+    argv += req.pytest_args
+    log.debug("pytest %s", " ".join(argv))
+    code = pytest.main(argv)
+    if code == pytest.ExitCode.NO_TESTS_COLLECTED:
+        log.error("no test was selected (check -k / the test path)")
+    elif req.history and (report_dir / "summary.json").exists():
+        kept, comparison = history.record(Path(req.history), report_dir / "summary.json")
+        text = "\n".join(comparison.lines()) + "\n"
+        (report_dir / "history.txt").write_text(text)
+        (report_dir / "history.json").write_text(history.as_json(comparison))
+        print(text, end="")
+        log.info("run kept in %s", kept)
+    log.info("reports in %s", report_dir)
+    return int(code)
+
+
+def run_many(cfg: lab_config.LabConfig, args: argparse.Namespace, names: list[str]) -> int:
+    """The suite on each kernel, one after the other (each in its own process, with its own
+    reports in a sub-folder), then one table with a column per kernel."""
+    safe = {n: lab_config.file_safe(n) for n in names}
+    parent = run_folder.open_run(cfg, args, "+".join(safe.values()))
+    codes = {}
+    for name in names:
+        argv = lab_run.argv(lab_run.RunRequest(
+            cfg.path, name, parent / safe[name], selection=args.k, jobs=args.jobs,
+            refresh=args.refresh, history=args.history, pytest_args=tuple(args.pytest_args)))
+        log.info("kernel %s: %s", name, " ".join(argv))
+        codes[name] = subprocess.run(argv, cwd=run_folder.REPO).returncode
+    table = matrix.build({n: parent / safe[n] / "summary.json" for n in names})
+    (parent / "summary.json").write_text(json.dumps(table, indent=2))
+    text = matrix.render(table)
+    (parent / "summary.txt").write_text(text)
+    print(text, end="")
+    log.info("reports in %s", parent)
+    return max(codes.values())

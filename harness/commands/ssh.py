@@ -1,0 +1,41 @@
+"""`./lab ssh`: a shell (or a command) in the guest of `./lab boot`, else a throw-away one."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+
+from harness import config as lab_config, host
+from harness.commands import boot, options, run_folder
+from harness.lab import Lab
+
+log = logging.getLogger("ringlab")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("ssh", help="a shell in the booted guest", description=main.__doc__)
+    options.kernel(s, "the kernel of a throw-away guest when none is booted")
+    s.add_argument("command", nargs="*", help="command to run instead of a shell")
+    s.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """A shell in the guest of `./lab boot`, or in a throw-away guest booted for it."""
+    lab = Lab(run_folder.config(args))
+    host.require(tuple(t for t in host.ALL_TOOLS if t.command == "ssh"))
+    try:
+        state = json.loads(boot.state_path(lab).read_text())
+        os.kill(state["pid"], 0)
+    except (OSError, ValueError, KeyError):
+        state = None
+    if state is not None:
+        return subprocess.call(boot.ssh_argv(lab, state) + args.command)
+    log.info("no guest from `./lab boot` is running; booting a throw-away one")
+    k = lab.config.kernel(args.kernel)
+    console_log = lab.config.reports_dir / f"ssh-{lab_config.file_safe(k.name)}-console.log"
+    with lab.boot(k.name, console_log) as g:
+        state = {"port": g.record.ssh_port, "key": str(g.plan.key.private),
+                 "host_key": g.plan.rootfs.host_key}
+        return subprocess.call(boot.ssh_argv(lab, state) + args.command)
