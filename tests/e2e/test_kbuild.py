@@ -50,6 +50,23 @@ def test_a_debian_source_tree_builds_with_minimal_config_boots_and_runs_a_probe(
     assert "2 passed" in p.stdout
 
 
+def test_a_make_o_folder_given_on_the_command_line_boots_as_built(make_lab_yaml) -> None:
+    """`--kernel DIR` of a make O= folder (the one the first test built): its image, its
+    modules (make modules_install), and the folder itself to build test modules against."""
+    cfg = make_lab_yaml(kernels={"src-min": {"build": MINIMAL}})
+    env = dict(os.environ, RINGLAB_CONFIG=str(cfg))
+    p = lab("build", "--kernel", "src-min", env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    vmlinuz = Path(p.stdout.split(": ")[2].split()[0])
+    out = Path(json.loads((vmlinuz.parent / "kernel.json").read_text())["build"]["out"])
+    assert (out / "vmlinux").is_file() and (out / ".config").is_file()
+    p = lab("run", "--kernel", str(out), "-k", "test_release_is_the_booted_kernel", env=env)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert "1 passed" in p.stdout
+    p = lab("module", "ringlab_splat", "--kernel", str(out), env=env)
+    assert p.returncode == 0 and p.stdout.strip().endswith("ringlab_splat.ko"), p.stderr[-2000:]
+
+
 def _tree() -> Path:
     """The unpacked tree of SOURCE (the tier's first build fetched it)."""
     found = sorted((cache.cache_root() / "trees").glob(
