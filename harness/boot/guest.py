@@ -409,6 +409,11 @@ def boot(plan: BootPlan) -> Guest:
         key = snapshot_key(plan) if plan.snapshots is not None else None
         snap = snapshot.find(plan.snapshots, key) if plan.snapshots and key else None
         fallback = None
+        if snap is None and plan.snapshots and key and \
+                (why := snapshot.unusable(snapshot.Snapshot(plan.snapshots / key.digest()),
+                                          key)) != "absent":
+            fallback = f"snapshot {key.digest()} is unusable: {why}"
+            log.warning("%s; booting instead, and saving a new snapshot", fallback)
         if snap is not None:
             try:
                 return _restore(plan, snap, workdir)

@@ -107,20 +107,35 @@ class Snapshot:
 
 def find(root: Path, key: SnapshotKey) -> Snapshot | None:
     """The complete snapshot for `key`, or None. A folder whose files do not match its own
-    record (a state file cut short, a base missing) is not one."""
+    record (a state file cut short, a base missing) is not one: unusable() says why."""
     snap = Snapshot(root / key.digest())
-    try:
-        meta = json.loads(snap.meta.read_text())
-        complete = (meta.get("key") == json.loads(json.dumps(asdict(key)))
-                    and snap.state.stat().st_size == meta.get("state_bytes")
-                    and snap.base.stat().st_size == meta.get("base_bytes"))
-    except (OSError, ValueError):
-        return None
-    if not complete:
+    if unusable(snap, key) is not None:
         return None
     with contextlib.suppress(OSError):
         os.utime(snap.meta)  # recently used: pruned last
     return snap
+
+
+def unusable(snap: Snapshot, key: SnapshotKey) -> str | None:
+    """Why the snapshot folder of `key` cannot be restored; None if it can. "absent" when
+    there is no snapshot at all (nothing to say to the user)."""
+    try:
+        meta = json.loads(snap.meta.read_text())
+    except FileNotFoundError:
+        return "absent"
+    except (OSError, ValueError) as e:
+        return f"its record {snap.meta.name} is unreadable ({e})"
+    if meta.get("key") != json.loads(json.dumps(asdict(key))):
+        return "its record is for another guest"
+    for part, path in (("state", snap.state), ("base", snap.base)):
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return f"its {part} file {path.name} is missing"
+        if size != meta.get(f"{part}_bytes"):
+            return (f"its {part} file {path.name} is {size} bytes, its record says "
+                    f"{meta.get(f'{part}_bytes')} (cut short or changed)")
+    return None
 
 
 def overlay(snap: Snapshot, workdir: Path) -> Path:

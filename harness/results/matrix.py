@@ -57,8 +57,10 @@ def render(table: dict) -> str:
     differ = 0
     for test, by_kernel in table["tests"].items():
         cells = [CELL.get(by_kernel.get(n, ""), "-") for n in names]
-        differ += len(set(cells)) > 1
+        # A test a column did not run (another selection, a kernel not run) is no outcome.
+        differ += len({CELL.get(o, "-") for o in by_kernel.values()}) > 1
         lines.append(test.split("::")[-1].ljust(width) + "  " +
                      "  ".join(c.ljust(w) for c, w in zip(cells, cols)))
-    lines.append(f"{len(table['tests'])} tests, {differ} with different outcomes across kernels")
+    lines.append(f"{len(table['tests'])} tests, {differ} with different outcomes across kernels"
+                 " (- : not run there)")
     return "\n".join(lines) + "\n"

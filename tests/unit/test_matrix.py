@@ -57,3 +57,13 @@ def test_a_kernel_that_could_not_be_had_is_not_run_with_why(tmp_path: Path) -> N
     assert table["kernels"]["b"]["error"] == "not run: kernels.b: no package linux-image-x in trixie"
     assert table["tests"] == {"t.py::test_x": {"a": "passed"}}
     assert "b (not run: kernels.b: no package" in matrix.render(table)
+
+
+def test_a_test_another_column_did_not_run_is_no_different_outcome(tmp_path: Path) -> None:
+    # ./lab bench nightly -k A -k B: each cell runs other tests; none differs.
+    a = write(tmp_path / "a" / "summary.json", "6.12.117", [
+        {"test": "t.py::test_x", "outcome": "passed"}])
+    b = write(tmp_path / "b" / "summary.json", "6.12.117", [
+        {"test": "t.py::test_y", "outcome": "passed"}, {"test": "t.py::test_z", "outcome": "failed"}])
+    text = matrix.render(matrix.build({"a": a, "b": b}))
+    assert "3 tests, 0 with different outcomes across kernels" in text

@@ -105,6 +105,19 @@ def test_only_a_complete_snapshot_of_the_same_key_is_found(tmp_path: Path) -> No
     assert snapshot.find(tmp_path, k) is None
 
 
+def test_an_unusable_snapshot_says_why(tmp_path: Path) -> None:
+    k = key()
+    snap = snapshot.Snapshot(tmp_path / k.digest())
+    assert snapshot.unusable(snap, k) == "absent"
+    d = write_snapshot(tmp_path, k)
+    assert snapshot.unusable(snap, k) is None
+    (d / "state").write_bytes(b"S" * 33)  # cut to a third
+    assert snapshot.unusable(snap, k) == ("its state file state is 33 bytes, its record says "
+                                          "100 (cut short or changed)")
+    (d / "meta.json").write_text("{")
+    assert "unreadable" in (snapshot.unusable(snap, k) or "")
+
+
 def test_a_temporary_folder_is_never_a_snapshot_and_prune_keeps_the_newest(tmp_path: Path
                                                                            ) -> None:
     (tmp_path / ".tmp-x-1-2").mkdir()
