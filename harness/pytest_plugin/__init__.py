@@ -26,7 +26,7 @@ from harness.boot.guest import Guest
 from harness.lab import Lab
 
 log = logging.getLogger(__name__)
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 GUEST_KEY = pytest.StashKey[Guest]()
 LOG_MARK_KEY = pytest.StashKey[int]()
 PROBE_MARK_KEY = pytest.StashKey[int]()
