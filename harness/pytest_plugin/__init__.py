@@ -20,7 +20,7 @@ import pytest
 
 from harness import config as lab_config
 from harness.boot import console, decode, splats
-from harness.results import history, kcidb, known_issues, report as report_files, verdicts
+from harness.results import history, kcidb, known_issues, report as report_files, summary, verdicts
 from harness.errors import ConfigError, GuestHang, LabError, SSHError
 from harness.boot.guest import Guest
 from harness.lab import Lab
@@ -330,7 +330,7 @@ class LabSession:
         checks = item.stash.get(CHECKS_KEY, None)
         raised = None
         if report.failed and call.excinfo is not None:
-            raised = _first_line(call.excinfo.exconly()) or "the test failed"
+            raised = summary.first_line(call.excinfo.exconly()) or "the test failed"
         elif report.failed:
             raised = _reason(report)
         tcg = GUEST_KEY in item.stash and item.stash[GUEST_KEY].plan.accel == "tcg"
@@ -607,57 +607,14 @@ class LabSession:
             pass
 
     def _write_summary(self, exitstatus: int) -> None:
-        counts: dict[str, int] = {}
-        for r in self.results:
-            counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
-        k = self.kernel_info
-        doc = {"kernel": self.kernel_name, "release": k.get("release"),
-               "arch": k.get("arch"), "kernel_description": k.get("description"),
-               "kernel_commit": k.get("commit"), "series": k.get("series", []),
-               "boots": self.boots, "counts": counts,
-               "exit_status": int(exitstatus), "duration_s": round(time.time() - self.started, 1),
-               "kernel_facts": self.facts, "splats_between_tests": self.between_tests,
-               "results": self.results}
-        lines = [f"ringlab run on kernel {self.kernel_name} "
-                 f"({doc['kernel_description'] or 'not prepared'})",
-                 "boots: " + (", ".join(f"{b['cpus']} cpu {b['memory_mb']} MB {b['boot_s']} s "
-                                        f"({b['accel']}"
-                                        f"{', restored' if b.get('restored') else ''})"
-                                        for b in doc["boots"]) or "none"),
-                 "results: " + (", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-                                or "no tests ran")]
-        if doc["kernel_commit"]:
-            lines.append(f"kernel commit: {doc['kernel_commit']}")
-        lines += [f"series: {s}" for s in doc["series"]]
-        lines += [f"kernel: {name}: {value}" for name, value in sorted(self.facts.items())]
-        final = history.outcomes(doc)
-        last = {r["test"]: r for r in self.results if r["outcome"] != "rerun"}
-        for r in self.results:
-            if r["outcome"] == "rerun":
-                if final.get(r["test"]) == "flaky":
-                    lines.append(f"  FLAKY   {r['test']}: failed, then did not reproduce on a "
-                                 f"rerun in a fresh guest: {_first_line(r['reason'])}")
-                elif final.get(r["test"]) == "passed":
-                    lines.append(f"  RERUN   {r['test']}: passed on a fresh guest after the "
-                                 f"{r.get('broke', ['guest'])[0]} broke: "
-                                 f"{_first_line(r['reason'])}")
-            elif r is last.get(r["test"]) and r["outcome"] != "passed":
-                again = " (again on a rerun in a fresh guest)" if any(
-                    x["test"] == r["test"] and x["outcome"] == "rerun" for x in self.results) \
-                    else ""
-                lines.append(f"  {r['outcome'].upper():7s} {r['test']}: "
-                             f"{_first_line(r['reason'])}{again}")
-                if r.get("splats"):
-                    lines.append(f"          {_splat_line(r['splats'][0])}")
-            if r is last.get(r["test"]):
-                lines += [f"  NOT SEEN known issue {i} in {r['test']} on this kernel"
-                          for i in r.get("not_seen", [])]
-                if r.get("replaced"):
-                    lines.append(f"  GUEST REPLACED after {r['test']}: {r['replaced']}")
+        doc = summary.build(self.kernel_name, self.kernel_info, self.boots, self.facts,
+                            self.between_tests, self.results, exitstatus,
+                            time.time() - self.started)
+        text = summary.render(doc)
         self._decode_rest(doc)
         files = {"summary.json": json.dumps(doc, indent=2),
                  "kcidb.json": json.dumps(kcidb.from_summary(doc, self.started), indent=2),
-                 "summary.txt": "\n".join(lines) + "\n"}
+                 "summary.txt": text}
         if self.result_log.error:  # the per-test log failed: write it whole, with the rest
             files["results.jsonl"] = "".join(json.dumps(r, sort_keys=True) + "\n"
                                              for r in self.results)
@@ -724,24 +681,11 @@ def _properties(item: pytest.Item, report: pytest.TestReport) -> list[tuple[str,
     return props
 
 
-def _splat_line(splat: dict) -> str:
-    """A splat in one line of summary.txt: its title, and where it happened as file:line when
-    it was decoded, or why not."""
-    top = decode.top_frame(splat)
-    where = f" at {top}" if top else \
-        (f" (not decoded: {splat['not_decoded']})" if splat.get("not_decoded") else "")
-    return f"splat: {splat['title']}{where}"[:400]
-
-
 def _decoded_text(splat: dict) -> str:
     """The decoded frames under a splat's text in the report, or why there are none."""
     if splat.get("decoded"):
         return "\ndecoded:\n" + "\n".join(f"  {f}" for f in splat["decoded"])
     return f"\nnot decoded: {splat['not_decoded']}" if splat.get("not_decoded") else ""
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:300]
 
 
 def _git_commit() -> str:

@@ -11,7 +11,7 @@ import pytest
 from harness import cli
 from harness.boot import decode, splats
 from harness.kernels.kernel import BootableKernel
-from harness.pytest_plugin import _splat_line
+from harness.results.summary import splat_line as _splat_line
 
 DATA = Path(__file__).parent / "data"
 WARN_LOG = DATA / "console-trace-mmap-warn-6.12.log"
