@@ -23,6 +23,24 @@
 #include <linux/perf_event.h>
 #include <linux/slab.h>
 
+/*
+ * hrtimer_setup() replaced hrtimer_init() + .function (908a1d775422 "hrtimers: Introduce
+ * hrtimer_setup() to replace hrtimer_init()", v6.13) and hrtimer_init() is gone since
+ * 9779489a31d7 ("hrtimers: Delete hrtimer_init()", v6.15). Kbuild asks the headers built against
+ * which one they have (RL_HAVE_HRTIMER_SETUP), not the version number.
+ */
+static enum hrtimer_restart rl_tick(struct hrtimer *timer);
+
+static void rl_timer_setup(struct hrtimer *timer)
+{
+#ifdef RL_HAVE_HRTIMER_SETUP
+	hrtimer_setup(timer, rl_tick, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED_HARD);
+#else
+	hrtimer_init(timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED_HARD);
+	timer->function = rl_tick;
+#endif
+}
+
 #define RL_CHUNK_MASK		0xffffffULL
 #define RL_PARTIAL		BIT_ULL(32)
 #define RL_COLLISION		BIT_ULL(33)
@@ -154,8 +172,7 @@ static int rl_event_init(struct perf_event *event)
 	s = kzalloc(sizeof(*s), GFP_KERNEL);
 	if (!s)
 		return -ENOMEM;
-	hrtimer_init(&s->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED_HARD);
-	s->timer.function = rl_tick;
+	rl_timer_setup(&s->timer);
 	s->event = event;
 	s->chunk = chunk;
 	s->period_ns = period_us * NSEC_PER_USEC;
