@@ -5,8 +5,8 @@ issue (a check id the test records with the `check` fixture, optionally narrowed
 over the check's data, e.g. `lost_events == 0 and overrun > 0`), and/or the title of a splat
 the issue causes. The test always runs in full; only a failure that matches the symptom is
 excused (xfail), so a second bug in the same test still fails it (harness/results/verdicts.py).
-There is no version range: the kernel is asked, not its release number. `seen_on` lists
-where the issue was seen, for the report only.
+There is no version range: the kernel is asked, not its release number. `seen_on` and
+`not_seen_on` list where a run saw the issue and where it found it NOT SEEN, for the report only.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from harness.config import YamlReader
 from harness.errors import ConfigError
 
 KNOWN_ISSUES = Path(__file__).resolve().parents[2] / "kernels" / "known-issues.yaml"
-KEYS = {"id", "test", "checks", "when", "splats", "seen_on", "reason", "link"}
+KEYS = {"id", "test", "checks", "when", "splats", "seen_on", "not_seen_on", "reason", "link"}
 # What a `when` predicate may be made of: comparisons, and/or/not, arithmetic, names, literals.
 _PREDICATE_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not,
                     ast.USub, ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
@@ -49,6 +49,7 @@ class KnownIssue:
     seen_on: tuple[str, ...]      # releases it was seen on: a hint for the report
     reason: str
     link: str
+    not_seen_on: tuple[str, ...] = ()  # releases a run found it NOT SEEN on (report only)
 
     def covers(self, nodeid: str) -> bool:
         return any(fnmatch.fnmatchcase(nodeid, t) for t in self.tests)
@@ -64,6 +65,8 @@ class KnownIssue:
     @property
     def summary(self) -> str:
         seen = f"; seen on {', '.join(self.seen_on)}" if self.seen_on else ""
+        if self.not_seen_on:
+            seen += f"; not seen on {', '.join(self.not_seen_on)}"
         return f"known kernel issue {self.id}: {self.reason} ({self.link}{seen})"
 
 
@@ -121,8 +124,11 @@ def _issue(r: YamlReader, item: Any, key: str) -> KnownIssue:
         _check_predicate(r, when, f"{key}.when")
     seen_on = _strings(r, d.get("seen_on", []), f"{key}.seen_on",
                        "a list of kernel releases", empty=True)
+    not_seen_on = _strings(r, d.get("not_seen_on", []), f"{key}.not_seen_on",
+                           "a list of kernel releases", empty=True)
     return KnownIssue(r.string(d["id"], f"{key}.id"), tests, checks, when, splat_res, seen_on,
-                      r.string(d["reason"], f"{key}.reason"), r.string(d["link"], f"{key}.link"))
+                      r.string(d["reason"], f"{key}.reason"), r.string(d["link"], f"{key}.link"),
+                      not_seen_on)
 
 
 def _check_predicate(r: YamlReader, text: Any, key: str) -> None:

@@ -27,6 +27,7 @@ issues:
     when: "got == 'ok' and n > 0"
     splats: ["WARNING at .* f\\\\+"]
     seen_on: ["6.12.107"]
+    not_seen_on: ["7.3.4"]
     reason: why
     link: https://example.invalid/a
 """
@@ -157,7 +158,7 @@ def test_predicates_over_the_check_data(tmp_path: Path) -> None:
     # A name the check did not record: not this symptom (false), never an error.
     assert not issue.explains_check(CheckFailure("rule-1", "m", {"got": "ok"}))
     assert issue.explains_splat("WARNING at kernel/x.c:1 f+0x1/0x2")
-    assert "seen on 6.12.107" in issue.summary
+    assert "seen on 6.12.107; not seen on 7.3.4" in issue.summary
 
 
 def test_a_test_without_checks_or_splats_is_judged_by_its_exception() -> None:
@@ -192,6 +193,8 @@ def test_the_check_fixture_goes_on_after_a_failure() -> None:
      r"issues\[0\]\.versions: unknown key"),
     ("issues:\n  - {id: a, test: t, checks: [c], reason: r, link: l}\n"
      "  - {id: a, test: t, checks: [c], reason: r, link: l}", r"issues\[1\]\.id"),
+    ("issues:\n  - {id: a, test: t, checks: [c], reason: r, link: l, not_seen_on: 7}",
+     r"issues\[0\]\.not_seen_on: expected a list of kernel releases"),
     ("issues: [", "not valid YAML"),
 ])
 def test_mistakes_name_file_and_key(tmp_path: Path, text: str, culprit: str) -> None:
