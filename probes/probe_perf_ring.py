@@ -578,6 +578,84 @@ def check_set_output(args: list[str]) -> dict:
             "from_neither": len(ids) - ids.count(id1) - ids.count(id2), "fired": 10}
 
 
+def _smaps_kb(addr: int, field: str) -> int | None:
+    """A `Field:   N kB` line of /proc/self/smaps for the VMA holding addr."""
+    inside = False
+    for line in open("/proc/self/smaps"):
+        head = line.split()
+        if head and "-" in head[0] and not head[0].endswith(":"):
+            lo, _, hi = head[0].partition("-")
+            try:
+                inside = int(lo, 16) <= addr < int(hi, 16)
+            except ValueError:
+                pass
+        elif inside and line.startswith(field + ":"):
+            return int(head[1])
+    return None
+
+
+def _minor_faults_touching(addr: int, pages: int) -> int:
+    """Minor faults this thread takes loading one byte of each of `pages` pages at addr."""
+    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+    for i in range(pages):
+        _ = ctypes.c_uint8.from_address(addr + i * PAGE).value
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
+
+
+def _proc_mem_read(addr: int, size: int) -> dict:
+    """pread() of /proc/self/mem at addr (access_remote_vm(), through GUP): 'ok' and whether
+    it gave the bytes the mapping shows, or the errno."""
+    fd = os.open("/proc/self/mem", os.O_RDONLY)
+    try:
+        got = os.pread(fd, size, addr)
+    except OSError as e:
+        return {"result": probelib.errname(e)}
+    finally:
+        os.close(fd)
+    return {"result": "ok", "bytes": len(got), "same_as_mapping": got == ctypes.string_at(addr,
+                                                                                       size)}
+
+
+def check_pfnmap(args: list[str]) -> dict:
+    """How the buffer is mapped: smaps VmFlags (`pf` = VM_PFNMAP), the minor faults of a
+    first load from each page, Rss after it, /proc/self/mem reads of the control and a data
+    page, and stores into the control page and a data page (in children)."""
+    data_pages = 16
+    pages = 1 + data_pages
+    # The loop's own faults, measured on an anonymous mapping touched once before: what a
+    # first pass over the buffer takes beyond this is the buffer's.
+    anon = _libc.mmap(None, pages * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
+                      mmap.MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    ctypes.memset(anon, 1, pages * PAGE)
+    _minor_faults_touching(anon, pages)
+    baseline = _minor_faults_touching(anon, pages)
+    _libc.munmap(ctypes.c_void_p(anon), pages * PAGE)
+    fd = open_dummy()
+    rb = RingBuffer(fd, data_pages)
+    out: dict[str, Any] = {"page_size": PAGE, "pages": pages,
+                           "vm_flags": probelib.vm_flags(rb.base),
+                           "rss_kb_before_touch": _smaps_kb(rb.base, "Rss")}
+    out["first_touch_minor_faults"] = _minor_faults_touching(rb.base, pages)
+    out["loop_minor_faults_baseline"] = baseline
+    out["rss_kb_after_touch"] = _smaps_kb(rb.base, "Rss")
+    out["proc_mem_control_page"] = _proc_mem_read(rb.base, 64)
+    out["proc_mem_data_page"] = _proc_mem_read(rb.base + PAGE, 64)
+
+    def store(offset: int) -> str:
+        # A buffer of the child's own: VM_DONTCOPY kept the parent's out of the fork.
+        child_fd = open_dummy()
+        child_rb = RingBuffer(child_fd, data_pages)
+        ctypes.c_uint64.from_address(child_rb.base + offset).value = 8
+        return "store succeeded"
+
+    out["control_page_store"] = _in_child(lambda: store(perf.PerfEventMmapPage.data_tail.offset))
+    out["data_page_store"] = _in_child(lambda: store(PAGE))
+    out["last_data_page_store"] = _in_child(lambda: store(data_pages * PAGE))
+    rb.close()
+    os.close(fd)
+    return out
+
+
 def check_unprivileged(args: list[str]) -> dict:
     """What a user without privileges may do (Documentation/admin-guide/perf-security.rst)."""
     user = perf.ATTR_DISABLED | perf.ATTR_EXCLUDE_KERNEL | perf.ATTR_EXCLUDE_HV

@@ -197,6 +197,55 @@ def test_forked_child_does_not_inherit_mapping(guest: Guest) -> None:
     assert p["mapping_in_parent"] and not p["mapping_in_forked_child"], p
 
 
+def test_buffer_pages_are_mapped_as_the_kernel_says(guest: Guest) -> None:
+    """Observed, not looked up by version: smaps VmFlags say which model the kernel has.
+    b709eb872e19 "perf: map pages in advance" (v6.14; 7.2.13 kernel/events/core.c
+    map_range()): perf_mmap() remap_pfn_range()s every page, read-only, into a VM_IO |
+    VM_PFNMAP VMA; perf_mmap_pfn_mkwrite() lets a store into page 0 through and SIGBUSes
+    every other. So: no fault on a first load (the PTEs exist), Rss 0 (mm/pagewalk.c
+    walk_page_test() skips VM_PFNMAP), and /proc/PID/mem cannot read it (mm/gup.c
+    check_vma_flags(): VM_IO | VM_PFNMAP -> -EFAULT; perf_mmap_vmops has no ->access, so
+    __access_remote_vm() gives 0 bytes and mem_rw() -EIO). Before it (6.12) perf_mmap_fault()
+    inserted each page on its first fault: one fault per page, Rss counting them, and GUP
+    (so /proc/PID/mem) reading them; a store into a data page was SIGBUS there too (FAULT_FLAG_WRITE
+    with pgoff != 0; FAULT_FLAG_MKWRITE only for pgoff 0)."""
+    m = ring(guest, "pfnmap")
+    flags, pages, page_kb = m["vm_flags"], m["pages"], m["page_size"] // 1024
+    # Both models: perf_mmap() sets VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP.
+    assert {"dc", "de", "dd"} <= set(flags), f"VmFlags {flags}: perf_mmap() sets dc de dd"
+    assert m["control_page_store"] == {"exit": 0, "output": "store succeeded"}, \
+        f"a store into the control page must work: {m['control_page_store']}"
+    for page in ("data_page_store", "last_data_page_store"):
+        assert m[page].get("signal") == "SIGBUS", \
+            f"{page}: a store into a data page of a writable mapping must raise SIGBUS, " \
+            f"got {m[page]}"
+    faults = m["first_touch_minor_faults"] - m["loop_minor_faults_baseline"]
+    if "pf" in flags:
+        assert "io" in flags, f"VmFlags {flags}: remap_pfn_range() sets VM_IO with VM_PFNMAP"
+        assert faults <= 0, \
+            f"VM_PFNMAP mapping: map_range() mapped all {pages} pages at mmap(), yet a first " \
+            f"load from each took {faults} minor faults (beyond the loop's own " \
+            f"{m['loop_minor_faults_baseline']})"
+        assert (m["rss_kb_before_touch"], m["rss_kb_after_touch"]) == (0, 0), \
+            f"VM_PFNMAP mapping: smaps Rss must be 0 (the page walk skips it), got " \
+            f"{m['rss_kb_before_touch']} then {m['rss_kb_after_touch']} kB"
+        for page in ("proc_mem_control_page", "proc_mem_data_page"):
+            assert m[page] == {"result": "EIO"}, \
+                f"{page}: /proc/self/mem read of a VM_PFNMAP perf buffer must be EIO (GUP " \
+                f"refuses VM_PFNMAP, no vm_ops->access), got {m[page]}"
+    else:
+        assert faults >= pages, \
+            f"faulted-in mapping (VmFlags {flags}, no pf): a first load from each of " \
+            f"{pages} pages must fault each in (perf_mmap_fault()), took {faults}"
+        assert (m["rss_kb_before_touch"], m["rss_kb_after_touch"]) == (0, pages * page_kb), \
+            f"faulted-in mapping: Rss 0 before the loads, {pages * page_kb} kB after; got " \
+            f"{m['rss_kb_before_touch']} then {m['rss_kb_after_touch']} kB"
+        for page in ("proc_mem_control_page", "proc_mem_data_page"):
+            assert m[page] == {"result": "ok", "bytes": 64, "same_as_mapping": True}, \
+                f"{page}: /proc/self/mem must read what the mapping shows (GUP reaches the " \
+                f"inserted pages), got {m[page]}"
+
+
 # What each split leaves of the 3-page buffer [0, 3) (in pages) when a kernel lets it happen:
 # (start, end, perms), "buf" for the buffer VMA's own perms, "buf-ro" for them without write.
 SPLIT_LEAVES = {
