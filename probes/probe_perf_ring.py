@@ -568,7 +568,8 @@ def check_set_output(args: list[str]) -> dict:
     ids = [s[0] for s in samples(rb.read_new())]
     # Only now (it changes the redirection on some kernels): may the redirected event be
     # mapped itself? v6.12 maps the shared buffer and detaches the event again on munmap;
-    # v6.18 answers EBUSY. Reported, not judged: no ABI text says which is right.
+    # since d06bf78e55d5 perf_mmap_rb() answers EBUSY. Reported here; check set-output-mmap
+    # observes which and judges it (test_mmap_of_a_redirected_never_mapped_event).
     map_redirected = map_result(fd2, 8)
     rb.close()
     os.close(fd2)
@@ -653,6 +654,49 @@ def check_pfnmap(args: list[str]) -> dict:
     out["last_data_page_store"] = _in_child(lambda: store(data_pages * PAGE))
     rb.close()
     os.close(fd)
+    return out
+
+
+def check_set_output_mmap(args: list[str]) -> dict:
+    """mmap of an event that PERF_EVENT_IOC_SET_OUTPUT redirected into another event's buffer
+    and that was never mapped itself: with another size, then with the same size; what the
+    mapping (if any) shares, and whose samples reach the buffer afterwards, and after its
+    munmap."""
+    fd1, fd2 = open_counter(), open_counter()
+    id1, id2 = event_id(fd1), event_id(fd2)
+    rb = RingBuffer(fd1, 8)
+    fcntl.ioctl(fd2, perf.PERF_EVENT_IOC_SET_OUTPUT, fd1)
+    out: dict[str, Any] = {"other_size": map_result(fd2, 4)}
+    for fd in (fd1, fd2):
+        fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
+
+    def burst(n: int = 10) -> dict:
+        fire(n)
+        ids = [s[0] for s in samples(rb.read_new())]
+        return {"from_first": ids.count(id1), "from_second": ids.count(id2),
+                "from_neither": len(ids) - ids.count(id1) - ids.count(id2)}
+
+    try:
+        second = RingBuffer(fd2, 8)
+    except OSError as e:
+        out["same_size"] = probelib.errname(e)
+        out["after_refusal"] = burst()
+    else:
+        out["same_size"] = "ok"
+        rb.data_tail = 0x55 * 8
+        out["tail_written_in_first_seen_in_second"] = second.data_tail == 0x55 * 8
+        rb.data_tail = 0
+        out["while_mapped"] = burst()
+        out["same_data_head"] = second.data_head == rb.data_head
+        second.close()
+        out["after_munmap"] = burst()
+    for fd in (fd1, fd2):
+        fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
+    out["first_still_maps"] = map_result(fd1, 8)
+    rb.close()
+    os.close(fd2)
+    os.close(fd1)
+    out["fired_per_burst"] = 10
     return out
 
 

@@ -399,6 +399,42 @@ def test_set_output_routes_two_events_into_one_buffer(guest: Guest) -> None:
         f"10 samples from each event expected in the shared buffer: {s}"
 
 
+SEEN_ALL = {"from_first": 10, "from_second": 10, "from_neither": 0}
+
+
+def test_mmap_of_a_redirected_never_mapped_event(guest: Guest) -> None:
+    """Observed, not looked up by version. d06bf78e55d5 "perf: Fix refcount warning on
+    event->mmap_count increment" (v6.19; 6.18.y) made perf_mmap_rb() refuse it: "If this
+    event doesn't have mmap_count, we're attempting to create an alias of another event's
+    mmap() ... return -EBUSY" (7.2.13 kernel/events/core.c perf_mmap_rb()); the redirection
+    stays as it was. Before it (6.12 perf_mmap(), atomic_t counts) the mmap shared the
+    target's buffer and counted the event mapped, so its munmap ran perf_mmap_close():
+    event->mmap_count reached 0 and ring_buffer_attach(event, NULL) cut the redirection.
+    Either way the size check comes first: another size is EINVAL (data_page_nr())."""
+    s = ring(guest, "set-output-mmap")
+    assert s["other_size"] == "EINVAL", \
+        f"mmap of the redirected event with another size than the target's buffer: " \
+        f"expected EINVAL (data_page_nr(event->rb) != nr_pages), got {s['other_size']}"
+    if s["same_size"] == "EBUSY":
+        assert s["after_refusal"] == SEEN_ALL, \
+            f"after the refused mmap (EBUSY) both events must still write into the target's " \
+            f"buffer: 10 samples each expected, got {s['after_refusal']}"
+    else:
+        assert s["same_size"] == "ok", \
+            f"mmap of a redirected event: EBUSY (d06bf78e55d5) or ok (before it); got " \
+            f"{s['same_size']}"
+        assert s["tail_written_in_first_seen_in_second"] and s["same_data_head"], \
+            f"the redirected event's mapping must be the target's buffer: {s}"
+        assert s["while_mapped"] == SEEN_ALL, \
+            f"while both are mapped both events write into the one buffer: {s['while_mapped']}"
+        # perf_mmap_close() of the redirected event's only mapping detaches it.
+        assert s["after_munmap"] == {"from_first": 10, "from_second": 0, "from_neither": 0}, \
+            f"a kernel that maps the redirected event detaches it at that mapping's munmap " \
+            f"(perf_mmap_close(): mmap_count 0 -> ring_buffer_attach(event, NULL)); got " \
+            f"{s['after_munmap']}"
+    assert s["first_still_maps"] == "ok", s
+
+
 # --- 8. unprivileged ---------------------------------------------------------------------
 
 @pytest.fixture
