@@ -471,6 +471,47 @@ def check_overflow(args: list[str]) -> dict:
             "stats": stats}
 
 
+def _page_words(tm: TraceMap) -> dict[str, int]:
+    """The meta page's last two u64 (trace_abi.META_PAGES_LOST, META_PAGES_TOUCHED)."""
+    return {"pages_lost": tm.meta_map.u64(abi.META_PAGES_LOST),
+            "pages_touched": tm.meta_map.u64(abi.META_PAGES_TOUCHED)}
+
+
+def check_page_counters(args: list[str]) -> dict:
+    """The meta page's words after `read` (pages_lost, pages_touched in 7.x, Reserved1/2
+    before) through a workload of identical marker events, trace_clock counter (no time
+    extends: every full sub-buffer holds the same number of events): fresh, after FIRST
+    events (no loss) and GET_READER, after SECOND more (overwriting) and GET_READER; with
+    meta overrun, the per-CPU stats, and the events a full sub-buffer holds."""
+    first = int(args[0]) if args else 200
+    second = int(args[1]) if len(args) > 1 else 2000
+    text = "p" * 40
+    with instance(subbuf_kb=4, size_kb=32) as inst, pinned(0):
+        _must(inst.set("trace_clock", "counter"), "trace_clock")
+        fd = inst.open_cpu(0)
+        with TraceMap(fd) as tm:
+            out: dict[str, Any] = {"fresh": {**_page_words(tm), **tm.meta().as_dict()}}
+            for _ in range(first):
+                inst.mark(text)
+            tm.get_reader()
+            m = tm.meta()
+            sb = parse_subbuf(tm.subbuf(m.reader_id), inst.header)
+            sizes = sorted({b.offset - a.offset for a, b in zip(sb.events, sb.events[1:])})
+            out["first_subbuf"] = {"events": len(sb.events), "time_extends": sb.time_extends,
+                                   "time_stamps": sb.time_stamps, "paddings": sb.paddings,
+                                   "event_sizes": sizes, "usable": tm.subbuf_size
+                                   - inst.header.data_offset}
+            out["after_first"] = {**_page_words(tm), **m.as_dict()}
+            for _ in range(second):
+                inst.mark(text)
+            tm.get_reader()
+            out["after_second"] = {**_page_words(tm), **tm.meta().as_dict()}
+        os.close(fd)
+        out["stats"] = inst.stats(0)
+    return {**out, "first": first, "second": second, "nr_subbufs": tm.nr_subbufs,
+            "subbuf_size": tm.subbuf_size}
+
+
 # --- 4. refusals --------------------------------------------------------------------------
 
 def _map_result(fd: int, length: int, prot: int = mmap.PROT_READ, flags: int = mmap.MAP_SHARED,

@@ -106,3 +106,13 @@ class EventFormat:
         if not (name and id_):
             raise ValueError("not an event format file: no name: or ID: line")
         return cls(name.group(1), int(id_.group(1)), parse_fields(text))
+
+
+# "ring-buffer: Add page statistics to the meta-page" (Vincent Donnefort, the pKVM tracing
+# series; 7.2.13 include/uapi/linux/trace_mmap.h): Reserved1 and Reserved2 became pages_lost
+# ("Number of pages overwritten by the writer") and pages_touched ("Number of pages written by
+# the writer"), at the same offsets; sizeof(struct trace_buffer_meta) stays 80, so
+# meta_struct_len does not tell the two apart.
+META_PAGES_LOST = TraceBufferMeta.Reserved1.offset
+META_PAGES_TOUCHED = TraceBufferMeta.Reserved2.offset
+assert (META_PAGES_LOST, META_PAGES_TOUCHED) == (64, 72)

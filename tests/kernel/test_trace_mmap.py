@@ -181,6 +181,52 @@ def test_overflow_is_flagged_in_the_sub_buffer(overflow: dict) -> None:
             f"stored missed-event counts {d['stored_lost']} != overrun {overrun}"
 
 
+def test_meta_pages_lost_and_touched_count_the_writer(guest: Guest) -> None:
+    """Observed, not looked up by version. "ring-buffer: Add page statistics to the meta-page"
+    (the pKVM tracing series; 7.2.13 include/uapi/linux/trace_mmap.h) made the two words after
+    `read`, Reserved1/Reserved2 before, pages_lost and pages_touched; rb_update_meta_page()
+    copies cpu_buffer->pages_lost and ->pages_touched at each GET_READER. pages_touched counts
+    the writer's moves to a next sub-buffer (rb_tail_page_update()); pages_lost the sub-buffers
+    it overwrote (rb_handle_head_page(), RB_PAGE_HEAD), each adding its entries to overrun.
+    With identical events and trace_clock counter every full sub-buffer holds E events, so
+    after W writes pages_touched = (W - 1) // E and overrun = E * pages_lost exactly. A kernel
+    that leaves both words 0 after sub-buffers were written and overwritten has no such
+    fields: skipped."""
+    c = trace(guest, "page-counters")
+    fresh, a, b = c["fresh"], c["after_first"], c["after_second"]
+    words = ("pages_lost", "pages_touched")
+    assert b["overrun"] > 0, f"the check must overwrite sub-buffers: overrun {b['overrun']}"
+    if not any(b[w] for w in words) and not any(a[w] for w in words):
+        pytest.skip("kernel has no pages_lost/pages_touched in trace_buffer_meta: both words "
+                    f"after `read` stay 0 (Reserved1/Reserved2) after {c['first'] + c['second']} "
+                    f"events overwrote {b['overrun']} (meta overrun)")
+    sub = c["first_subbuf"]
+    per = sub["events"]
+    # The premise: one event size, no time extends, so a full sub-buffer holds usable // size.
+    assert len(sub["event_sizes"]) == 1 and sub["time_extends"] == sub["time_stamps"] == 0 \
+        and per == sub["usable"] // sub["event_sizes"][0], \
+        f"the check needs identical events and no time records in a full sub-buffer: {sub}"
+    assert (fresh["pages_lost"], fresh["pages_touched"]) == (0, 0), \
+        f"a fresh buffer: pages_lost/pages_touched {fresh['pages_lost']}/" \
+        f"{fresh['pages_touched']}, expected 0/0"
+    w1, w2 = c["first"], c["first"] + c["second"]
+    assert (a["overrun"], a["pages_lost"]) == (0, 0), \
+        f"after {w1} events (less than the buffer holds) nothing may be lost: overrun " \
+        f"{a['overrun']}, pages_lost {a['pages_lost']}"
+    assert a["pages_touched"] == (w1 - 1) // per, \
+        f"after {w1} events of {per} a sub-buffer the writer moved {(w1 - 1) // per} times; " \
+        f"pages_touched {a['pages_touched']}"
+    assert b["pages_touched"] == (w2 - 1) // per, \
+        f"after {w2} events of {per} a sub-buffer the writer moved {(w2 - 1) // per} times; " \
+        f"pages_touched {b['pages_touched']}"
+    assert b["overrun"] == per * b["pages_lost"], \
+        f"each lost sub-buffer held {per} events: overrun {b['overrun']} != {per} x " \
+        f"pages_lost {b['pages_lost']}"
+    # The per-CPU stats file reads the same counter as the meta page.
+    assert int(c["stats"]["overrun"]) == b["overrun"], \
+        f"per_cpu/cpu0/stats overrun {c['stats']['overrun']} != meta overrun {b['overrun']}"
+
+
 # --- 4. refusals ---------------------------------------------------------------------------
 
 def test_refused_mappings_fail_on_an_unmapped_buffer(guest: Guest, check) -> None:
