@@ -1,0 +1,205 @@
+"""The guests plugin: guests booted on demand and shared by the tests of a session, the
+fixtures a test takes (guest, lab, kernel_fact), and what the lab remembers per guest."""
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from harness.boot.guest import Guest
+from harness.errors import LabError
+from harness.lab import Lab
+from harness.pytest_plugin.context import RunContext
+from harness.pytest_plugin.record import Outbox
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A machine profile a test asks for with @pytest.mark.guest(cpus=N, memory_mb=M)."""
+    cpus: int
+    memory_mb: int
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a test began on its guest: its kernel log and probe log lengths, the taint mask,
+    so what the test caused is told from what came before."""
+    kernel_log: int
+    probe_log: int
+    taint: int
+
+
+@dataclass
+class Watch:
+    """What the lab keeps per guest: how much of its kernel log was judged, its state when it
+    was new (to tell a guest a test left changed), and its last test (whom a splat logged
+    between tests fails)."""
+    reviewed: int = 0
+    baseline: dict[str, str] | None = None
+    last_test: str | None = None
+
+
+GUEST_KEY = pytest.StashKey[Guest]()
+START_KEY = pytest.StashKey[Start]()
+
+
+class GuestPool:
+    """Guests booted on demand, one per machine profile, reused by every test of the session.
+    A guest that died is replaced by a fresh one for the next test. Every guest after the
+    first of a profile is restored from its snapshot (harness/boot/snapshot.py), not booted."""
+
+    def __init__(self, lab: Lab, kernel: str, report_dir: Path, console_log: Path) -> None:
+        self.lab = lab
+        self.kernel = kernel
+        self.report_dir = report_dir
+        self.console_log = console_log
+        self.guests: dict[Profile, Guest] = {}
+        self.boots: list[dict] = []
+        # Profiles whose pooled guest a fresh=True test had: no other test may use it. It is
+        # stopped when the next test asks (its teardown still reads its kernel log first).
+        self.spent: set[Profile] = set()
+
+    def get(self, cpus: int | None, memory_mb: int | None = None, fresh: bool = False) -> Guest:
+        """The pooled guest of this profile; with `fresh`, a new one no other test used."""
+        m = self.lab.config.machine
+        p = Profile(cpus or m.cpus, memory_mb or m.memory_mb)
+        if fresh or p in self.spent:
+            self.discard(p)
+            self.spent.discard(p)
+        g = self.guests.get(p)
+        if g is not None and g.health() is not None:
+            log.warning("guest (%d cpu, %d MB) is dead (%s); booting a fresh one", p.cpus,
+                        p.memory_mb, g.health())
+            self.discard(p)
+            g = None
+        if g is None:
+            g = self.lab.boot(self.kernel, self.console_log,
+                              cpus=p.cpus, memory_mb=p.memory_mb)
+            self.guests[p] = g
+            self.boots.append({"cpus": p.cpus, "memory_mb": p.memory_mb,
+                               "boot_s": round(g.record.boot_s, 2), "accel": g.plan.accel,
+                               "attempts": g.record.attempts, "restored": g.record.restored,
+                               **({"snapshot_fallback": g.record.fallback}
+                                  if g.record.fallback else {})})
+        if fresh:
+            self.spent.add(p)
+        return g
+
+    def discard(self, profile: Profile) -> None:
+        g = self.guests.pop(profile, None)
+        if g is not None:
+            g.stop()
+
+    def stop_all(self) -> None:
+        for n in list(self.guests):
+            self.discard(n)
+
+
+class Guests:
+    """Owns the pool: hands a guest to each test that asks, replaces one on request, stops
+    them all at the end (or keeps them for --keep-guest)."""
+
+    def __init__(self, ctx: RunContext, config: pytest.Config, outbox: Outbox) -> None:
+        self.ctx = ctx
+        self.config = config
+        self.outbox = outbox
+        self.pool: GuestPool | None = None
+        self.error: LabError | None = None
+        self.watches: dict[Guest, Watch] = {}
+        # Called with (guest, watch) when a test gets its guest, before the test's start is
+        # marked: whoever must look at the guest between tests (splats, report metadata).
+        self.on_handout: list[Callable[[Guest, Watch], None]] = []
+
+    def get_pool(self) -> GuestPool:
+        """The session's pool, made on first use; after a lab error, the same error again."""
+        if self.error is not None:  # the lab could not boot a guest: fail fast, same reason
+            raise self.error
+        if self.pool is None:
+            lab = Lab(self.ctx.lab_config, refresh=self.config.getoption("--lab-refresh"))
+            worker = f"-{self.ctx.worker}" if self.ctx.worker else ""
+            self.pool = GuestPool(lab, self.ctx.kernel, self.ctx.report_dir,
+                                  self.ctx.report_dir / f"console-{self.ctx.kernel}{worker}.log")
+        return self.pool
+
+    def watch(self, g: Guest) -> Watch:
+        return self.watches.setdefault(g, Watch())
+
+    def pooled(self, g: Guest) -> bool:
+        """Whether g is still a guest the next test may get."""
+        return self.pool is not None and any(p is g for p in self.pool.guests.values())
+
+    def discard(self, g: Guest, why: str) -> None:
+        """Stop g: the next test of its profile gets a fresh guest."""
+        log.debug("replacing the guest: %s", why)
+        self.watches.pop(g, None)
+        if self.pool is None:
+            return
+        for profile, pooled in list(self.pool.guests.items()):
+            if pooled is g:
+                self.pool.discard(profile)
+
+    @pytest.fixture
+    def kernel_fact(self) -> Callable[[str, str], None]:
+        """Call it with (name, value) to put what a test learnt about the kernel (e.g. which
+        mapping ABI it speaks) in the run's summary.txt and summary.json."""
+        return lambda name, value: self.outbox.emit("fact", name=name, value=value)
+
+    @pytest.fixture
+    def lab(self) -> Lab:
+        """The session's Lab (kernels, rootfs, test modules); the same object every time."""
+        return self.get_pool().lab
+
+    @pytest.fixture
+    def guest(self, request: pytest.FixtureRequest) -> Iterator[Guest]:
+        """The booted guest for this test (booted once per session, kernel and cpus)."""
+        marker = request.node.get_closest_marker("guest")
+        kwargs = marker.kwargs if marker else {}
+        try:
+            g = self.get_pool().get(kwargs.get("cpus"), kwargs.get("memory_mb"),
+                                    fresh=bool(kwargs.get("fresh")) or
+                                    self.config.getoption("--fresh-guest-per-test"))
+        except LabError as e:
+            if getattr(e, "console_tail", None) is None:  # not a boot failure: same for all
+                self.error = e
+            pytest.fail(f"no guest: {e}", pytrace=False)
+        g.kmsg()  # what the kernel logged before this test is not this test's
+        w = self.watch(g)
+        for look in self.on_handout:
+            look(g, w)
+        if w.baseline is None:  # the state of a new guest, to tell a changed one
+            w.baseline = g.state()
+        w.last_test = request.node.nodeid
+        request.node.stash[GUEST_KEY] = g
+        request.node.stash[START_KEY] = Start(len(g.kernel_log), len(g.probe_log), g.tainted)
+        yield g
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Every guest stops at the end; with --keep-guest, first wait for Ctrl-C."""
+        try:
+            if self.config.getoption("--keep-guest") and self.pool and self.pool.guests:
+                self._keep_guest()
+        finally:
+            if self.pool is not None:
+                self.pool.stop_all()
+
+    def _keep_guest(self) -> None:
+        assert self.pool is not None
+        for g in self.pool.guests.values():
+            print(f"\nguest kept: ssh -p {g.record.ssh_port} -i {g.plan.key.private} "
+                  f"-o HostKeyAlias=ringlab-guest root@127.0.0.1   (Ctrl-C to stop it)",
+                  file=sys.stderr)
+        if not sys.stdin.isatty():
+            print("--keep-guest: no terminal to wait on; stopping the guest", file=sys.stderr)
+            return
+        try:
+            while all(g.health() is None for g in self.pool.guests.values()):
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
