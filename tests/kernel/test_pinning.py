@@ -191,6 +191,10 @@ def charged_once(guest: Guest, check, ops: list[str], again_pages: int, rule: st
           results_as_expected=all(st["result"] == st["expected"][0] for st in fill))
 
 
+# A fresh guest each: user_struct (and its locked_vm) lives as long as the guest, and on a
+# kernel with this very leak root's whole allowance is charged by earlier tests (7.2.13: 129
+# of 129 pages before the test), which leaves no room to see a second charge.
+@pytest.mark.guest(fresh=True)
 @pytest.mark.parametrize("who", ["root", "user"])
 def test_a_buffer_mapped_twice_is_charged_once(guest: Guest, check, who: str) -> None:
     """perf_mmap() on an event whose buffer is mapped already takes a reference and charges
@@ -202,6 +206,7 @@ def test_a_buffer_mapped_twice_is_charged_once(guest: Guest, check, who: str) ->
                  "a buffer mapped three times is charged once, and all of it comes back")
 
 
+@pytest.mark.guest(fresh=True)
 @pytest.mark.parametrize("who", ["root", "user"])
 def test_an_aux_area_mapped_twice_is_charged_once(guest: Guest, check, test_pmu: int,
                                                   who: str) -> None:
