@@ -598,6 +598,70 @@ def _verified(aux: AuxArea, start: int, length: int) -> bool:
     return True
 
 
+# perf_event.h struct perf_event_attr flag bits: disabled 0, inherit 1, pinned 2, exclusive 3.
+ATTR_PINNED, ATTR_EXCLUSIVE = 1 << 2, 1 << 3
+POLL_BITS = (("POLLIN", select.POLLIN), ("POLLERR", select.POLLERR),
+             ("POLLHUP", select.POLLHUP))
+
+
+def _revents(fd: int, timeout_ms: int = 0) -> list[str]:
+    p = select.poll()
+    p.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+    got = 0
+    for _, ev in p.poll(timeout_ms):
+        got |= ev
+    return [name for name, bit in POLL_BITS if got & bit]
+
+
+def _read_len(fd: int) -> int | str:
+    try:
+        return len(os.read(fd, 64))
+    except OSError as e:
+        return probelib.errname(e)
+
+
+def check_pinned_error(args: list[str]) -> dict:
+    """Pinned test-PMU events on CPU 0 that cannot go on (kernel/events/core.c
+    group_can_go_on(): an exclusive group cannot join events already on the PMU), so
+    merge_sched_in() puts them in PERF_EVENT_STATE_ERROR: read() and poll() of one without a
+    buffer, of one with its buffer mapped, of one whose poll() was already waiting when
+    enabling put it in error, and of the healthy pinned event holding the PMU."""
+    def open_pinned(flags: int) -> int:
+        a = perf.attr(pmu_type(), 4096, flags)
+        a.config1 = 1_000_000  # a chunk a second, and no AUX area: nothing is ever written
+        return perf.perf_event_open(a, -1, 0)
+
+    holder = open_pinned(ATTR_PINNED)
+    holder_rb = RingBuffer(holder, 1)
+    unmapped = open_pinned(ATTR_PINNED | ATTR_EXCLUSIVE)
+    mapped = open_pinned(ATTR_PINNED | ATTR_EXCLUSIVE)
+    mapped_rb = RingBuffer(mapped, 1)
+    waited = open_pinned(perf.ATTR_DISABLED | ATTR_PINNED | ATTR_EXCLUSIVE)
+    waited_rb = RingBuffer(waited, 1)
+    before = _revents(waited)
+    woke: dict[str, Any] = {}
+
+    def waiter() -> None:
+        t = time.monotonic()
+        woke["revents"] = _revents(waited, 3000)
+        woke["seconds"] = round(time.monotonic() - t, 3)
+
+    th = threading.Thread(target=waiter)
+    th.start()
+    time.sleep(0.3)
+    fcntl.ioctl(waited, perf.PERF_EVENT_IOC_ENABLE)
+    th.join()
+    out: dict[str, Any] = {"waited_before_enable": before, "waited_poll": woke}
+    for name, fd in (("holder", holder), ("unmapped", unmapped), ("mapped", mapped),
+                     ("waited", waited)):
+        out[name] = {"read_bytes": _read_len(fd), "revents": _revents(fd)}
+    for rb in (holder_rb, mapped_rb, waited_rb):
+        rb.close()
+    for fd in (waited, mapped, unmapped, holder):
+        os.close(fd)
+    return out
+
+
 def check_throughput(args: list[str]) -> dict:
     """AUX bytes/s through the test PMU and a reader: 64 KiB chunks every 100 us into a 1 MiB
     area for SECONDS, the reader consuming records and advancing aux_tail; once with the

@@ -205,3 +205,55 @@ def test_concurrent_map_unmap_of_a_shared_buffer(guest: Guest, test_pmu: int,
     assert all(r["aux_records_while_held"].values()), \
         f"both events must write into the held buffer's AUX areas: {r['aux_records_while_held']}"
     assert not new_splats(), f"kernel splats: {new_splats()}"
+
+
+# What poll() says of a pinned event in PERF_EVENT_STATE_ERROR, by model: (no buffer, its
+# buffer mapped, a poll() waiting when enabling put it in error).
+PINNED_ERROR_POLL = {
+    # Namhyung Kim's "perf/core: Change to POLLERR for pinned events with error" (after
+    # f4b07fd62d4d): 7.2.13 kernel/events/core.c perf_poll() "state == PERF_EVENT_STATE_ERROR
+    # && event->attr.pinned ... return EPOLLERR"; merge_sched_in() queues the wakeup.
+    "EPOLLERR": (["POLLERR"], ["POLLERR"], ["POLLERR"]),
+    # f4b07fd62d4d "perf/core: Use POLLHUP for pinned events in error" alone: the same with
+    # EPOLLHUP, which a task's exit also gives.
+    "EPOLLHUP": (["POLLHUP"], ["POLLHUP"], ["POLLHUP"]),
+    # Before both (6.12 perf_poll()): nothing about the error; EPOLLHUP without a buffer,
+    # the buffer's rb->poll (none here) with one, and no wakeup (the waiter times out).
+    "none": (["POLLHUP"], [], []),
+}
+
+
+def test_pinned_event_that_cannot_go_on_polls_as_the_kernel_says(guest: Guest,
+                                                                  test_pmu: int) -> None:
+    """Observed, not looked up by version. Pinned test-PMU events on CPU 0 that cannot go on
+    (group_can_go_on(): an exclusive group cannot join the pinned event already there) are
+    put in PERF_EVENT_STATE_ERROR by merge_sched_in(); read() of one is end-of-file on every
+    kernel (perf_read_one(): "Return end-of-file for a read on an event that is in error
+    state"). What poll() reports must be one model exactly, for all three error events; the
+    healthy holder must not poll as an error."""
+    e = aux(guest, "pinned-error")
+    assert e["holder"] == {"read_bytes": 8, "revents": []}, \
+        f"the pinned event on the PMU is healthy: read gives its 8-byte count, poll nothing; " \
+        f"got {e['holder']}"
+    for name in ("unmapped", "mapped", "waited"):
+        assert e[name]["read_bytes"] == 0, \
+            f"{name}: read() of a pinned event that could not go on must be end-of-file " \
+            f"(PERF_EVENT_STATE_ERROR), got {e[name]['read_bytes']}: the check did not put it " \
+            f"in error"
+    assert e["waited_before_enable"] == [], \
+        f"the disabled event with a mapped buffer polls as nothing before its enable: " \
+        f"{e['waited_before_enable']}"
+    got = (e["unmapped"]["revents"], e["mapped"]["revents"], e["waited_poll"]["revents"])
+    models = [m for m, want in PINNED_ERROR_POLL.items() if got == want]
+    assert models, \
+        f"poll() of pinned events in error (no buffer, mapped buffer, waiting at the enable): " \
+        f"{got}; none of the models {PINNED_ERROR_POLL}"
+    if models[0] != "none":
+        assert e["waited_poll"]["seconds"] < 2.5, \
+            f"the {models[0]} model wakes a waiting poll() when the event enters error " \
+            f"(merge_sched_in(): perf_event_wakeup / pending_irq); it waited " \
+            f"{e['waited_poll']['seconds']} s"
+    # The state poll() reports is the event's, not a stale one: it says the same afterwards.
+    assert e["waited"]["revents"] == PINNED_ERROR_POLL[models[0]][1], \
+        f"a mapped event in error polls {e['waited']['revents']} afterwards, the {models[0]} " \
+        f"model says {PINNED_ERROR_POLL[models[0]][1]}"
