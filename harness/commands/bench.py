@@ -454,7 +454,7 @@ def nightly_bench(cfg: LabConfig, kernel_name: str | None,
     so the nightly is not charged for it). Refresh off, history kept in the bench's folder."""
     import subprocess
 
-    from harness.commands import lab_run, nightly
+    from harness.commands import child_run, nightly
     from harness.config import NightlyKernel, NightlySelection, NightlySpec
 
     name = cfg.kernel(kernel_name).name
@@ -466,7 +466,7 @@ def nightly_bench(cfg: LabConfig, kernel_name: str | None,
     start = time.monotonic()
     codes = []
     for s in sels:
-        argv = lab_run.argv(lab_run.RunRequest(cfg.path, name, out / "serial" / s.name,
+        argv = child_run.argv(child_run.RunRequest(cfg.path, name, out / "serial" / s.name,
                                                selection=s.expr))
         codes.append(subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
                                     cwd=Path(__file__).resolve().parents[2]).returncode)

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.commands import lab_run
+from harness.commands import child_run
 from harness.config import LabConfig
 from harness.results.history import outcomes
 
@@ -90,7 +90,7 @@ def render(doc: dict) -> str:
 def _sample(cfg: LabConfig, kernel: str, jobs: str | None, run: int, out: Path,
             selection: str | None) -> Sample:
     folder = out / f"{mode_name(jobs).replace(' ', '').replace('-', '') or 'serial'}-{run}"
-    argv = lab_run.argv(lab_run.RunRequest(cfg.path, kernel, folder, selection=selection,
+    argv = child_run.argv(child_run.RunRequest(cfg.path, kernel, folder, selection=selection,
                                            jobs=jobs, history=str(out / "history")))
     start = time.monotonic()
     code = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -118,7 +118,7 @@ def parallel_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 5,
     _sample(cfg, kernel, None, 0, out / "warm-up", selection)
     # On a host where `auto` comes to 2 guests (2 cores, 1-vCPU guests) it is the -j 2 mode
     # again: measured once, and said so, instead of spending a third of the bench on a copy.
-    modes = [m for m in MODES if m != "auto" or lab_run.run_jobs(cfg.machine.cpus, m) != 2]
+    modes = [m for m in MODES if m != "auto" or child_run.run_jobs(cfg.machine.cpus, m) != 2]
     if "auto" not in modes:
         print("bench parallel: -j auto is -j 2 on this host "
               f"({os.cpu_count()} cores, {cfg.machine.cpus}-vCPU guests); measured once",
@@ -132,7 +132,7 @@ def parallel_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 5,
                   f"{s.counts}", flush=True)
     doc = summarize(samples)
     doc.update(kernel=kernel, cores=os.cpu_count(), selection=selection,
-               auto_jobs=lab_run.run_jobs(cfg.machine.cpus, "auto"),
+               auto_jobs=child_run.run_jobs(cfg.machine.cpus, "auto"),
                samples=[asdict(s) | {"outcomes": None} for s in samples])
     (out / "bench.json").write_text(json.dumps(doc, indent=2))
     print(render(doc))

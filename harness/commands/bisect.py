@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness import cache, config as lab_config
-from harness.commands import lab_run, mutate, options, run_folder
+from harness.commands import child_run, mutate, options, run_folder
 from harness.kernels import trees
 from harness.results import history
 from harness.config import BuildKernel, LabConfig, with_build
@@ -191,7 +191,7 @@ def step(cfg: LabConfig, name: str, tree: Path, selection: str | None, on_build_
             return code
         build_s = time.monotonic() - start
         run_dir = report_dir / f"step-{len(read_steps(steps_log)) + 1}-{commit[:12]}"
-        argv = lab_run.argv(lab_run.RunRequest(cfg.path, name, run_dir, selection=selection,
+        argv = child_run.argv(child_run.RunRequest(cfg.path, name, run_dir, selection=selection,
                                                tree=tree, pytest_args=tuple(pytest_args)))
         t = time.monotonic()
         code = subprocess.run(argv, cwd=REPO).returncode

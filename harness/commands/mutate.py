@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness import cache, config as lab_config
-from harness.commands import lab_run, options, run_folder
+from harness.commands import child_run, options, run_folder
 from harness.config import BuildKernel, LabConfig, with_build
 from harness.errors import BuildError, LabError
 from harness.kernels import trees
@@ -324,7 +324,7 @@ def _and(a: str | None, b: str | None) -> str | None:
 def _run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path) -> tuple[int, float]:
     """`./lab run` of the kernel built from `tree`, in a child (as review and bisect do); its
     output goes to run_dir.log. Stopped (and its guests with it) if we are interrupted."""
-    argv = lab_run.argv(lab_run.RunRequest(plan.cfg.path, plan.name, run_dir,
+    argv = child_run.argv(child_run.RunRequest(plan.cfg.path, plan.name, run_dir,
                                            selection=selection, tree=tree,
                                            pytest_args=tuple(plan.pytest_args)))
     start = time.monotonic()

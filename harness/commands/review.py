@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from harness import config as lab_config
-from harness.commands import bench, lab_run, options, run_folder
+from harness.commands import bench, child_run, options, run_folder
 from harness.errors import LabError
 from harness.kernels import series as patch_series
 from harness.lab import Lab
@@ -52,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
     Lab(cfg).kernel(name)
     Lab(patched_cfg).kernel(name)
     for label, extra in (("base", ()), ("patched", (series,))):
-        argv = lab_run.argv(lab_run.RunRequest(
+        argv = child_run.argv(child_run.RunRequest(
             cfg.path, name, out / label, selection=args.k, series=extra,
             pytest_args=tuple(args.pytest_args)))
         log.info("review: %s: %s", label, " ".join(argv))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import config as lab_config
-from harness.commands import lab_run, options, run_folder
+from harness.commands import child_run, options, run_folder
 from harness.errors import LabError
 from harness.lab import Lab
 from harness.results import history, known_issues, matrix
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.kernel(r, "the kernel; several joined by commas, or 'all' of lab.yaml, run one "
                    "after the other into one report with a column per kernel")
     # A child run (multi-kernel, review, bisect, mutate, nightly, benches) gets its request
-    # whole: harness/commands/lab_run.py RunRequest, as JSON.
+    # whole: harness/commands/child_run.py RunRequest, as JSON.
     r.add_argument("--request", help=argparse.SUPPRESS)
     options.selection(r)
     r.add_argument("-j", "--jobs", metavar="N", default="1",
@@ -44,13 +44,13 @@ def main(args: argparse.Namespace) -> int:
     """The main job: the kernel test suite on one kernel (or several), with reports."""
     cfg = run_folder.config(args)
     if args.request:
-        req = lab_run.RunRequest.from_json(args.request)
+        req = child_run.RunRequest.from_json(args.request)
         if req.lab_config != cfg.path:
             cfg = lab_config.load(req.lab_config)
         names = [cfg.kernel(req.kernel).name]
     else:
         names = kernel_names(cfg, args.kernel)
-        req = lab_run.RunRequest(cfg.path, names[0], Path(), selection=args.k, jobs=args.jobs,
+        req = child_run.RunRequest(cfg.path, names[0], Path(), selection=args.k, jobs=args.jobs,
                                  refresh=args.refresh, history=args.history,
                                  keep_guest=args.keep_guest,
                                  pytest_args=tuple(args.pytest_args))
@@ -62,7 +62,7 @@ def main(args: argparse.Namespace) -> int:
         run_folder.setup_logging(args.verbose, report_dir / "lab.log")
     else:
         report_dir = run_folder.open_run(cfg, args, lab_config.file_safe(names[0]))
-        req = lab_run.RunRequest(**{**req.__dict__, "report_dir": report_dir})
+        req = child_run.RunRequest(**{**req.__dict__, "report_dir": report_dir})
     prepare_kernel(cfg, req)
     return run_suite(cfg, req)
 
@@ -75,7 +75,7 @@ def kernel_names(cfg: lab_config.LabConfig, arg: str | None) -> list[str]:
     return [cfg.kernel(n).name for n in names]  # each checked: unknown names are an error
 
 
-def prepare_kernel(cfg: lab_config.LabConfig, req: lab_run.RunRequest) -> None:
+def prepare_kernel(cfg: lab_config.LabConfig, req: child_run.RunRequest) -> None:
     """Fetch, build and prepare the kernel before pytest collects anything: progress on
     screen, and a kernel that cannot be had is one `lab: error:` naming it, not an error per
     test. A multi-kernel table and a nightly cell say "not run: why" from the summary.json
@@ -91,7 +91,7 @@ def prepare_kernel(cfg: lab_config.LabConfig, req: lab_run.RunRequest) -> None:
         raise
 
 
-def run_suite(cfg: lab_config.LabConfig, req: lab_run.RunRequest) -> int:
+def run_suite(cfg: lab_config.LabConfig, req: child_run.RunRequest) -> int:
     """pytest over tests/kernel/ with the lab's plugin; the kernel is prepared already."""
     report_dir = req.report_dir
     argv = [str(SUITE), "-p", "harness.pytest_plugin", "--lab-config", str(cfg.path),
@@ -108,7 +108,7 @@ def run_suite(cfg: lab_config.LabConfig, req: lab_run.RunRequest) -> int:
     if req.selection:
         argv += ["-k", req.selection]
     try:
-        jobs = lab_run.run_jobs(cfg.machine.cpus, req.jobs or "1")
+        jobs = child_run.run_jobs(cfg.machine.cpus, req.jobs or "1")
     except ValueError as e:
         raise LabError(str(e)) from None
     if jobs > 1:  # pytest-xdist: a guest pool per worker, a test file stays on one worker
@@ -136,7 +136,7 @@ def run_many(cfg: lab_config.LabConfig, args: argparse.Namespace, names: list[st
     parent = run_folder.open_run(cfg, args, "+".join(safe.values()))
     codes = {}
     for name in names:
-        argv = lab_run.argv(lab_run.RunRequest(
+        argv = child_run.argv(child_run.RunRequest(
             cfg.path, name, parent / safe[name], selection=args.k, jobs=args.jobs,
             refresh=args.refresh, history=args.history, pytest_args=tuple(args.pytest_args)))
         log.info("kernel %s: %s", name, " ".join(argv))
