@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import argparse
 import fcntl
-import fnmatch
 import hashlib
 import json
 import logging
@@ -37,101 +36,16 @@ from harness import cache, config as lab_config
 from harness.commands import child_run, options, run_folder
 from harness.config import BuildKernel, LabConfig, with_build
 from harness.errors import BuildError, LabError
-from harness.kernels import trees
+from harness.kernels import mutants as catalogs, trees
+from harness.kernels.mutants import (  # noqa: F401 (the catalog, as callers know it)
+    CATALOG, KERNEL_FILES, Mutant, MutantError, catalog, parse, select)
 from harness.kernels.series import Patch
 from harness.results import history
 
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
-CATALOG = REPO / "kernels" / "mutants"
-KERNEL_FILES = ("kernel/events/core.c", "kernel/events/ring_buffer.c",
-                "kernel/trace/ring_buffer.c", "kernel/trace/trace.c")
 KILLED, SURVIVED, NOT_BUILT, NOT_BOOTED, NOT_RUN = (
     "killed", "survived", "not built", "not booted", "not run")
-_HEADER = re.compile(r"^(Rule|Fixes-revert|Tests):[ \t]*(.*)$")
-_DIFF_START = re.compile(r"^(diff --git |--- )")
-_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)|^\+\+\+ b/(\S+)")
-
-
-class MutantError(LabError):
-    """A mutant of the catalog is malformed or does not apply to the tree."""
-
-
-# --- the catalog --------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Mutant:
-    """One patch of the catalog and what it claims to break."""
-    id: str                  # the file name without .patch: "001-perf-mmap-accepts-3-pages"
-    path: Path
-    file: str                # the kernel file it patches
-    rule: str                # the ABI rule it breaks, citing the uapi header or function
-    fixes_revert: str | None  # the upstream fix it reverts, if it is one
-    tests: str | None        # a -k expression narrowing the tests run for it
-    text: str
-
-
-def parse(path: Path) -> Mutant:
-    """A mutant from its patch file; a MutantError names the file and what is wrong."""
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise MutantError(f"mutant {path}: cannot read it: {e.strerror}") from None
-    headers: dict[str, str] = {}
-    for line in text.splitlines():
-        if _DIFF_START.match(line):
-            break
-        if (m := _HEADER.match(line)):
-            if m.group(1) in headers:
-                raise MutantError(f"mutant {path}: the header {m.group(1)}: is given twice")
-            headers[m.group(1)] = m.group(2).strip()
-    files = sorted({next(g for g in m.groups()[1:] if g) for m in
-                    (_DIFF_FILE.match(line) for line in text.splitlines()) if m})
-    if not headers.get("Rule"):
-        raise MutantError(f"mutant {path}: no `Rule:` line before the diff (which ABI rule "
-                          "it breaks)")
-    if not files:
-        raise MutantError(f"mutant {path}: holds no diff")
-    if len(files) != 1 or files[0] not in KERNEL_FILES:
-        raise MutantError(f"mutant {path}: patches {', '.join(files)}; a mutant patches one "
-                          f"of {', '.join(KERNEL_FILES)}")
-    return Mutant(path.stem, path, files[0], headers["Rule"],
-                  headers.get("Fixes-revert") or None, headers.get("Tests") or None, text)
-
-
-def catalog(folder: Path = CATALOG) -> list[Mutant]:
-    """Every mutant of `folder`, by id; ids (and their NNN numbers) are unique."""
-    mutants = [parse(p) for p in sorted(folder.glob("*.patch"))]
-    if not mutants:
-        raise MutantError(f"{folder}: no mutants (*.patch)")
-    seen: dict[str, Path] = {}
-    for m in mutants:
-        number = m.id.split("-", 1)[0]
-        if number in seen:
-            raise MutantError(f"mutant {m.path}: number {number} is also {seen[number]}")
-        seen[number] = m.path
-    return mutants
-
-
-def select(mutants: list[Mutant], spec: str | None) -> list[Mutant]:
-    """--mutants: comma-separated id globs ("00[1-5]*", "012"), kernel files
-    ("kernel/trace/trace.c", "trace.c"), or patch files outside the catalog."""
-    if not spec:
-        return mutants
-    chosen: dict[str, Mutant] = {}
-    for word in (w.strip() for w in spec.split(",") if w.strip()):
-        if word.endswith(".patch") and Path(word).is_file():
-            m = parse(Path(word).resolve())
-            chosen[m.id] = m
-            continue
-        found = [m for m in mutants if fnmatch.fnmatch(m.id, word)
-                 or m.id.split("-", 1)[0] == word or m.file == word
-                 or Path(m.file).name == word or fnmatch.fnmatch(m.id, f"{word}-*")]
-        if not found:
-            raise MutantError(f"--mutants {word}: matches no mutant of {CATALOG} (ids like "
-                              f"{mutants[0].id}, or one of {', '.join(KERNEL_FILES)})")
-        chosen.update((m.id, m) for m in found)
-    return sorted(chosen.values(), key=lambda m: m.id)
 
 
 # --- judging a run ------------------------------------------------------------------------
@@ -387,8 +301,8 @@ def run(plan: Plan) -> int:
     ws = Workspace(tree, cache.cache_root(plan.cfg.cache_dir))
     results: list[MutantResult] = []
     with ws.opened():
-        for m in plan.mutants:  # every mutant must apply before hours are spent
-            ws.check(m)
+        # Each mutant's patch for this tree; every mutant must have one before hours are spent.
+        plan.mutants = catalogs.for_tree_all(plan.mutants, ws.src, ws.tree)
         log.info("mutate: building the unmutated kernel %s from %s", plan.name, ws.src)
         t = time.monotonic()
         k, report = _build(plan, ws.src)
