@@ -80,6 +80,12 @@ def _parse(data: bytes, data_size: int, start: int, end: int, page_size: int | N
     in-page writer (see parse_records_in_page())."""
     records: list[Record] = []
     gaps: list[Gap] = []
+    if end - start > data_size:
+        # More unread bytes than the area holds: the writer went over records not yet read
+        # (what a writable mapping forbids). Walking them would read the same bytes again
+        # and again: on a kernel that does this, a reader that tries spins for minutes.
+        raise TornRecord(f"data_head {end} is {end - start} bytes past data_tail {start}, more "
+                         f"than the {data_size}-byte data area: unread records were overwritten")
     pos = start
     while pos < end:
         if end - pos < perf.HEADER_SIZE:

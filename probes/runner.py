@@ -19,6 +19,7 @@ Requests:  {"op": "run", "id": N, "probe": NAME, "args": [...], "user": "root", 
                                        and the kernel's taint mask
            {"op": "ping", "id": N}
 Responses: {"id": N, "status": "exited"|"signaled"|"timeout", "code": C, "stdout": ..., ...}
+           (a timeout also says where each of the probe's threads waited: "stuck")
 Stdlib only.
 """
 from __future__ import annotations
@@ -115,7 +116,9 @@ def run_probe(probe: str, args: list[str], user: str = "root", timeout: float = 
                 chunks[fd].append(data)
             else:
                 open_fds.remove(fd)
+    stuck: list[dict] = []
     if timed_out:
+        stuck = stuck_tasks(pid)  # before the kill: where the kernel holds them
         try:
             os.killpg(pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -127,12 +130,49 @@ def run_probe(probe: str, args: list[str], user: str = "root", timeout: float = 
               "stdout": b"".join(chunks[out_r]).decode("utf-8", "replace"),
               "stderr": b"".join(chunks[err_r]).decode("utf-8", "replace")}
     if timed_out:
-        result.update(status="timeout", code=None)
+        result.update(status="timeout", code=None, stuck=stuck)
     elif os.WIFSIGNALED(status):
         result.update(status="signaled", code=os.WTERMSIG(status))
     else:
         result.update(status="exited", code=os.WEXITSTATUS(status))
     return result
+
+
+STACK_FRAMES = 12  # of a stuck task's kernel stack: where it waits, not the whole syscall
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def stuck_tasks(pgid: int) -> list[dict]:
+    """What every thread of a probe's process group is doing in the kernel, read before the
+    probe is killed for its deadline: state, wchan and kernel stack (/proc/PID/task/TID/stack
+    needs root, which the runner is). A probe that hangs on a broken kernel then says what it
+    waited for instead of only 'killed'."""
+    tasks = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(name)) != pgid:
+                continue
+            tids = os.listdir(f"/proc/{name}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            base = f"/proc/{name}/task/{tid}"
+            stat = _read(f"{base}/stat")
+            state = stat[stat.rfind(")") + 2:].split(" ", 1)[0] if ")" in stat else "?"
+            stack = [line.split("] ", 1)[-1] for line in _read(f"{base}/stack").splitlines()]
+            tasks.append({"pid": int(name), "tid": int(tid), "comm": _read(f"{base}/comm").strip(),
+                          "state": state, "wchan": _read(f"{base}/wchan").strip() or "0",
+                          "stack": stack[:STACK_FRAMES]})
+    return tasks
 
 
 class Kmsg:

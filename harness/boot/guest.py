@@ -22,7 +22,7 @@ from harness.boot import console, qemu, snapshot
 from harness.errors import (BootError, BootPanic, BootTimeout, GuestHang, ModuleError,
                             ProbeError)
 from harness.kernels.kernel import BootableKernel
-from harness.boot.probes import ProbeResult, ProbeRunner, probes_digest
+from harness.boot.probes import Deadlines, ProbeResult, ProbeRunner, probes_digest
 from harness.boot.rootfs import RootfsImage
 from harness.boot.ssh import ClientKey, CommandResult, GuestSSH
 from harness.boot.vm import VM
@@ -105,6 +105,7 @@ class Guest:
         self._observed: dict[tuple, ProbeResult] = {}
         # Every probe run, for the reports (each test shows the ones it ran).
         self.probe_log: list[tuple[str, tuple[str, ...], str, ProbeResult]] = []
+        self.deadlines = Deadlines.load()
         ssh.watchdog = self._raise_if_dead
         ssh.start_heartbeat()
 
@@ -129,14 +130,17 @@ class Guest:
         return self.ssh.run(command, timeout=timeout)
 
     def probe(self, name: str, args: list[str] | tuple[str, ...] = (), user: str = "root",
-              timeout: float = 60.0) -> ProbeResult:
-        """Run probes/<name>.py in the guest and return its parsed JSON."""
+              timeout: float | None = None) -> ProbeResult:
+        """Run probes/<name>.py in the guest and return its parsed JSON; within `timeout`
+        seconds, by default the call's deadline (probes/deadlines.json, Deadlines)."""
+        if timeout is None:
+            timeout = self.deadlines.for_call(name, args, self.kernel.arch)
         result = self.runner.run(name, args, user=user, timeout=timeout)
         self.probe_log.append((name, tuple(args), user, result))
         return result
 
     def observe(self, name: str, args: list[str] | tuple[str, ...] = (), user: str = "root",
-                timeout: float = 60.0) -> ProbeResult:
+                timeout: float | None = None) -> ProbeResult:
         """probe(), run once per guest for these arguments: when several tests judge one set
         of observations, the guest does the work once (a splat it causes lands in the log of
         the first of those tests)."""

@@ -45,6 +45,32 @@ GRACE_S = 15.0
 
 
 @dataclass(frozen=True)
+class Deadlines:
+    """Each probe call's deadline, sized to its work: a probe that hangs on a broken kernel
+    (a kernel under review or bisect often is one) costs a few times its normal run, not a
+    blanket minutes-long timeout. probes/deadlines.json holds each call's longest run on good
+    kernels and the margin; a guest of a slower arch under TCG scales it."""
+    measured_s: dict[str, float]
+    margin: float
+    floor_s: float
+    default_s: float
+    arch_slowdown: dict[str, float]
+
+    @classmethod
+    def load(cls, path: Path = PROBES_DIR / "deadlines.json") -> Deadlines:
+        d = json.loads(path.read_text())
+        return cls({k: float(v) for k, v in d["measured_s"].items()}, float(d["margin"]),
+                   float(d["floor_s"]), float(d["default_s"]),
+                   {k: float(v) for k, v in d["arch_slowdown"].items()})
+
+    def for_call(self, probe: str, args: list[str] | tuple[str, ...], arch: str) -> float:
+        """Seconds for `probe args` (keyed by the probe and its first argument, the check)."""
+        measured = self.measured_s.get(f"{probe} {args[0]}" if args else probe)
+        base = self.default_s if measured is None else self.margin * measured + self.floor_s
+        return round(base * self.arch_slowdown.get(arch, 1.0), 1)
+
+
+@dataclass(frozen=True)
 class ProbeResult:
     probe: str
     data: dict[str, Any]
@@ -61,8 +87,13 @@ def interpret(resp: dict[str, Any], user: str = "root", args: tuple[str, ...] = 
     out, err = resp.get("stdout", ""), resp.get("stderr", "")
     status = resp.get("status")
     if status == "timeout":
+        stuck = resp.get("stuck", [])
+        last = err.strip().splitlines()[-1:] or [""]
         raise ProbeTimeout(probe, f"no result within its timeout; killed after "
-                           f"{resp.get('duration_s', 0):.1f} s", out, err)
+                           f"{resp.get('duration_s', 0):.1f} s{_waiting(stuck)}"
+                           + (f"; it said last: {last[0]}" if last[0] else "")
+                           + _stacks(stuck) + (f"\nstderr:\n{err.rstrip()}" if err.strip()
+                                               else ""), out, err)
     if status == "signaled":
         raise ProbeCrashed(probe, f"killed by signal {resp.get('code')}"
                            + (f"; stderr:\n{err.rstrip()}" if err.strip() else ""), out, err)
@@ -210,6 +241,20 @@ class ProbeRunner:
         if self._chan is not None:
             self._chan.close()
             self._chan = None
+
+
+def _waiting(stuck: list[dict[str, Any]]) -> str:
+    """Where a timed-out probe's threads were in the kernel when it was killed (the runner
+    reads it first): the message's first line names each one's wait, _stacks() follow."""
+    if not stuck:
+        return ""
+    return "; waiting: " + "; ".join(f"{t['comm']} {t['tid']} {t['state']} in {t['wchan']}"
+                                     for t in stuck[:4])
+
+
+def _stacks(stuck: list[dict[str, Any]]) -> str:
+    return "".join(f"\n  {t['comm']} {t['tid']} ({t['state']}, wchan {t['wchan']}): "
+                   + (" <- ".join(t["stack"]) or "no stack (not root?)") for t in stuck)
 
 
 def _said(stderr: str) -> str:

@@ -40,8 +40,7 @@ def run_script(guest: Guest, ops: list[str], paranoid: int = 2, allowance: bool 
         ops = ops + allowance_ops(ops)
     page = int(guest.run("getconf PAGESIZE").stdout)
     ops = in_kb(ops, page)
-    data = guest.probe("probe_pinning", ["script", f"paranoid={paranoid}", *ops],
-                       timeout=300).data
+    data = guest.probe("probe_pinning", ["script", f"paranoid={paranoid}", *ops]).data
     if "skip" in data:
         pytest.skip(data["skip"])
     assert "error" not in data and "signal" not in data, f"the script's process failed: {data}"
@@ -225,7 +224,7 @@ def test_tracefs_mapping_charges_nothing(guest: Guest) -> None:
 
 
 def test_concurrent_map_unmap_leaves_nothing_charged(guest: Guest, new_splats) -> None:
-    s = guest.probe("probe_pinning", ["stress", "6", "6"], timeout=300).data
+    s = guest.probe("probe_pinning", ["stress", "6", "6"]).data
     assert not s["worker_errors"], f"stress workers failed: {s['worker_errors']}"
     assert s["rounds"] > 0, f"no map/unmap round ran: {s}"
     assert s["prober_vm_pin_kb"] == 0, s
@@ -239,7 +238,7 @@ def test_concurrent_map_unmap_leaves_nothing_charged(guest: Guest, new_splats) -
 
 @pytest.mark.guest(memory_mb=256)
 def test_pinned_buffers_survive_memory_pressure(guest: Guest, new_splats) -> None:
-    p = guest.probe("probe_pinning", ["pressure"], timeout=300).data
+    p = guest.probe("probe_pinning", ["pressure"]).data
     if "skip" in p:
         pytest.skip(p["skip"])
     assert "error" not in p.get("hog", {}), f"the memory hog failed: {p['hog']}"

@@ -37,7 +37,7 @@ def test_records_in_order() -> None:
 
 
 def test_record_wrapping_the_end_of_the_data_area() -> None:
-    size = 64
+    size = 128
     recs = [record(SAMPLE, struct.pack("<QQQ", 7, 8, 9))] * 3  # 32-byte records
     # Start 16 bytes before the end: the first record wraps after its first 16 bytes.
     data, end = ring_with(recs, size, 1000 * size - 16)
@@ -60,6 +60,17 @@ def test_torn_header_is_reported_not_looped_on(size: int) -> None:
     struct.pack_into("<IHH", data, 0, SAMPLE, 0, size % 65536)
     with pytest.raises(perf_buffer.TornRecord):
         perf_buffer.parse_records(bytes(data), 128, 0, 64)
+
+
+def test_a_writer_that_lapped_the_reader_is_torn_at_once() -> None:
+    # A kernel that overwrites unread records of a writable mapping moves data_head more than
+    # the data area past data_tail; the walk must stop there, not lap the same bytes (a
+    # probe on such a kernel once spun 161 s doing that).
+    recs = [record(SAMPLE, struct.pack("<QQ", i, i)) for i in range(2)]  # 24-byte records
+    data, _ = ring_with(recs, 64, 0)
+    with pytest.raises(perf_buffer.TornRecord, match="unread records were overwritten"):
+        perf_buffer.parse_records(bytes(data), 64, 0, 64 * 100_000)
+    assert len(perf_buffer.parse_records(bytes(data), 64, 0, 48)) == 2  # a full area is fine
 
 
 def test_less_than_a_header_left() -> None:

@@ -33,6 +33,20 @@ def test_timeout() -> None:
         probes.interpret(resp(status="timeout", code=None, stdout=""))
 
 
+def test_a_timeout_says_where_each_thread_waited() -> None:
+    stuck = [{"pid": 7, "tid": 7, "comm": "python3", "state": "S", "wchan": "perf_poll",
+              "stack": ["perf_poll+0x4d/0x100", "do_sys_poll+0x2b1/0x560"]},
+             {"pid": 7, "tid": 9, "comm": "python3", "state": "D", "wchan": "mutex_lock",
+              "stack": []}]
+    with pytest.raises(ProbeTimeout) as e:
+        probes.interpret(resp(status="timeout", code=None, stdout="", stuck=stuck,
+                              stderr="readers: 3 read, 0 lost, waiting for 5\n"))
+    first, *rest = str(e.value).splitlines()
+    assert "python3 7 S in perf_poll; python3 9 D in mutex_lock" in first, first
+    assert "waiting for 5" in first, first  # the probe's own last words: what it waited for
+    assert "perf_poll+0x4d/0x100 <- do_sys_poll+0x2b1/0x560" in "\n".join(rest)
+
+
 def test_crash_carries_traceback() -> None:
     tb = 'Traceback (most recent call last):\n  File "p.py"\nZeroDivisionError: division by zero\n'
     with pytest.raises(ProbeCrashed) as e:
@@ -94,6 +108,9 @@ def test_runner_runs_a_probe(runner) -> None:
 def test_runner_kills_a_hanging_probe(runner) -> None:
     out = runner.run_probe("probe_hang", [], timeout=0.5)
     assert out["status"] == "timeout" and out["duration_s"] < 5
+    # Read before the kill: the sleeping probe, asleep in the kernel, and where.
+    [task] = out["stuck"]
+    assert task["state"] == "S" and task["wchan"] not in ("", "0"), task
     with pytest.raises(ProbeTimeout):
         probes.interpret(out)
 
@@ -230,3 +247,20 @@ def test_peer_uid_reads_the_owner_of_the_other_end(tmp_path: Path, runner) -> No
         assert runner.peer_uid(Conn(), str(table)) == 1000
     assert runner.peer_uid(type("C", (), {"getpeername": lambda s: ("127.0.0.1", 1),
                                            "getsockname": Conn.getsockname})(), str(table)) is None
+
+
+def test_a_deadline_is_sized_to_the_checks_own_work() -> None:
+    d = probes.Deadlines({"probe_a check": 2.0, "probe_b": 0.5}, margin=6, floor_s=15,
+                         default_s=60, arch_slowdown={"arm64": 6})
+    assert d.for_call("probe_a", ["check", "3"], "x86_64") == 27.0  # 6 x 2 s + 15 s
+    assert d.for_call("probe_b", [], "x86_64") == 18.0
+    assert d.for_call("probe_a", ["other"], "x86_64") == 60.0  # not measured: the default
+    assert d.for_call("probe_a", ["check"], "arm64") == 162.0  # arm64 TCG: 4-6x slower
+
+
+def test_the_checked_in_deadlines_cover_the_suites_probes() -> None:
+    d = probes.Deadlines.load()
+    assert d.margin >= 2 and d.floor_s >= 5 and d.default_s >= 30
+    for name in ("probe_perf_ring concurrency", "probe_pinning stress", "probe_perf_aux datapath"):
+        assert name in d.measured_s, name
+    assert all(0 < s < 60 for s in d.measured_s.values()), d.measured_s
