@@ -466,10 +466,10 @@ def nightly_bench(cfg: LabConfig, kernel_name: str | None,
     start = time.monotonic()
     codes = []
     for s in sels:
-        argv = child_run.argv(child_run.RunRequest(cfg.path, name, out / "serial" / s.name,
-                                               selection=s.expr))
-        codes.append(subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                                    cwd=Path(__file__).resolve().parents[2]).returncode)
+        codes.append(child_run.run(child_run.RunRequest(cfg.path, name, out / "serial" / s.name,
+                                                        selection=s.expr),
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL).exit_code)
     serial_s = time.monotonic() - start
     bench_cfg = dataclasses.replace(cfg, nightly=NightlySpec(
         kernels=(NightlyKernel(name),), selections=sels, refresh=False))

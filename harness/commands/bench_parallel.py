@@ -18,7 +18,6 @@ from pathlib import Path
 
 from harness.commands import child_run
 from harness.config import LabConfig
-from harness.results.history import outcomes
 
 # Issue 14: on this 2-core TCG host, `-j 2` takes at most this share of the serial wall time.
 PARALLEL_TARGET = 0.6
@@ -90,20 +89,17 @@ def render(doc: dict) -> str:
 def _sample(cfg: LabConfig, kernel: str, jobs: str | None, run: int, out: Path,
             selection: str | None) -> Sample:
     folder = out / f"{mode_name(jobs).replace(' ', '').replace('-', '') or 'serial'}-{run}"
-    argv = child_run.argv(child_run.RunRequest(cfg.path, kernel, folder, selection=selection,
-                                           jobs=jobs, history=str(out / "history")))
+    req = child_run.RunRequest(cfg.path, kernel, folder, selection=selection, jobs=jobs,
+                               history=str(out / "history"))
     start = time.monotonic()
-    code = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL,
-                          cwd=Path(__file__).resolve().parents[2]).returncode
+    child = child_run.run(req, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
     wall = time.monotonic() - start
-    sample = Sample(mode_name(jobs), run, wall, code)
-    try:
-        summary = json.loads((folder / "summary.json").read_text())
-    except (OSError, ValueError):
+    sample = Sample(mode_name(jobs), run, wall, child.exit_code)
+    if child.summary is None:
         return sample
-    sample.counts = summary.get("counts", {})
-    sample.outcomes = outcomes(summary)
+    sample.counts = child.summary.get("counts", {})
+    sample.outcomes = child.outcomes
     return sample
 
 

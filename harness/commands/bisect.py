@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness import cache, config as lab_config
-from harness.commands import child_run, mutate, options, run_folder
+from harness.commands import child_run, options, run_folder
+from harness.commands.child_run import ChildRun
 from harness.kernels import trees
-from harness.results import history
 from harness.config import BuildKernel, LabConfig, with_build
 from harness.errors import BisectError, BuildError, LabError
 
@@ -191,65 +191,47 @@ def step(cfg: LabConfig, name: str, tree: Path, selection: str | None, on_build_
             return code
         build_s = time.monotonic() - start
         run_dir = report_dir / f"step-{len(read_steps(steps_log)) + 1}-{commit[:12]}"
-        argv = child_run.argv(child_run.RunRequest(cfg.path, name, run_dir, selection=selection,
-                                               tree=tree, pytest_args=tuple(pytest_args)))
         t = time.monotonic()
-        code = subprocess.run(argv, cwd=REPO).returncode
+        child = child_run.run(child_run.RunRequest(cfg.path, name, run_dir, selection=selection,
+                                                 tree=tree, pytest_args=tuple(pytest_args)))
         test_s = time.monotonic() - t
     except LabError as e:
         _record(steps_log, Step(commit, subject, "abort", e.message, build_s, test_s,
                                 time.monotonic() - start))
         print(f"bisect-step {commit[:12]}: {e}", file=sys.stderr)
         return ABORT
-    no_guest = mutate.boot_failures(run_dir)
-    failing = _failing(run_dir)
-    status = step_status(code, failing, no_guest, on_boot_failure)
+    status = step_status(child, on_boot_failure)
     if status == GOOD:
         why = ""
-    elif code == 1 and _boot_failure_only(failing, no_guest):
-        why = f"the kernel did not boot ({len(no_guest)} test(s) without a guest; see {run_dir})"
-    elif code == 1:
-        why = _failures(run_dir)
+    elif child.exit_code == 1 and child.boot_failed_only:
+        why = (f"the kernel did not boot ({len(child.no_guest)} test(s) without a guest; see "
+               f"{run_dir})")
+    elif child.exit_code == 1:
+        why = _failures(child)
     else:
-        why = f"the test run could not judge this commit (pytest exit {code}; see {run_dir})"
+        why = (f"the test run could not judge this commit (pytest exit {child.exit_code}; see "
+               f"{run_dir})")
     _record(steps_log, Step(commit, subject, RESULT[status], why, build_s, test_s,
                             time.monotonic() - start))
     return status
 
 
-def _boot_failure_only(failing: set[str], no_guest: set[str]) -> bool:
-    return bool(no_guest) and not failing - no_guest
-
-
-def step_status(code: int, failing: set[str], no_guest: set[str], on_boot_failure: str) -> int:
-    """The exit status for git bisect run of a step's `./lab run` (exit `code`; `failing` its
-    failed tests and `no_guest` those that failed for want of a guest, as 'file::name'). A
-    test that failed on a booted guest is evidence: bad. A kernel that did not boot says
-    nothing of the tests, so it is what --on-boot-failure says (skip by default)."""
-    if code == 0:
+def step_status(child: ChildRun, on_boot_failure: str) -> int:
+    """The exit status for git bisect run of a step's `./lab run`. A test that failed on a
+    booted guest is evidence: bad. A kernel that did not boot (every failing test failed for
+    want of a guest) says nothing of the tests, so it is what --on-boot-failure says (skip by
+    default)."""
+    if child.exit_code == 0:
         return GOOD
-    if code == 1:
-        return BOOT_FAILURE[on_boot_failure] if _boot_failure_only(failing, no_guest) else BAD
+    if child.exit_code == 1:
+        return BOOT_FAILURE[on_boot_failure] if child.boot_failed_only else BAD
     return ABORT
 
 
-def _failing(run_dir: Path) -> set[str]:
-    """The failed tests of a run's summary.json, as 'file::name' (the keys boot_failures
-    gives)."""
-    try:
-        doc = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):
-        return set()
-    final = history.outcomes(doc)
-    return {mutate.nodeid_key(t) for t, o in final.items() if o in ("failed", "error", "flaky")}
-
-
-def _failures(run_dir: Path) -> str:
-    try:
-        doc = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):
+def _failures(child: ChildRun) -> str:
+    if child.summary is None:
         return "tests failed"
-    failed = [r["test"].split("::")[-1] for r in doc.get("results", [])
+    failed = [r["test"].split("::")[-1] for r in child.summary.get("results", [])
               if r["outcome"] in ("failed", "error")]
     return "failed: " + ", ".join(sorted(set(failed))[:5])
 

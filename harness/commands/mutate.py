@@ -27,13 +27,13 @@ import re
 import shutil
 import subprocess
 import time
-import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Set as AbstractSet
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness import cache, config as lab_config
 from harness.commands import child_run, options, run_folder
+from harness.commands.child_run import ChildRun
 from harness.config import BuildKernel, LabConfig, with_build
 from harness.errors import BuildError, LabError
 from harness.kernels import mutants as catalogs, trees
@@ -65,46 +65,23 @@ class MutantResult:
     report: str = ""                             # the mutant's ./lab run report folder
 
 
-def boot_failures(run_dir: Path) -> set[str]:
-    """Tests whose guest did not come up ("no guest: ..."): junit keeps the whole message,
-    summary.json only its last line. Keys are 'file-stem::name'."""
-    try:
-        root = ET.parse(run_dir / "junit.xml").getroot()
-    except (OSError, ET.ParseError):
-        return set()
-    out = set()
-    for case in root.iter("testcase"):
-        for bad in list(case.iter("failure")) + list(case.iter("error")):
-            if "no guest:" in (bad.get("message") or "") + (bad.text or ""):
-                out.add(f"{case.get('classname', '').split('.')[-1]}::{case.get('name')}")
-    return out
-
-
-def nodeid_key(nodeid: str) -> str:
-    path, _, name = nodeid.partition("::")
-    return f"{Path(path).stem}::{name}"
-
-
-def judge(baseline: dict, summary: dict | None, boot_failed: AbstractSet[str] = frozenset()
-          ) -> tuple[str, list[str], str]:
-    """(outcome, killing tests, why) of a mutant's run against the unmutated run's summary.
-    A kill needs a test that passed on the unmutated kernel and failed here for a reason
-    other than a guest that did not boot."""
-    if summary is None:
+def judge(baseline: ChildRun, child: ChildRun) -> tuple[str, list[str], str]:
+    """(outcome, killing tests, why) of a mutant's run against the unmutated run. A kill
+    needs a test that passed on the unmutated kernel and failed here for a reason other than
+    a guest that did not boot."""
+    if child.summary is None:
         return NOT_RUN, [], "the test run wrote no summary.json"
-    if not summary.get("results"):  # the selection holds no test for this mutant
+    if not child.summary.get("results"):  # the selection holds no test for this mutant
         return SURVIVED, [], "no test of the selection ran"
-    before = history.outcomes(baseline)
-    after = history.outcomes(summary)
-    failing = [t for t, o in after.items() if o in ("failed", "error")]
-    killers = [t for t in failing
-               if before.get(t) == "passed" and nodeid_key(t) not in boot_failed]
+    failed = [t for t, o in child.outcomes.items() if o in history.FAILING]
+    killers = [t for t in failed
+               if baseline.outcomes.get(t) == "passed" and not child.without_guest(t)]
     if killers:
-        first = next(r for r in summary.get("results", [])
+        first = next(r for r in child.summary.get("results", [])
                      if r["test"] == killers[0] and r["outcome"] != "rerun")
         line = (first.get("reason") or "").strip().splitlines()
         return KILLED, killers, f"{killers[0].split('::')[-1]}: {line[0] if line else ''}"
-    if not summary.get("boots") or any(nodeid_key(t) in boot_failed for t in failing):
+    if not child.booted or any(child.without_guest(t) for t in failed):
         return NOT_BOOTED, [], "the guest did not boot"
     return SURVIVED, [], ""
 
@@ -235,35 +212,18 @@ def _and(a: str | None, b: str | None) -> str | None:
     return a or b
 
 
-def _run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path) -> tuple[int, float]:
+def _run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path
+               ) -> tuple[ChildRun, float]:
     """`./lab run` of the kernel built from `tree`, in a child (as review and bisect do); its
     output goes to run_dir.log. Stopped (and its guests with it) if we are interrupted."""
-    argv = child_run.argv(child_run.RunRequest(plan.cfg.path, plan.name, run_dir,
-                                           selection=selection, tree=tree,
-                                           pytest_args=tuple(plan.pytest_args)))
+    req = child_run.RunRequest(plan.cfg.path, plan.name, run_dir, selection=selection,
+                               tree=tree, pytest_args=tuple(plan.pytest_args))
     start = time.monotonic()
     with open(f"{run_dir}.log", "w") as out:
-        out.write("$ " + " ".join(argv) + "\n")
+        out.write("$ " + " ".join(child_run.argv(req)) + "\n")
         out.flush()
-        proc = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            code = proc.wait()
-        except BaseException:
-            proc.terminate()  # SIGTERM: the child stops its guests on the way out
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            raise
-    return code, time.monotonic() - start
-
-
-def _summary(run_dir: Path) -> dict | None:
-    try:
-        return json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):
-        return None
+        child = child_run.run(req, stdout=out, stderr=subprocess.STDOUT)
+    return child, time.monotonic() - start
 
 
 def _build(plan: Plan, tree: Path):
@@ -311,25 +271,25 @@ def run(plan: Plan) -> int:
         base_dir = plan.report_dir / "unmutated"
         log.info("mutate: running the tests on the unmutated kernel %s (%s)", k.release,
                  plan.selection or "the whole suite")
-        code, base_run = _run_tests(plan, ws.src, plan.selection, base_dir)
-        baseline = _summary(base_dir)
-        if baseline is None or code not in (0, 1):
-            raise LabError(f"the tests could not run on the unmutated kernel (exit {code}); "
-                           f"see {base_dir}.log")
-        if not baseline.get("boots"):
+        base, base_run = _run_tests(plan, ws.src, plan.selection, base_dir)
+        if base.summary is None or base.exit_code not in (0, 1):
+            raise LabError(f"the tests could not run on the unmutated kernel (exit "
+                           f"{base.exit_code}); see {base_dir}.log")
+        if not base.booted:
             raise LabError(f"the unmutated kernel did not boot; see {base_dir}")
-        counts = ", ".join(f"{v} {o}" for o, v in sorted(baseline.get("counts", {}).items()))
+        counts = ", ".join(f"{v} {o}" for o, v in sorted(base.summary.get("counts", {}).items()))
         log.info("mutate: unmutated kernel: %s (build %.0f s, run %.0f s)", counts, base_build,
                  base_run)
         for i, m in enumerate(plan.mutants, 1):
-            results.append(_one(plan, ws, m, outs, baseline))
+            results.append(_one(plan, ws, m, outs, base))
             r = results[-1]
             log.info("mutant %d/%d %s: %s%s (build %.0f s, run %.0f s)", i, len(plan.mutants),
                      m.id, r.outcome.upper(), f": {r.why}" if r.why else "", r.build_s, r.run_s)
     wall = time.monotonic() - start
     doc = {"kernel": plan.name, "release": k.release, "tree": str(tree),
            "selection": plan.selection, "wall_s": round(wall, 1),
-           "unmutated": {"counts": baseline.get("counts", {}), "build_s": round(base_build, 1),
+           "unmutated": {"counts": base.summary.get("counts", {}),
+                         "build_s": round(base_build, 1),
                          "run_s": round(base_run, 1), "report": str(base_dir)},
            "totals": totals(results), "mutants": [asdict(r) for r in results]}
     text = render(doc)
@@ -340,7 +300,7 @@ def run(plan: Plan) -> int:
     return 1 if doc["totals"][SURVIVED] else 0
 
 
-def _one(plan: Plan, ws: Workspace, m: Mutant, outs: list[Path], baseline: dict
+def _one(plan: Plan, ws: Workspace, m: Mutant, outs: list[Path], baseline: ChildRun
          ) -> MutantResult:
     r = MutantResult(m.id, m.file, m.rule, NOT_RUN, fixes_revert=m.fixes_revert)
     run_dir = plan.report_dir / "mutants" / m.id
@@ -357,14 +317,13 @@ def _one(plan: Plan, ws: Workspace, m: Mutant, outs: list[Path], baseline: dict
             return r
         r.build_s = round(time.monotonic() - t, 1)
         try:
-            code, run_s = _run_tests(plan, ws.src, _and(plan.selection, m.tests), run_dir)
+            child, run_s = _run_tests(plan, ws.src, _and(plan.selection, m.tests), run_dir)
         finally:
             _forget(k.vmlinuz.parent)
         r.run_s = round(run_s, 1)
-    summary = _summary(run_dir)
-    r.outcome, r.killed_by, r.why = judge(baseline, summary, boot_failures(run_dir))
+    r.outcome, r.killed_by, r.why = judge(baseline, child)
     if r.outcome == NOT_RUN:
-        r.why = f"./lab run exit {code}; see {run_dir}.log"
+        r.why = f"./lab run exit {child.exit_code}; see {run_dir}.log"
     return r
 
 

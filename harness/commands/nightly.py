@@ -43,7 +43,8 @@ from typing import Any
 import yaml
 
 from harness import cache
-from harness.commands import child_run, mutate, run_folder
+from harness.commands import child_run, run_folder
+from harness.commands.child_run import ChildRun
 from harness.config import (CONFIG_TARGETS, BuildKernel, LabConfig, NightlyKernel,
                             NightlyProfile, NightlySelection, NightlyVariant, load, with_build)
 from harness.errors import BuildError, ConfigError, LabError
@@ -52,8 +53,10 @@ from harness.results import history, kcidb, matrix
 
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
-PASSED, FAILED, BOOT_FAILED, BUILD_FAILED, ERROR = (
-    "passed", "failed", "boot failed", "build failed", "error")
+# A cell's status: its child run's (child_run.ChildRun.classify), or a build that failed.
+PASSED, FAILED, BOOT_FAILED, ERROR = (child_run.PASSED, child_run.FAILED, child_run.BOOT_FAILED,
+                                      child_run.ERROR)
+BUILD_FAILED = "build failed"
 PR_SET_PDEATHSIG = 1
 WATCH_TICK_S = 5  # how often the submitter looks at the cluster while cells run
 
@@ -282,26 +285,21 @@ def _lab_error(run_log: Path) -> str:
     return errors[-1] if errors else " | ".join(ln for ln in lines[-3:] if ln.strip())
 
 
-def judge(code: int, run_dir: Path) -> tuple[str, str]:
-    """(status, why) of a cell's child run from its exit status and report folder."""
-    if code == 0:
+def judge(child: ChildRun) -> tuple[str, str]:
+    """(status, why) of a cell's child run (child_run.ChildRun.classify): a kernel that could
+    not be had ("not run: why") or a run that could not judge it is the cell's error."""
+    status = child.classify()
+    n_guest = len(child.no_guest)
+    if status == child_run.PASSED:
         return PASSED, ""
-    try:
-        summary = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):
-        summary = None
-    if code == 1 and summary is not None:
-        final = history.outcomes(summary)
-        failing = {mutate.nodeid_key(t) for t, o in final.items()
-                   if o in history.FAILING or o == "flaky"}
-        no_guest = mutate.boot_failures(run_dir)
-        if no_guest and failing <= no_guest:
-            return BOOT_FAILED, f"the kernel did not boot ({len(no_guest)} test(s) without a guest)"
-        return FAILED, f"{len(failing)} test(s) failed" + \
-            (f", {len(no_guest)} without a guest" if no_guest else "")
-    if summary is not None and summary.get("not_run"):  # the kernel could not be had
-        return ERROR, f"not run: {summary['not_run']}"
-    return ERROR, _lab_error(run_dir / "run.log") or f"./lab run exited {code}"
+    if status == child_run.BOOT_FAILED:
+        return BOOT_FAILED, f"the kernel did not boot ({n_guest} test(s) without a guest)"
+    if status == child_run.FAILED:
+        return FAILED, f"{len(child.failing)} test(s) failed" + \
+            (f", {n_guest} without a guest" if n_guest else "")
+    if status == child_run.NOT_RUN:  # the kernel could not be had
+        return ERROR, f"not run: {child.not_run}"
+    return ERROR, _lab_error(child.run_dir / "run.log") or f"./lab run exited {child.exit_code}"
 
 
 def _scratch(name: str) -> Path:
@@ -358,18 +356,17 @@ def run_cell(task: CellTask) -> CellResult:
                 return result
             finally:
                 result.build_s = time.monotonic() - t
-        argv = child_run.argv(child_run.RunRequest(
-            cfg_path, cell.kernel.name, run_dir, selection=cell.selection.expr, tree=tree,
-            refresh=task.refresh))
-        log.info("cell %s: %s", cell.name, " ".join(argv))
+        req = child_run.RunRequest(cfg_path, cell.kernel.name, run_dir,
+                                   selection=cell.selection.expr, tree=tree,
+                                   refresh=task.refresh)
+        log.info("cell %s: %s", cell.name, " ".join(child_run.argv(req)))
         t = time.monotonic()
         with (run_dir / "run.log").open("w") as out:
-            code = subprocess.run(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=out,
-                                  stderr=subprocess.STDOUT, preexec_fn=_die_with_worker
-                                  ).returncode
+            child = child_run.run(req, stdin=subprocess.DEVNULL, stdout=out,
+                                  stderr=subprocess.STDOUT, preexec_fn=_die_with_worker)
         result.run_s = time.monotonic() - t
-        result.exit_code = code
-        result.status, result.why = judge(code, run_dir)
+        result.exit_code = child.exit_code
+        result.status, result.why = judge(child)
         return result
     except LabError as e:
         result.status, result.why = ERROR, e.message

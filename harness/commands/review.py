@@ -3,9 +3,7 @@ benchmarks on both, one table of what the series changed (rule: harness/results/
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import subprocess
 from pathlib import Path
 
 from harness import config as lab_config
@@ -51,20 +49,20 @@ def main(args: argparse.Namespace) -> int:
     # Both builds first: a series that does not apply, or a build error, stops here.
     Lab(cfg).kernel(name)
     Lab(patched_cfg).kernel(name)
+    docs: dict[str, dict] = {}
     for label, extra in (("base", ()), ("patched", (series,))):
-        argv = child_run.argv(child_run.RunRequest(
-            cfg.path, name, out / label, selection=args.k, series=extra,
-            pytest_args=tuple(args.pytest_args)))
-        log.info("review: %s: %s", label, " ".join(argv))
-        code = subprocess.run(argv, cwd=run_folder.REPO).returncode
-        if code not in (0, 1):
-            raise LabError(f"the {label} run could not complete (exit {code}); see {out / label}")
+        req = child_run.RunRequest(cfg.path, name, out / label, selection=args.k, series=extra,
+                                   pytest_args=tuple(args.pytest_args))
+        log.info("review: %s: %s", label, " ".join(child_run.argv(req)))
+        child = child_run.run(req)
+        if child.exit_code not in (0, 1) or child.summary is None:
+            raise LabError(f"the {label} run could not complete (exit {child.exit_code}); see "
+                           f"{out / label}")
+        docs[label] = child.summary
     pairs = bench.review_figures({"base": cfg, "patched": patched_cfg}, name, out,
                                  args.bench_runs) if args.bench_runs else []
     touched = review.touched_paths(review.touched_files(
         [p.text for p in patch_series.read(series)]))
-    docs = {label: json.loads((out / label / "summary.json").read_text())
-            for label in ("base", "patched")}
     result = review.compare(docs["base"], docs["patched"], pairs, touched)
     text = "\n".join([f"review of {series} on {name}", *result.lines()]) + "\n"
     (out / "review.txt").write_text(text)

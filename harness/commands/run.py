@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -136,11 +135,11 @@ def run_many(cfg: lab_config.LabConfig, args: argparse.Namespace, names: list[st
     parent = run_folder.open_run(cfg, args, "+".join(safe.values()))
     codes = {}
     for name in names:
-        argv = child_run.argv(child_run.RunRequest(
+        req = child_run.RunRequest(
             cfg.path, name, parent / safe[name], selection=args.k, jobs=args.jobs,
-            refresh=args.refresh, history=args.history, pytest_args=tuple(args.pytest_args)))
-        log.info("kernel %s: %s", name, " ".join(argv))
-        codes[name] = subprocess.run(argv, cwd=run_folder.REPO).returncode
+            refresh=args.refresh, history=args.history, pytest_args=tuple(args.pytest_args))
+        log.info("kernel %s: %s", name, " ".join(child_run.argv(req)))
+        codes[name] = child_run.run(req).exit_code
     table = matrix.build({n: parent / safe[n] / "summary.json" for n in names})
     (parent / "summary.json").write_text(json.dumps(table, indent=2))
     text = matrix.render(table)

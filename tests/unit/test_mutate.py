@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands import mutate
+from harness.commands import child_run, mutate
 from harness.commands.mutate import (KILLED, NOT_BOOTED, NOT_BUILT, NOT_RUN, SURVIVED,
                                      MutantError, MutantResult, Workspace)
 from harness.errors import LabError
@@ -82,69 +82,62 @@ def _summary(*results: tuple[str, str, str], boots: list | None = None) -> dict:
             "results": [{"test": t, "outcome": o, "reason": r} for t, o, r in results]}
 
 
-BASELINE = _summary((A, "passed", ""), (B, "failed", "AssertionError: broken already"),
-                    (C, "passed", ""))
+BASELINE = child_run.of(_summary(
+    (A, "passed", ""), (B, "failed", "AssertionError: broken already"), (C, "passed", "")), 1)
+
+
+def judge(summary: dict | None, no_guest: frozenset[str] | set[str] = frozenset()
+          ) -> tuple[str, list[str], str]:
+    """mutate.judge of a mutant's run with this summary.json and these tests without a
+    guest."""
+    return mutate.judge(BASELINE, child_run.of(summary, 1, no_guest))
 
 
 def test_a_test_that_passed_unmutated_and_fails_on_the_mutant_kills_it() -> None:
     run = _summary((A, "failed", "AssertionError: 1+3 pages accepted\nmore"), (B, "failed", ""),
                    (C, "passed", ""))
-    outcome, killers, why = mutate.judge(BASELINE, run)
+    outcome, killers, why = judge(run)
     assert (outcome, killers) == (KILLED, [A])
     assert why == "test_one: AssertionError: 1+3 pages accepted"
 
 
 def test_a_test_that_failed_unmutated_never_kills() -> None:
     run = _summary((A, "passed", ""), (B, "failed", "x"), (C, "passed", ""))
-    assert mutate.judge(BASELINE, run)[:2] == (SURVIVED, [])
+    assert judge(run)[:2] == (SURVIVED, [])
 
 
 def test_a_test_the_unmutated_run_did_not_run_never_kills() -> None:
     run = _summary(("tests/kernel/test_c.py::test_new", "failed", "x"))
-    assert mutate.judge(BASELINE, run)[0] == SURVIVED
+    assert judge(run)[0] == SURVIVED
 
 
 def test_a_flaky_failure_is_not_a_kill() -> None:
     run = _summary((A, "rerun", "guest died"), (A, "passed", ""))
-    assert mutate.judge(BASELINE, run)[0] == SURVIVED
+    assert judge(run)[0] == SURVIVED
 
 
 def test_a_failure_on_the_rerun_too_is_a_kill() -> None:
     run = _summary((A, "rerun", "first"), (A, "failed", "second"))
-    assert mutate.judge(BASELINE, run)[:2] == (KILLED, [A])
+    assert judge(run)[:2] == (KILLED, [A])
 
 
 def test_a_guest_that_did_not_boot_is_never_a_kill() -> None:
     run = _summary((A, "failed", "    | [ 1.0] Kernel panic"), (C, "failed", "x"), boots=[])
-    assert mutate.judge(BASELINE, run, {"test_a::test_one", "test_b::test_three"})[0] \
-        == NOT_BOOTED
+    assert judge(run, {"test_a::test_one", "test_b::test_three"})[0] == NOT_BOOTED
     # No boot at all, whatever the reasons say.
-    assert mutate.judge(BASELINE, _summary((A, "failed", "x"), boots=[]))[0] in (KILLED,
-                                                                               NOT_BOOTED)
-    assert mutate.judge(BASELINE, run, {"test_a::test_one", "test_b::test_three"})[1] == []
+    assert judge(_summary((A, "failed", "x"), boots=[]))[0] in (KILLED, NOT_BOOTED)
+    assert judge(run, {"test_a::test_one", "test_b::test_three"})[1] == []
 
 
 def test_a_boot_failure_of_one_guest_does_not_kill_but_a_real_failure_does() -> None:
     run = _summary((A, "failed", "x"), (C, "failed", "AssertionError: y"))
-    outcome, killers, _ = mutate.judge(BASELINE, run, {"test_a::test_one"})
+    outcome, killers, _ = judge(run, {"test_a::test_one"})
     assert (outcome, killers) == (KILLED, [C])
 
 
 def test_no_summary_is_not_run_and_no_test_selected_is_survived() -> None:
-    assert mutate.judge(BASELINE, None)[0] == NOT_RUN
-    assert mutate.judge(BASELINE, _summary(boots=[])) == (SURVIVED, [],
-                                                          "no test of the selection ran")
-
-
-def test_boot_failures_are_read_from_junit(tmp_path: Path) -> None:
-    (tmp_path / "junit.xml").write_text(
-        '<testsuites><testsuite><testcase classname="tests.kernel.test_a" name="test_one">'
-        '<error message="failed on setup with &quot;Failed: no guest: the kernel panicked'
-        '&quot;">x</error></testcase><testcase classname="tests.kernel.test_b" '
-        'name="test_three"><failure message="AssertionError">y</failure></testcase>'
-        '</testsuite></testsuites>')
-    assert mutate.boot_failures(tmp_path) == {"test_a::test_one"}
-    assert mutate.boot_failures(tmp_path / "none") == set()
+    assert judge(None)[0] == NOT_RUN
+    assert judge(_summary(boots=[])) == (SURVIVED, [], "no test of the selection ran")
 
 
 def test_totals_rate_only_mutants_the_suite_could_judge() -> None:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from harness import cache, config
-from harness.commands import nightly
+from harness.commands import child_run, nightly
 from harness.errors import ConfigError
 from harness.results import kcidb
 
@@ -206,18 +206,18 @@ def test_a_cell_is_stored_once(tmp_path: Path) -> None:
 
 
 def test_judge_tells_boot_failures_from_test_failures(tmp_path: Path) -> None:
-    assert nightly.judge(0, tmp_path) == (nightly.PASSED, "")
+    assert nightly.judge(child_run.read(tmp_path, 0)) == (nightly.PASSED, "")
     (tmp_path / "run.log").write_text("lab: error: the mirror is down\n")
-    assert nightly.judge(2, tmp_path) == (nightly.ERROR, "the mirror is down")
+    assert nightly.judge(child_run.read(tmp_path, 2)) == (nightly.ERROR, "the mirror is down")
     results = [{"test": "tests/kernel/test_a.py::test_x", "outcome": "failed"}]
     (tmp_path / "summary.json").write_text(json.dumps({"results": results}))
     (tmp_path / "junit.xml").write_text(
         '<testsuites><testsuite><testcase classname="tests.kernel.test_a" name="test_x">'
         '<failure message="no guest: the kernel panicked"/></testcase></testsuite></testsuites>')
-    assert nightly.judge(1, tmp_path)[0] == nightly.BOOT_FAILED
+    assert nightly.judge(child_run.read(tmp_path, 1))[0] == nightly.BOOT_FAILED
     results.append({"test": "tests/kernel/test_a.py::test_y", "outcome": "failed"})
     (tmp_path / "summary.json").write_text(json.dumps({"results": results}))
-    status, why = nightly.judge(1, tmp_path)
+    status, why = nightly.judge(child_run.read(tmp_path, 1))
     assert status == nightly.FAILED and "2 test(s) failed, 1 without a guest" == why
 
 

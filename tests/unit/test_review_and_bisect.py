@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands import bisect
+from harness.commands import bisect, child_run
 from harness.results import review
 from harness.errors import BisectError
 
@@ -101,21 +101,29 @@ def test_the_bisect_worktree_leaves_the_users_checkout_alone(
     assert again == wt and (wt / "f").read_text() == "0\n"
 
 
+def step_status(code: int, failing: set[str], no_guest: set[str], on_boot_failure: str) -> int:
+    """bisect.step_status of a run with exit `code`, whose `failing` tests (those of them in
+    `no_guest` for want of a guest) are given as 'file-stem::name'."""
+    run = child_run.ChildRun(Path("run"), code, {}, {}, frozenset(failing), frozenset(no_guest),
+                             None)
+    return bisect.step_status(run, on_boot_failure)
+
+
 @pytest.mark.parametrize("on_boot_failure, status", [("skip", 125), ("bad", 1), ("abort", 255)])
 def test_a_kernel_that_does_not_boot_is_what_on_boot_failure_says(on_boot_failure: str,
                                                                   status: int) -> None:
     no_guest = {"test_a::test_one", "test_a::test_two"}
-    assert bisect.step_status(1, no_guest, no_guest, on_boot_failure) == status
+    assert step_status(1, no_guest, no_guest, on_boot_failure) == status
 
 
 def test_a_test_failing_on_a_booted_guest_is_bad_whatever_on_boot_failure_says() -> None:
     for on_boot_failure in bisect.BOOT_FAILURE:
-        assert bisect.step_status(1, {"test_a::test_one", "test_b::test_x"},
-                                  {"test_a::test_one"}, on_boot_failure) == bisect.BAD
-        assert bisect.step_status(0, set(), set(), on_boot_failure) == bisect.GOOD
-        assert bisect.step_status(2, set(), set(), on_boot_failure) == bisect.ABORT
+        assert step_status(1, {"test_a::test_one", "test_b::test_x"},
+                           {"test_a::test_one"}, on_boot_failure) == bisect.BAD
+        assert step_status(0, set(), set(), on_boot_failure) == bisect.GOOD
+        assert step_status(2, set(), set(), on_boot_failure) == bisect.ABORT
         # A failed run we know nothing more of is still bad, as before.
-        assert bisect.step_status(1, set(), set(), on_boot_failure) == bisect.BAD
+        assert step_status(1, set(), set(), on_boot_failure) == bisect.BAD
 
 
 def test_on_boot_failure_defaults_to_skip_on_both_commands() -> None:
