@@ -16,7 +16,7 @@ from harness.boot.guest import Guest
 TRUNCATED, OVERWRITE, PARTIAL, COLLISION = 0x01, 0x02, 0x04, 0x08
 
 
-def aux(guest: Guest, check: str, *args: str, timeout: float = 180) -> dict:
+def aux(guest: Guest, check: str, *args: str, timeout: float | None = None) -> dict:
     data = guest.observe("probe_perf_aux", [check, *args], timeout=timeout).data
     if "skip" in data:
         pytest.skip(data["skip"])
@@ -185,7 +185,7 @@ def test_set_output_shares_one_aux_area(guest: Guest, test_pmu: int) -> None:
 
 def test_concurrent_map_unmap_of_a_shared_buffer(guest: Guest, test_pmu: int,
                                                  new_splats) -> None:
-    r = aux(guest, "map-unmap-race", "4", timeout=300)
+    r = aux(guest, "map-unmap-race", "4")
     print(f"map/unmap race: {r}")
     assert r["set_output"] == "ok", r
     # Each step may end only as probe_perf_aux.RACE_OUTCOMES says (perf_mmap(): the same

@@ -12,7 +12,7 @@ import pytest
 from harness.boot.guest import Guest
 
 
-def ring(guest: Guest, check: str, *args: str, user: str = "root", timeout: float = 120,
+def ring(guest: Guest, check: str, *args: str, user: str = "root", timeout: float | None = None,
          once: bool = True) -> dict:
     """The check's observations; with once, shared by the tests that judge them (the checks
     make their own events, so a rerun would see the same). once=False where the outcome
@@ -483,7 +483,7 @@ def test_unprivileged_user_at_debian_paranoid_3(guest: Guest, paranoid) -> None:
 
 @pytest.mark.guest(cpus=2)
 def test_concurrent_producers_every_sample_read_once_or_lost(guest: Guest) -> None:
-    c = ring(guest, "concurrency", "3", timeout=180)
+    c = ring(guest, "concurrency", "3")
     assert c["torn"] is None, f"torn record under concurrency: {c['torn']}"
     assert c["duplicates"] == 0, f"{c['duplicates']} samples read twice"
     assert c["event_count"] == c["produced"] + c["read_other_processes"], \

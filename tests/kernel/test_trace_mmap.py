@@ -17,7 +17,7 @@ from harness.kernels.kernel import release_version
 META_STRUCT_LEN = 80  # sizeof(struct trace_buffer_meta) in trace_mmap.h since v6.10
 
 
-def trace(guest: Guest, check: str, *args: str, timeout: float = 180) -> dict:
+def trace(guest: Guest, check: str, *args: str, timeout: float | None = None) -> dict:
     data = guest.observe("probe_trace_mmap", [check, *args], timeout=timeout).data
     if "skip" in data:
         pytest.skip(data["skip"])
