@@ -71,6 +71,8 @@ def judge(baseline: ChildRun, child: ChildRun) -> tuple[str, list[str], str]:
     a guest that did not boot."""
     if child.summary is None:
         return NOT_RUN, [], "the test run wrote no summary.json"
+    if child.not_run:  # the mutated kernel could not be prepared: nothing was judged
+        return NOT_RUN, [], f"not run: {child.not_run}"
     if not child.summary.get("results"):  # the selection holds no test for this mutant
         return SURVIVED, [], "no test of the selection ran"
     failed = [t for t, o in child.outcomes.items() if o in history.FAILING]

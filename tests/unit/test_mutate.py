@@ -138,6 +138,10 @@ def test_a_boot_failure_of_one_guest_does_not_kill_but_a_real_failure_does() -> 
 def test_no_summary_is_not_run_and_no_test_selected_is_survived() -> None:
     assert judge(None)[0] == NOT_RUN
     assert judge(_summary(boots=[])) == (SURVIVED, [], "no test of the selection ran")
+    # A mutated kernel that could not be prepared (./lab run's {"not_run": why}) ran nothing:
+    # not judged, so not a survivor that would lower the kill rate.
+    assert judge({"not_run": "kernel src: the build failed"}) == \
+        (NOT_RUN, [], "not run: kernel src: the build failed")
 
 
 def test_totals_rate_only_mutants_the_suite_could_judge() -> None:
