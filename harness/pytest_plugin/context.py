@@ -48,7 +48,8 @@ def build(config: pytest.Config) -> RunContext:
         cfg = lab_config.with_build(cfg, kernel, series, Path(tree).resolve() if tree else None)
     known = tuple(known_issues.load(Path(config.getoption("--known-issues"))))
     rd = config.getoption("--lab-report-dir")
-    report_dir = Path(rd) if rd else cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-{kernel}")
+    report_dir = Path(rd) if rd else cfg.reports_dir / (time.strftime("%Y%m%d-%H%M%S-")
+                                                          + lab_config.file_safe(kernel))
     try:
         report_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.boot.guest import Guest
+from harness.config import file_safe
 from harness.errors import LabError
 from harness.lab import Lab
 from harness.pytest_plugin.context import RunContext
@@ -125,7 +126,8 @@ class Guests:
             lab = Lab(self.ctx.lab_config, refresh=self.config.getoption("--lab-refresh"))
             worker = f"-{self.ctx.worker}" if self.ctx.worker else ""
             self.pool = GuestPool(lab, self.ctx.kernel, self.ctx.report_dir,
-                                  self.ctx.report_dir / f"console-{self.ctx.kernel}{worker}.log")
+                                  self.ctx.report_dir /
+                                  f"console-{file_safe(self.ctx.kernel)}{worker}.log")
         return self.pool
 
     def watch(self, g: Guest) -> Watch:
