@@ -200,6 +200,7 @@ def check_validation(args: list[str]) -> dict:
         else:
             out["test_pmu"] = _validation_round(pfd)
             out["test_pmu_remap"] = _remap_rules(pfd)
+            out["test_pmu_refusals_undone"] = _refusals_undone(pfd)
             os.close(pfd)
             out["vm_pin_kb_after_test_pmu"] = vm_pin_kb()
     finally:
@@ -221,6 +222,56 @@ def _remap_rules(fd: int) -> dict:
     }
     aux.close()
     rb.close()
+    return out
+
+
+def _aux_written(fd: int, aux: AuxArea, seconds: float = 0.1) -> int:
+    """aux_head after the test PMU ran for `seconds`: what it wrote into the AUX area."""
+    run_for(fd, seconds)
+    return aux.head
+
+
+def _refusals_undone(fd: int) -> dict:
+    """With a 4-page AUX area mapped, the two refusals that compare against it (perf_mmap():
+    "already mapped with a different size" / "... offset", EINVAL): the control page is made
+    to ask for them (aux_size 8 pages, or aux_offset past the area), then put back. Then
+    everything is unmapped, and the event must map as if the refusals never were: the data
+    buffer with a new size (the old one was released: rb->mmap_count back to 0, seed 004),
+    an AUX area on it, which the PMU writes into; VmPin back to where it started."""
+    start = vm_pin_kb()
+    rb = RingBuffer(fd, 8)
+    aux = AuxArea(fd, rb, 4)
+    ctl, offset, size = aux.ctl, aux.offset, aux.size
+    out: dict[str, Any] = {"vm_pin_kb_mapped": vm_pin_kb()}
+    ctl.aux_size = 2 * size
+    out["other_size"] = probelib.outcome(
+        lambda: Mapping(fd, 2 * size, mmap.PROT_READ | mmap.PROT_WRITE, offset=offset).close())
+    ctl.aux_size, ctl.aux_offset = size, offset + size
+    out["other_offset"] = probelib.outcome(
+        lambda: Mapping(fd, size, mmap.PROT_READ | mmap.PROT_WRITE,
+                        offset=offset + size).close())
+    ctl.aux_offset = offset
+    out["vm_pin_kb_after_refusals"] = vm_pin_kb()
+    out["written_while_mapped"] = _aux_written(fd, aux)
+    aux.close()
+    rb.close()
+    out["vm_pin_kb_unmapped"] = vm_pin_kb()
+    try:
+        rb = RingBuffer(fd, 16)
+    except OSError as e:
+        out["new_size_after_unmap"] = probelib.errname(e)
+    else:
+        out["new_size_after_unmap"] = "ok"
+        try:
+            aux = AuxArea(fd, rb, 4)
+        except OSError as e:
+            out["aux_maps_again"] = probelib.errname(e)
+        else:
+            out["aux_maps_again"] = "ok"
+            out["written_after"] = _aux_written(fd, aux)
+            aux.close()
+        rb.close()
+    out["vm_pin_kb"] = [start, vm_pin_kb()]
     return out
 
 

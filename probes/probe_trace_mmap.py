@@ -560,7 +560,36 @@ def check_first_mapping(args: list[str]) -> dict:
         out["off_subbuf_boundary"] = _map_result(rw, PAGE, offset=sub + PAGE)
         out["past_the_end"] = _map_result(rw, PAGE, offset=1 << 30)
         os.close(rw)
+        out["after"] = _refusals_left(inst)
         out["map_after"] = "ok" if _remap_works(inst) else "failed"
+    return out
+
+
+def _refusals_left(inst: Instance) -> dict:
+    """What refused mappings must not leave behind, with nothing mapped: the buffer is not
+    "mapped" (GET_READER on a fresh fd: ENODEV), it resizes (ring_buffer_resize(): EBUSY
+    while resize_disabled), a snapshot trigger arms and disarms (get_snapshot_map()'s
+    tr->mapped back to 0: tracing_arm_snapshot_locked() refuses while it is not), and so
+    does a latency tracer where the kernel has one. Each change is undone."""
+    out: dict[str, Any] = {}
+    fd = inst.open_cpu(0)
+    out["get_reader"] = _ioctl_result(fd, abi.TRACE_MMAP_IOCTL_GET_READER)
+    os.close(fd)
+    size = inst.get("buffer_size_kb").split()[0]
+    out["resize"] = inst.set("buffer_size_kb", 16 * REFUSAL_SUBBUF_KB)
+    inst.set("buffer_size_kb", size)
+    if os.path.exists(f"{inst.path}/snapshot"):
+        trig = f"{inst.path}/events/sched/sched_switch/trigger"
+        out["snapshot_arm"] = write_file(trig, ARMED_SNAPSHOT)
+        out["snapshot_disarm"] = write_file(trig, "!" + ARMED_SNAPSHOT)
+    listing = f"{inst.path}/available_tracers"
+    available = read_file(listing if os.path.exists(listing)
+                          else f"{inst.root}/available_tracers").split()
+    tracer = next((t for t in LATENCY_TRACERS if t in available), None)
+    if tracer:
+        out["latency_tracer"] = tracer
+        out["latency_tracer_arm"] = inst.set("current_tracer", tracer)
+        out["latency_tracer_disarm"] = inst.set("current_tracer", "nop")
     return out
 
 
@@ -604,6 +633,8 @@ def check_refusals(args: list[str]) -> dict:
             out["busy_while_mapped"] = _busy_writes(inst)
         out["after_unmap"] = _busy_writes(inst, undo=True)
         os.close(rw)
+        out["after"] = _refusals_left(inst)
+        out["map_after"] = "ok" if _remap_works(inst) else "failed"
         # An armed snapshot (a snapshot trigger) first makes the mapping fail; a snapshot
         # buffer merely allocated by `echo 1 > snapshot` does not arm one (get_snapshot_map()
         # tests tr->snapshot, the count of armed users).
@@ -907,6 +938,11 @@ def check_latency_tracer(args: list[str]) -> dict:
         out["map_with_latency_tracer"] = _map_result(fd, PAGE)
         os.close(fd)
         out["back_to_nop"] = inst.set("current_tracer", "nop")
+        # The tracer armed the snapshot and nop disarmed it (tr->snapshot back to 0), and the
+        # refused switch took nothing: the buffer maps again.
+        fd = inst.open_cpu(0)
+        out["map_after_nop"] = _map_result(fd, PAGE)
+        os.close(fd)
     return out
 
 

@@ -67,6 +67,48 @@ def test_aux_mmap_validation_on_the_test_pmu(guest: Guest, test_pmu: int) -> Non
     assert v["vm_pin_kb_after_test_pmu"] == 0, "the AUX charge must come back on munmap"
 
 
+def test_refused_aux_mmaps_leave_nothing_behind(guest: Guest, test_pmu: int, check,
+                                                new_splats) -> None:
+    """Issue 23 §4: with an AUX area mapped, perf_mmap() refuses another size or offset
+    (EINVAL: "already mapped with a different size/offset"); the refusal must leave the
+    buffer's counts and charges as they were. In 7.2.13 kernel/events/core.c perf_mmap_aux()
+    both checks come before `refcount_inc_not_zero(&rb->mmap_count)`, so they take nothing;
+    in 6.12 perf_mmap() they `goto aux_unlock` before `atomic_inc_not_zero(&rb->mmap_count)`,
+    and what fails after it goes through `unlock:`'s `atomic_dec(&rb->mmap_count)` (5468c0fbccbb
+    "perf/core: Don't leak AUX buffer refcount on allocation failure"). With
+    perf_event_mlock_kb 0 every page is pinned_vm, so a charge kept shows in VmPin; a kept
+    rb->mmap_count keeps the buffer, so its charge never comes back at the last munmap
+    (perf_mmap_close(): perf_mmap_unaccount() / the locked_vm and pinned_vm subtraction run
+    only when rb->mmap_count reaches 0)."""
+    v = aux(guest, "validation", "50")
+    r = v["test_pmu_refusals_undone"]
+    for name in ("other_size", "other_offset"):
+        check(f"refused-{name}", r[name] == "EINVAL",
+              f"a second AUX mmap with another {name.split('_')[1]} while one is mapped: "
+              f"expected EINVAL, got {r[name]}", got=r[name])
+    check("vmpin-after-refusals", r["vm_pin_kb_after_refusals"] == r["vm_pin_kb_mapped"],
+          f"VmPin {r['vm_pin_kb_mapped']} kB with the buffers mapped, "
+          f"{r['vm_pin_kb_after_refusals']} kB after the refused AUX mmaps",
+          mapped=r["vm_pin_kb_mapped"], after=r["vm_pin_kb_after_refusals"])
+    check("written-after-refusals", r["written_while_mapped"] > 0,
+          f"after the refusals the PMU must still write into the AUX area: aux_head "
+          f"{r['written_while_mapped']}", aux_head=r["written_while_mapped"])
+    check("vmpin-back-at-munmap", r["vm_pin_kb_unmapped"] == r["vm_pin_kb"][0],
+          f"VmPin {r['vm_pin_kb'][0]} kB before the buffers were mapped, "
+          f"{r['vm_pin_kb_unmapped']} kB once both were unmapped: a refusal kept the buffer "
+          f"(rb->mmap_count) or its charge", before=r["vm_pin_kb"][0],
+          unmapped=r["vm_pin_kb_unmapped"])
+    check("maps-again", (r["new_size_after_unmap"], r.get("aux_maps_again")) == ("ok", "ok")
+          and r.get("written_after", 0) > 0,
+          f"once unmapped the event must map a new data size and an AUX area the PMU writes "
+          f"into: {r}", new_size=r["new_size_after_unmap"], aux=r.get("aux_maps_again"),
+          written=r.get("written_after"))
+    check("vmpin-back", r["vm_pin_kb"][1] == r["vm_pin_kb"][0],
+          f"VmPin {r['vm_pin_kb'][0]} kB before, {r['vm_pin_kb'][1]} kB at the end",
+          before=r["vm_pin_kb"][0], after=r["vm_pin_kb"][1])
+    assert not new_splats(), f"kernel splats: {new_splats()}"
+
+
 @pytest.mark.parametrize("chunk", ["4096", "3000"])
 def test_aux_records_tile_the_stream_and_match_the_data(guest: Guest, test_pmu: int,
                                                         chunk: str) -> None:

@@ -295,6 +295,11 @@ def test_buffer_vma_cannot_be_split(guest: Guest, operation: str) -> None:
     assert v["new_size_after_unmap"] == "ok", \
         f"after {operation} ({v['result']}) and munmap of every part the buffer must be " \
         f"released (seed 004: a new size maps), got {v['new_size_after_unmap']}"
+    # Issue 23 §4: a refused split takes nothing (perf_mmap_may_split() only answers), so
+    # once every part is unmapped perf_mmap_close() has given the whole charge back.
+    assert v["vm_pin_kb_after"] == v["vm_pin_kb_before"], \
+        f"after {operation} ({v['result']}) and munmap of every part VmPin is " \
+        f"{v['vm_pin_kb_after']} kB, was {v['vm_pin_kb_before']} kB before the mapping"
 
 
 # perf_mmap() sets VM_DONTEXPAND. mm/mremap.c vma_to_resize(), on the growth path of mremap(2)
@@ -354,6 +359,69 @@ def test_map_unmap_close_in_any_order_leaks_nothing(guest: Guest, user: str, par
             f"one page past the allowance as {user} (RLIMIT_MEMLOCK {leak['rlimit_memlock']}): " \
             f"expected {want[0]} with VmPin {want[1]} kB, got {more} (an allowance larger " \
             f"than perf_event_mlock_kb x CPUs: locked_vm charged less than was mapped)"
+
+
+# What perf_mmap() answers each refusal check refusals-undone provokes (7.2.13
+# kernel/events/core.c perf_mmap(), perf_mmap_rb(); 6.12 perf_mmap()), and where the code that
+# must leave nothing behind is: every one of them returns before anything is taken, or gives
+# back what it took on its way out.
+REFUSALS_UNDONE = {
+    # `nr_pages != 0 && !is_power_of_2(nr_pages)` -> EINVAL, before any count or charge.
+    "three_data_pages": "EINVAL",
+    # perf_mmap(): `!(vma->vm_flags & VM_SHARED)` -> EINVAL, before the event is looked at.
+    "map_private": "EINVAL",
+    # 7.2.13 perf_mmap_rb(): `!perf_mmap_calc_limits()` -> EPERM, then perf_mmap_account()
+    # is never reached; 6.12 perf_mmap(): `locked > lock_limit && perf_is_paranoid() &&
+    # !capable(CAP_IPC_LOCK)` -> EPERM, `goto unlock` with ret set skips the charge.
+    "past_the_allowance": "EPERM",
+    # 7.2.13 perf_mmap_rb() / 6.12 perf_mmap(): `data_page_nr(event->rb) != nr_pages` ->
+    # EINVAL, before rb->mmap_count is taken.
+    "other_size_while_mapped": "EINVAL",
+}
+
+
+def test_refused_mmaps_leave_nothing_behind(guest: Guest, paranoid, check, new_splats) -> None:
+    """Issue 23 §4: a refused mmap leaves the event as it was. After each refusal the good
+    mapping (1+2 pages) maps again with the same control page as the first; the event still
+    writes samples into its buffer; VmPin is back; the user's whole allowance
+    (perf_event_mlock_kb x CPUs) maps after exactly as before (a refusal that kept its
+    locked_vm charge shows there); and once unmapped the event takes a new size (the buffer
+    was released, seed 004: a refusal that kept rb->mmap_count keeps the old one). As `lab`
+    with RLIMIT_MEMLOCK 0, so the size past the allowance is refused (EPERM) rather than
+    pinned."""
+    paranoid(2)
+    r = ring(guest, "refusals-undone", user="lab", once=False)
+    first = r["first"]
+    assert first["result"] == "ok", f"the good mapping (1+2 pages) must map: {first}"
+    for name, want in REFUSALS_UNDONE.items():
+        got = r["refusals"][name]
+        check(f"refused-{name}", got["result"] == want,
+              f"{name}: expected {want}, got {got['result']}", expected=want, got=got["result"])
+        check(f"maps-after-{name}", got["maps_after"] == first,
+              f"after the refused {name} ({got['result']}) the good mapping must map as the "
+              f"first did: {first}, got {got['maps_after']}", first=first,
+              after=got["maps_after"])
+        check(f"vmpin-after-{name}", got["vm_pin_kb"] == r["vm_pin_kb"][0],
+              f"after the refused {name} VmPin is {got['vm_pin_kb']} kB, was "
+              f"{r['vm_pin_kb'][0]} kB: a refused mmap charged pinned_vm",
+              before=r["vm_pin_kb"][0], after=got["vm_pin_kb"])
+    check("writes-after-refusals", r["samples_after"] >= 16,
+          f"after the refusals the event wrote {r['samples_after']} samples for 16 page "
+          f"faults into its buffer", samples=r["samples_after"])
+    check("new-size-after-refusals", r["new_size_after_unmap"] == "ok",
+          f"once unmapped the event must take a new size (seed 004: the buffer is released at "
+          f"its last munmap), got {r['new_size_after_unmap']}: a refusal kept a reference",
+          got=r["new_size_after_unmap"])
+    check("vmpin-back", r["vm_pin_kb"][1] == r["vm_pin_kb"][0],
+          f"VmPin {r['vm_pin_kb'][0]} kB before, {r['vm_pin_kb'][1]} kB after",
+          before=r["vm_pin_kb"][0], after=r["vm_pin_kb"][1])
+    before, after = r["allowance_before"], r["allowance_after"]
+    same = (before["fill"], before["page_more"]) == (after["fill"], after["page_more"])
+    check("allowance-back", same,
+          f"the user's {before['allowance_pages']}-page allowance maps as {after} after the "
+          f"refusals, as {before} before: a refused mmap kept a locked_vm charge",
+          before=before, after=after)
+    assert not new_splats(), f"kernel splats: {new_splats()}"
 
 
 # --- 6. wakeups --------------------------------------------------------------------------

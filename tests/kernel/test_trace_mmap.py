@@ -239,12 +239,52 @@ def test_refused_mappings_fail_on_an_unmapped_buffer(guest: Guest, check) -> Non
         check(f"first-map-{case}", r[case] == errno,
               f"the first mapping of a CPU buffer, {case}: expected {errno}, got {r[case]}",
               expected=errno, got=r[case])
+    if "after" in r:  # absent only from outputs recorded before the probe had it (unit data)
+        check_left_nothing(check, "refused-first-maps", r["after"],
+                           "after the refused first mappings")
     assert r["map_after"] == "ok", "a good mapping after the refused ones must work"
+
+
+# What a refused mapping must have undone, and the code that undoes it (7.2.13 and 6.12):
+# - kernel/trace/ring_buffer.c ring_buffer_map(): a refused first mapping frees the meta page
+#   and subbuf_ids and drops the resize_disabled it took (`atomic_dec(&cpu_buffer->
+#   resize_disabled)` in the else branch after __rb_map_vma()); a refused further mapping
+#   returns __rb_map_vma()'s error before __rb_inc_dec_mapped() counts it (user_mapped).
+# - kernel/trace/trace.c tracing_buffers_mmap(): `if (ret) put_snapshot_map(iter->tr)` gives
+#   back the tr->mapped get_snapshot_map() took (7.2.13 trace_snapshot.c: get/put_snapshot_map;
+#   6.12 trace.c), else tracing_arm_snapshot_locked() stays EBUSY.
+LEFT_NOTHING = {"get_reader": "ENODEV", "resize": "ok", "snapshot_arm": "ok",
+                "snapshot_disarm": "ok", "latency_tracer_arm": "ok", "latency_tracer_disarm": "ok"}
+
+
+def check_left_nothing(check, prefix: str, after: dict, when: str) -> None:
+    """One check per rule: the buffer is not left mapped (GET_READER on a fresh fd is
+    ENODEV: rb_get_mapped_buffer() sees user_mapped 0), it resizes, a snapshot trigger and a
+    latency tracer (where the kernel has one) arm and disarm."""
+    for key, want in LEFT_NOTHING.items():
+        if key not in after and key not in ("get_reader", "resize"):
+            continue  # no snapshot file, no latency tracer in this kernel
+        got = after.get(key, "not observed")
+        check(f"{prefix}-{key.replace('_', '-')}", got == want,
+              f"{when}: {key} expected {want}, got {got} (the buffer was left mapped, "
+              f"resize-disabled or snapshot-mapped)", expected=want, got=got)
 
 
 @pytest.fixture
 def refusals(guest: Guest) -> dict:
     return trace(guest, "refusals")
+
+
+def test_refused_mappings_while_mapped_leave_nothing_behind(refusals: dict, check) -> None:
+    """Issue 23 §4: the refusals of probe check refusals (PROT_WRITE, PROT_EXEC, MAP_PRIVATE
+    while mapped; offsets off a sub-buffer or past the end; mprotect to writable), then every
+    mapping unmapped: nothing of them is left (LEFT_NOTHING), and the buffer maps and reads
+    again."""
+    check_left_nothing(check, "refused-maps", refusals["after"],
+                       "after the refused mappings and munmap of the good ones")
+    check("refused-maps-map-again", refusals["map_after"] == "ok",
+          f"after the refused mappings a new mapping must map and read what was written: "
+          f"{refusals['map_after']}", got=refusals["map_after"])
 
 
 def test_refused_mappings_fail_while_mapped(refusals: dict) -> None:
@@ -434,6 +474,12 @@ def test_latency_tracer_refused_while_mapped(guest: Guest, new_splats) -> None:
     assert d["map_with_latency_tracer"] == "EBUSY", \
         f"mmap with {d['tracer']} current: expected EBUSY, got {d['map_with_latency_tracer']}"
     assert d["back_to_nop"] == "ok", d
+    # The refused switch took nothing, and nop disarmed what the later one armed (tr->snapshot
+    # back to 0: 6.12 trace.c / 7.2.13 trace_snapshot.c tracing_disarm_snapshot()): the
+    # buffer maps again.
+    assert d["map_after_nop"] == "ok", \
+        f"after the refused switch, the switch after munmap and back to nop, mmap must work " \
+        f"again: {d['map_after_nop']}"
     assert not new_splats(), f"kernel splats: {new_splats()}"
 
 
