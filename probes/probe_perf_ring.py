@@ -399,8 +399,24 @@ def _try_on_fresh_buffer(operation: str) -> dict:
 def check_vma(args: list[str]) -> dict:
     """Splitting the buffer's VMA (partial munmap, shrinking mremap, MAP_FIXED over a part,
     mprotect of a part) and growing it, observed with their side effects; and moving it
-    whole (mremap to a new address)."""
-    out: dict[str, Any] = {op: _try_on_fresh_buffer(op) for op in _vma_ops(0, 0, [])}
+    whole (mremap to a new address). The splits and growths run with perf_event_mlock_kb 0
+    (as root, when it may write it), so that every page of a buffer is charged to pinned_vm:
+    a charge a refused split kept (the buffer never released) shows in VmPin."""
+    mlock = "/proc/sys/kernel/perf_event_mlock_kb"
+    saved = open(mlock).read().strip()
+    try:
+        with open(mlock, "w") as f:
+            f.write("0")
+        pinned_all = True
+    except OSError:
+        pinned_all = False
+    try:
+        out: dict[str, Any] = {op: _try_on_fresh_buffer(op) for op in _vma_ops(0, 0, [])}
+    finally:
+        if pinned_all:
+            with open(mlock, "w") as f:
+                f.write(saved)
+    out["mlock_kb_0"] = pinned_all
     length = 3 * PAGE
     fd = open_dummy()
     addr = probelib.Mapping(fd, length, mmap.PROT_READ | mmap.PROT_WRITE).addr

@@ -279,7 +279,9 @@ def test_buffer_vma_cannot_be_split(guest: Guest, operation: str) -> None:
     VMA, perf_mmap_close() then fails its offset/size checks, "reference count leaks"):
     there the parts must be what the split made, and a buffer still held after every part
     is unmapped is that leak, a failure on either kind of kernel."""
-    v = ring(guest, "vma")[operation]
+    vma = ring(guest, "vma")
+    assert vma["mlock_kb_0"], "the probe runs as root and sets perf_event_mlock_kb 0"
+    v = vma[operation]
     page = int(guest.run("getconf PAGESIZE").stdout)
     if v["result"] == "EINVAL":
         why = whole_and_describing(v, page)
@@ -296,7 +298,8 @@ def test_buffer_vma_cannot_be_split(guest: Guest, operation: str) -> None:
         f"after {operation} ({v['result']}) and munmap of every part the buffer must be " \
         f"released (seed 004: a new size maps), got {v['new_size_after_unmap']}"
     # Issue 23 §4: a refused split takes nothing (perf_mmap_may_split() only answers), so
-    # once every part is unmapped perf_mmap_close() has given the whole charge back.
+    # once every part is unmapped perf_mmap_close() has given the whole charge back. The
+    # probe maps with perf_event_mlock_kb 0: every page is pinned_vm, a kept charge is VmPin.
     assert v["vm_pin_kb_after"] == v["vm_pin_kb_before"], \
         f"after {operation} ({v['result']}) and munmap of every part VmPin is " \
         f"{v['vm_pin_kb_after']} kB, was {v['vm_pin_kb_before']} kB before the mapping"
