@@ -390,8 +390,9 @@ def test_refused_mmaps_leave_nothing_behind(guest: Guest, paranoid, check, new_s
     (perf_event_mlock_kb x CPUs) maps after exactly as before (a refusal that kept its
     locked_vm charge shows there); and once unmapped the event takes a new size (the buffer
     was released, seed 004: a refusal that kept rb->mmap_count keeps the old one). As `lab`
-    with RLIMIT_MEMLOCK 0, so the size past the allowance is refused (EPERM) rather than
-    pinned."""
+    with RLIMIT_MEMLOCK 64 pages, so a size past the allowance and that is refused (EPERM)
+    rather than pinned, while the good mapping fits even if earlier tests left the user's
+    allowance charged."""
     paranoid(2)
     r = ring(guest, "refusals-undone", user="lab", once=False)
     first = r["first"]
