@@ -1,1 +1,1 @@
-"""A guest from QEMU start to a probe's answer: argv, process, console, SSH, probes, splats."""
+"""A guest from QEMU start to a probe's answer: argv, process, console, SSH, probes."""

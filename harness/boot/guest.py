@@ -18,9 +18,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.boot import console, qemu, snapshot
+from harness.boot import qemu, snapshot
 from harness.errors import (BootError, BootPanic, BootTimeout, GuestHang, ModuleError,
                             ProbeError)
+from harness.kernellog import console
 from harness.kernels.kernel import BootableKernel
 from harness.boot.probes import Deadlines, ProbeResult, ProbeRunner, probes_digest
 from harness.boot.rootfs import RootfsImage
@@ -73,8 +74,8 @@ STALL_S = 30.0
 # longer than the kernel's own detectors (soft lockup after 2 * watchdog_thresh = 20 s, RCU
 # stall after CONFIG_RCU_CPU_STALL_TIMEOUT = 21 s), which say where the kernel is stuck.
 HANG_S = 30.0
-# A lockup or stall report (harness/boot/splats.py) ends the test this long after its first line,
-# so that its call trace reaches the console log first.
+# A lockup or stall report (harness/kernellog/splats.py) ends the test this long after its first
+# line, so that its call trace reaches the console log first.
 LOCKUP_GRACE_S = 3.0
 # A restore that has not answered SSH by then is given up for a boot: restores take ~1-2 s
 # under TCG, and a boot is waiting behind this one.

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pexpect
 
-from harness.boot import console, splats
+from harness.kernellog import console, splats
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
@@ -87,7 +87,7 @@ class VM:
         self.panicked = threading.Event()
         self.panic: console.Panic | None = None
         self.tcg_artefact: str | None = None  # the first known TCG artefact line seen
-        # The first lockup / stall / hung-task report line (harness/boot/splats.py), and when.
+        # The first lockup / stall / hung-task report line (harness/kernellog/splats.py), and when.
         self.lockup: str | None = None
         self.lockup_at = 0.0
         self.stages: dict[str, float] = {}

@@ -14,7 +14,7 @@ import json
 import statistics
 import time
 
-from harness.boot import splats
+from harness.kernellog import splats
 from harness.boot.guest import boot
 from harness.config import LabConfig
 from harness.errors import BootError

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from harness.boot import console, splats
+from harness.kernellog import console, splats
 from harness.boot.guest import Guest
 from harness.errors import GuestHang, LabError, SSHError
 from harness.pytest_plugin.guests import Guests

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from harness.boot import console, decode, splats
+from harness.kernellog import console, decode, splats
 from harness.boot.guest import Guest
 from harness.errors import LabError
 from harness.pytest_plugin.context import RunContext
@@ -58,7 +58,8 @@ class Observation:
     def _note_splats(self, item: pytest.Item, report: pytest.TestReport, g: Guest,
                      lines: list[str], record: Record) -> list[splats.Splat]:
         """The splats of a test and its taint change, into its report; the verdict on them is
-        the verdict plugin's. A TCG artefact (harness/boot/console.py) is shown, fails nothing."""
+        the verdict plugin's. A TCG artefact (harness/kernellog/console.py) is shown, fails
+        nothing."""
         found = splats.find(lines)
         record.splats = self.with_decoded(g, [s.as_dict() for s in found])
         before, after = item.stash[START_KEY].taint, g.tainted

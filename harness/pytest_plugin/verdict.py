@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.boot import console, splats
+from harness.kernellog import console, splats
 from harness.pytest_plugin.context import RunContext
 from harness.pytest_plugin.record import Record
 from harness.results import summary, verdicts

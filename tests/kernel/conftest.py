@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.boot import splats
+from harness.kernellog import splats
 from harness.errors import ModuleError, ModuleUnavailable
 from harness.boot.guest import Guest
 from harness.lab import Lab

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.boot import console
+from harness.kernellog import console
 
 DATA = Path(__file__).parent / "data"
 

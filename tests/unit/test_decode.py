@@ -1,4 +1,4 @@
-"""Splats decoded to file:line (harness/boot/decode.py) with a fake decode_stacktrace.sh, and
+"""Splats decoded to file:line (harness/kernellog/decode.py) with a fake decode_stacktrace.sh, and
 `./lab splats` parsing real console logs (tests/unit/data) offline."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.boot import decode, splats
+from harness.kernellog import decode, splats
 from harness.kernels.kernel import BootableKernel
 from harness.results.summary import splat_line as _splat_line
 

@@ -22,12 +22,25 @@ def test_harness_keeps_its_layers() -> None:
     assert "harness layers KEPT" in done.stdout
 
 
-def test_boot_importing_results_is_named(tmp_path: Path) -> None:
+def breach(tmp_path: Path, module: str, line: str) -> subprocess.CompletedProcess[str]:
+    """lint-imports on a copy of harness/ where `module` (a path under harness/) gains `line`."""
     shutil.copytree(REPO / "harness", tmp_path / "harness", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", tmp_path)
-    qemu = tmp_path / "harness" / "boot" / "qemu.py"
-    qemu.write_text(qemu.read_text() + "\nfrom harness.results import report  # a layer breach\n")
-    done = lint(tmp_path)
+    source = tmp_path / "harness" / module
+    source.write_text(source.read_text() + f"\n{line}  # a layer breach\n")
+    return lint(tmp_path)
+
+
+def test_boot_importing_results_is_named(tmp_path: Path) -> None:
+    done = breach(tmp_path, "boot/qemu.py", "from harness.results import report")
     assert done.returncode != 0
     assert "harness layers BROKEN" in done.stdout
     assert "harness.boot.qemu -> harness.results.report" in done.stdout
+
+
+def test_kernellog_importing_the_guest_layer_is_named(tmp_path: Path) -> None:
+    """Kernel-log reading works offline, on saved logs: it must not reach for a guest."""
+    done = breach(tmp_path, "kernellog/splats.py", "from harness.boot import vm")
+    assert done.returncode != 0
+    assert "harness layers BROKEN" in done.stdout
+    assert "harness.kernellog.splats -> harness.boot.vm" in done.stdout

@@ -1,11 +1,12 @@
-"""harness/boot/splats.py on real kernel logs (tests/unit/data) and on one line of each kind."""
+"""harness/kernellog/splats.py on real kernel logs (tests/unit/data) and on one line of each
+kind."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from harness.boot import splats
+from harness.kernellog import splats
 
 DATA = Path(__file__).parent / "data"
 

@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.boot import splats
+from harness.kernellog import splats
 from harness.kernels.kernel import BootableKernel
 
 log = logging.getLogger(__name__)

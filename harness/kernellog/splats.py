@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from harness.boot import console
+from harness.kernellog import console
 
 # The first line of each kind of report (lib/bug.c, kernel/panic.c, arch/x86/kernel/traps.c,
 # mm/kasan/report.c, lib/ubsan.c, kernel/locking/lockdep.c, kernel/rcu/tree_stall.h,
