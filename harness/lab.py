@@ -7,13 +7,13 @@ import os
 from pathlib import Path
 
 from harness import arch as arches, cache, host
-from harness.boot import accel, qemu, rootfs, ssh
+from harness.guest import accel, qemu, rootfs, ssh
 from harness.debian import mirror
 from harness.kernels import kbuild, kernel, modules
 from harness.kernels.kernel import BootableKernel
 from harness.config import BuildKernel, LabConfig
 from harness.errors import HostError
-from harness.boot.guest import BootPlan, Guest, boot
+from harness.guest.guest import BootPlan, Guest, boot
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class Lab:
                         snapshots=self.snapshots_dir(), qemu_version=self._qemu_versions[a.qemu])
 
     def snapshots_dir(self) -> Path | None:
-        """Where guest snapshots are kept (harness/boot/snapshot.py); None with
+        """Where guest snapshots are kept (harness/guest/snapshot.py); None with
         RINGLAB_NO_SNAPSHOT=1, which makes every guest boot."""
         if os.environ.get("RINGLAB_NO_SNAPSHOT", "") not in ("", "0"):
             return None

@@ -1,7 +1,7 @@
 """`./lab bench boot`: how fast the lab gets a guest up and a probe answered.
 
 Figures: QEMU start to SSH-ready (median of N boots), QEMU start to probes-ready, the same for
-guests restored from a snapshot (harness/boot/snapshot.py) against guests booted, with 1 and 2
+guests restored from a snapshot (harness/guest/snapshot.py) against guests booted, with 1 and 2
 vCPUs (or --cpus), probe round
 trip (push already done: request, fork, run, JSON back) for the capabilities probe and for a
 bare runner ping, the harness's peak RSS (QEMU, a child, not counted), and with --cold the
@@ -26,7 +26,7 @@ from harness.errors import LabError
 from harness.lab import Lab
 
 if TYPE_CHECKING:
-    from harness.boot.guest import BootPlan, Guest
+    from harness.guest.guest import BootPlan, Guest
 
 # Targets from the lab-foundation issue (2-core host, TCG, warm caches).
 TARGETS = {"ssh_ready_s": 10.0, "probe_round_trip_ms": 150.0, "peak_rss_mb": 150.0,
@@ -71,7 +71,7 @@ def _restore_rows(lab: Lab, kernel_name: str | None, console_log: Path, runs: in
                   cpu_counts: list[int]) -> tuple[dict[str, dict[str, float]], dict[str, tuple]]:
     """QEMU start to SSH ready and to probes ready, `runs` guests booted (snapshots off) and
     `runs` restored from the profile's snapshot (made first, untimed), per vCPU count."""
-    from harness.boot.guest import boot
+    from harness.guest.guest import boot
     results: dict[str, dict[str, float]] = {}
     labels: dict[str, tuple] = {}
     for n in cpu_counts:
@@ -113,7 +113,7 @@ def boot_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 5, probe_run
     console_log = out_dir / "bench-boot-console.log"
     plan = lab.plan(kernel_name, console_log, cpus=cpus)  # warm the caches before timing
     ssh_ready, probes_ready, round_trips, pings = [], [], [], []
-    from harness.boot.guest import boot
+    from harness.guest.guest import boot
     for i in range(runs):
         with boot(dataclasses.replace(plan, snapshots=None)) as g:  # booted, never restored
             ssh_ready.append(g.record.ssh_ready_s)
@@ -172,7 +172,7 @@ def perf_ring_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 3) -> i
     out_dir = cfg.reports_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     plan = lab.plan(kernel_name, out_dir / "bench-perf-ring-console.log")
-    from harness.boot.guest import boot
+    from harness.guest.guest import boot
     mmap_rates, read_rates = [], []
     with boot(plan) as g:
         for _ in range(runs):
@@ -228,7 +228,7 @@ def trace_mmap_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 3,
     out_dir = cfg.reports_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     plan = lab.plan(kernel_name, out_dir / "bench-trace-mmap-console.log")
-    from harness.boot.guest import boot
+    from harness.guest.guest import boot
     rates: dict[str, list[float]] = {}
     kernel_us: dict[str, list[float]] = {}
     setup_ms: dict[str, list[float]] = {}
@@ -293,7 +293,7 @@ def aux_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 3, seconds: f
     out_dir.mkdir(parents=True, exist_ok=True)
     plan = lab.plan(kernel_name, out_dir / "bench-aux-console.log")
     ko = lab.module("ringlab_aux", plan.kernel.name)
-    from harness.boot.guest import boot
+    from harness.guest.guest import boot
     rates: dict[str, list[float]] = {"transport": [], "verified": []}
     with boot(plan) as g:
         g.insmod(ko)
@@ -327,7 +327,7 @@ def review_figures(configs: dict[str, LabConfig], kernel_name: str, out_dir: Pat
     review tells a judged figure from a control. A path the kernel lacks gives no figure (the
     suite reports why)."""
     from harness import progress
-    from harness.boot.guest import boot
+    from harness.guest.guest import boot
     from harness.results import review
     plans = {side: Lab(c).plan(kernel_name, out_dir / f"bench-{side}-console.log")
              for side, c in configs.items()}
@@ -364,7 +364,7 @@ def build_bench(cfg: LabConfig, ringbuf: bool = True) -> int:
     from harness.debian.mirror import Mirror
     from harness.kernels import trees
     from harness.config import BuildKernel, DebianSource, KernelSpec
-    from harness.boot.guest import boot
+    from harness.guest.guest import boot
     from harness.kernels.kbuild import Builder
 
     lab = Lab(cfg)

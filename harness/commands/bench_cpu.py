@@ -15,7 +15,7 @@ import statistics
 import time
 
 from harness.kernellog import splats
-from harness.boot.guest import boot
+from harness.guest.guest import boot
 from harness.config import LabConfig
 from harness.errors import BootError
 from harness.lab import Lab

@@ -33,7 +33,7 @@ def setup_logging(verbose: bool, logfile: Path | None = None) -> None:
         f.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root.addHandler(f)
     # paramiko logs a traceback for every refused attempt while the guest's sshd starts;
-    # harness/boot/ssh.py reports what matters.
+    # harness/guest/ssh.py reports what matters.
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)
 
 

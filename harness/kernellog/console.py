@@ -29,7 +29,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
 
 # Console lines that QEMU 7.2's TCG produces on its own, seen on this kind of host: an int3
 # oops from a race in kernel text patching (multi-threaded TCG), and a spurious #DB warning
-# in exc_debug_kernel right after a cmpxchg16b (qemu64 with cx16; harness/boot/qemu.py now turns
+# in exc_debug_kernel right after a cmpxchg16b (qemu64 with cx16; harness/guest/qemu.py now turns
 # cx16 off). A failure after one is rerun in a fresh guest before anyone calls it a kernel bug.
 TCG_ARTEFACTS = (re.compile(r"Oops: int3"),
                  re.compile(r"WARNING: .* at arch/x86/kernel/traps\.c:\d+ exc_debug_kernel"))

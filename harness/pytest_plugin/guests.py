@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 from harness.config import file_safe
 from harness.errors import LabError
 from harness.lab import Lab
@@ -54,7 +54,7 @@ START_KEY = pytest.StashKey[Start]()
 class GuestPool:
     """Guests booted on demand, one per machine profile, reused by every test of the session.
     A guest that died is replaced by a fresh one for the next test. Every guest after the
-    first of a profile is restored from its snapshot (harness/boot/snapshot.py), not booted."""
+    first of a profile is restored from its snapshot (harness/guest/snapshot.py), not booted."""
 
     def __init__(self, lab: Lab, kernel: str, report_dir: Path, console_log: Path) -> None:
         self.lab = lab

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from harness.kernellog import console, splats
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 from harness.errors import GuestHang, LabError, SSHError
 from harness.pytest_plugin.guests import Guests
 from harness.pytest_plugin.observation import Observation

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 from harness.pytest_plugin.context import RunContext
 from harness.pytest_plugin.guests import Watch
 

@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from harness.kernellog import console, decode, splats
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 from harness.errors import LabError
 from harness.pytest_plugin.context import RunContext
 from harness.pytest_plugin.guests import GUEST_KEY, START_KEY, Guests, Watch

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from harness import config
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 from harness.lab import Lab
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import config
-from harness.boot import accel
+from harness.guest import accel
 from harness.errors import BootPanic, BootTimeout, SSHError
 from harness.lab import Lab
 

@@ -6,8 +6,8 @@ import time
 import pytest
 
 from harness.errors import GuestHang, ProbeCrashed, ProbeOutputError, ProbeTimeout, SSHError
-from harness.boot.guest import Guest
-from harness.boot.ssh import GuestSSH
+from harness.guest.guest import Guest
+from harness.guest.ssh import GuestSSH
 
 pytestmark = pytest.mark.e2e
 
@@ -100,7 +100,7 @@ def test_a_guest_is_saved_once_and_restored_as_its_own_machine(
     import dataclasses
     import logging
 
-    from harness.boot import guest as guest_mod, snapshot
+    from harness.guest import guest as guest_mod, snapshot
 
     console = tmp_path / "console.log"
     plan = dataclasses.replace(lab.plan(None, console), snapshots=tmp_path / "snapshots")

@@ -9,7 +9,7 @@ import pytest
 
 from harness.kernellog import splats
 from harness.errors import ModuleError, ModuleUnavailable
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 from harness.lab import Lab
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 
 SOFTWARE_EVENTS_GIVE_EOPNOTSUPP = "aux mmap: EOPNOTSUPP"
 

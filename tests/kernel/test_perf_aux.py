@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 
 TRUNCATED, OVERWRITE, PARTIAL, COLLISION = 0x01, 0x02, 0x04, 0x08
 

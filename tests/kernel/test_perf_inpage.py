@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ModuleError, ModuleUnavailable
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 from harness.lab import Lab
 
 if TYPE_CHECKING:

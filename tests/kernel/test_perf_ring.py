@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 
 
 def ring(guest: Guest, check: str, *args: str, user: str = "root", timeout: float | None = None,

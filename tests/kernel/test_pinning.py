@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 from charge_model import ChargeModel
 
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 
 def in_kb(ops: list[str], page: int) -> list[str]:
     """The scenarios give limits in pages ("mlock=129p": 516 KB with 4 KiB pages, 2064 KB

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 from harness.kernels.kernel import release_version
 
 META_STRUCT_LEN = 80  # sizeof(struct trace_buffer_meta) in trace_mmap.h since v6.10

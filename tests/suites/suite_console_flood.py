@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 from harness.lab import Lab
 
 FLOOD = "/sys/module/ringlab_splat/parameters/flood"

@@ -3,7 +3,7 @@
 test_a logs a marker to the kernel log (its report must carry it), test_b panics the guest
 (it must fail with the console excerpt), test_c must pass on a fresh guest.
 """
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 
 
 def test_a_logs_to_dmesg(guest: Guest) -> None:

@@ -8,7 +8,7 @@ import os
 import signal
 from pathlib import Path
 
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 
 
 def test_dies_once(guest: Guest) -> None:

@@ -3,7 +3,7 @@ would wait 300 s. The lab must end each test well before that and give the next 
 guest.
 
 - test_a hangs its 1-CPU guest for good (a CPU spinning with interrupts off): no console
-  output, no SSH answer, no panic. The SSH heartbeat notices (harness/boot/guest.py HANG_S).
+  output, no SSH answer, no panic. The SSH heartbeat notices (harness/guest/guest.py HANG_S).
 - test_b spins one CPU of a 2-CPU guest: the other CPU soon waits on it too (SSH stops), and
   the kernel reports a soft lockup or an RCU stall on the console, which ends the test.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 from harness.lab import Lab
 
 

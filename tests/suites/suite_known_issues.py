@@ -3,7 +3,7 @@ check `abi-rule` with `got == 1`: shown (XFAIL), not shown (passes, "not seen"),
 second failed check or an exception (each must FAIL), and another symptom of the same check."""
 from __future__ import annotations
 
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 
 
 def broken(guest: Guest) -> int:

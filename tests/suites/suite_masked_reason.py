@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 
 PARANOID = "/proc/sys/kernel/perf_event_paranoid"
 MLOCK = "/proc/sys/kernel/perf_event_mlock_kb"

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.boot.guest import Guest
+from harness.guest.guest import Guest
 from harness.lab import Lab
 
 WARN = "echo 1 > /sys/module/ringlab_splat/parameters/warn"

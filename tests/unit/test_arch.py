@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from harness import arch, host
-from harness.boot import qemu, rootfs
+from harness.guest import qemu, rootfs
 from harness.config import RootfsSpec
 from harness.errors import HostError
 

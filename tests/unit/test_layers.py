@@ -31,16 +31,16 @@ def breach(tmp_path: Path, module: str, line: str) -> subprocess.CompletedProces
     return lint(tmp_path)
 
 
-def test_boot_importing_results_is_named(tmp_path: Path) -> None:
-    done = breach(tmp_path, "boot/qemu.py", "from harness.results import report")
+def test_guest_importing_results_is_named(tmp_path: Path) -> None:
+    done = breach(tmp_path, "guest/qemu.py", "from harness.results import report")
     assert done.returncode != 0
     assert "harness layers BROKEN" in done.stdout
-    assert "harness.boot.qemu -> harness.results.report" in done.stdout
+    assert "harness.guest.qemu -> harness.results.report" in done.stdout
 
 
 def test_kernellog_importing_the_guest_layer_is_named(tmp_path: Path) -> None:
     """Kernel-log reading works offline, on saved logs: it must not reach for a guest."""
-    done = breach(tmp_path, "kernellog/splats.py", "from harness.boot import vm")
+    done = breach(tmp_path, "kernellog/splats.py", "from harness.guest import vm")
     assert done.returncode != 0
     assert "harness layers BROKEN" in done.stdout
-    assert "harness.kernellog.splats -> harness.boot.vm" in done.stdout
+    assert "harness.kernellog.splats -> harness.guest.vm" in done.stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.boot import probes
+from harness.guest import probes
 from harness.errors import ProbeCrashed, ProbeError, ProbeOutputError, ProbeTimeout
 
 RUNNER = Path(__file__).resolve().parents[2] / "probes" / "runner.py"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.boot import qemu
+from harness.guest import qemu
 
 
 def spec(**kw) -> qemu.QemuSpec:

@@ -1,4 +1,4 @@
-"""Guest snapshots (harness/boot/snapshot.py): the key, the restore's argv, what counts as a
+"""Guest snapshots (harness/guest/snapshot.py): the key, the restore's argv, what counts as a
 complete snapshot, and when a failed restore falls back to a boot."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.boot import guest, qemu, snapshot
+from harness.guest import guest, qemu, snapshot
 
 
 def key(**changes: object) -> snapshot.SnapshotKey:
@@ -140,7 +140,7 @@ def test_fallback_for_any_error_but_not_for_an_interrupt() -> None:
 
 def test_the_key_holds_the_probes_the_runner_daemon_was_started_with(tmp_path: Path) -> None:
     """The daemon is saved with the guest: probes changed since make another snapshot."""
-    from harness.boot.probes import probes_digest
+    from harness.guest.probes import probes_digest
 
     (tmp_path / "probe_a.py").write_text("A = 1\n")
     first = probes_digest(tmp_path)

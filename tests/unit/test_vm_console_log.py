@@ -1,10 +1,10 @@
-"""harness/boot/vm.py ConsoleLog: a flooding guest's console is capped per boot, keeping its head
+"""harness/guest/vm.py ConsoleLog: a flooding guest's console is capped per boot, keeping its head
 and its last words."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from harness.boot.vm import ConsoleLog
+from harness.guest.vm import ConsoleLog
 
 
 def test_a_quiet_boot_is_written_whole(tmp_path: Path) -> None:
@@ -51,7 +51,7 @@ def test_a_qemu_reaped_by_the_other_thread_first_is_simply_not_alive(tmp_path) -
     ended a whole pytest run with INTERNALERROR when a guest crashed."""
     import pexpect
 
-    from harness.boot.vm import VM
+    from harness.guest.vm import VM
 
     vm = VM(["sh", "-c", "exit 3"], tmp_path / "console.log", 1 << 20)
     vm.start()

@@ -22,7 +22,7 @@ from typing import Any
 import paramiko
 
 from harness.errors import GuestHang, ProbeCrashed, ProbeError, ProbeOutputError, ProbeTimeout
-from harness.boot.ssh import GuestSSH
+from harness.guest.ssh import GuestSSH
 
 log = logging.getLogger(__name__)
 

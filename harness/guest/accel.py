@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness import cache
-from harness.boot import qemu
+from harness.guest import qemu
 from harness.kernels.kernel import BootableKernel
-from harness.boot.vm import VM
+from harness.guest.vm import VM
 
 log = logging.getLogger(__name__)
 CHECK_TIMEOUT_S = 20.0

@@ -3,7 +3,7 @@
 `boot()` either returns a Guest that answers SSH and runs probes, or raises a BootError that
 says how far the boot got, with the last console lines; either way no QEMU is left behind.
 A guest whose profile was saved before is restored from its snapshot instead of booted
-(harness/boot/snapshot.py); a snapshot that does not restore falls back to a boot.
+(harness/guest/snapshot.py); a snapshot that does not restore falls back to a boot.
 """
 from __future__ import annotations
 
@@ -18,15 +18,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.boot import qemu, snapshot
+from harness.guest import qemu, snapshot
 from harness.errors import (BootError, BootPanic, BootTimeout, GuestHang, ModuleError,
                             ProbeError)
 from harness.kernellog import console
 from harness.kernels.kernel import BootableKernel
-from harness.boot.probes import Deadlines, ProbeResult, ProbeRunner, probes_digest
-from harness.boot.rootfs import RootfsImage
-from harness.boot.ssh import ClientKey, CommandResult, GuestSSH
-from harness.boot.vm import VM
+from harness.guest.probes import Deadlines, ProbeResult, ProbeRunner, probes_digest
+from harness.guest.rootfs import RootfsImage
+from harness.guest.ssh import ClientKey, CommandResult, GuestSSH
+from harness.guest.vm import VM
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class BootRecord:
 # within a few seconds, even under TCG. One stall was seen here right after the root mount
 # (no oops, no output), so a stall is retried once in a fresh guest, as the int3 artefact is.
 STALL_S = 30.0
-# A guest whose sshd has not answered the heartbeat (harness/boot/ssh.py) for this long while its
+# A guest whose sshd has not answered the heartbeat (harness/guest/ssh.py) for this long while its
 # console is silent too is hung: a working kernel, even under TCG with a busy probe, answers
 # within a second or two. This bounds hang detection below any command's own timeout. It is
 # longer than the kernel's own detectors (soft lockup after 2 * watchdog_thresh = 20 s, RCU
@@ -271,7 +271,7 @@ def _accel_key(plan: BootPlan) -> str:
 
 
 def snapshot_key(plan: BootPlan) -> snapshot.SnapshotKey:
-    """What a saved guest of `plan` depends on (harness/boot/snapshot.py)."""
+    """What a saved guest of `plan` depends on (harness/guest/snapshot.py)."""
     k = plan.kernel
     return snapshot.SnapshotKey(
         qemu=plan.qemu_version,

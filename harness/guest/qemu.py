@@ -50,7 +50,7 @@ class QemuSpec:
     modules_disk: Path | None = None
     ssh_port: int | None = None
     pidfile: Path | None = None
-    qmp_socket: Path | None = None  # a QMP server socket (snapshots: harness/boot/snapshot.py)
+    qmp_socket: Path | None = None  # a QMP server socket (snapshots: harness/guest/snapshot.py)
     incoming: bool = False  # start paused, waiting for `migrate-incoming` over QMP (a restore)
     arch: str = arches.DEFAULT  # the guest's (harness.arch): binary, machine, CPU, console
     tcg_cpu: str | None = None  # another TCG CPU model than TCG_CPUS[arch] (./lab bench boot)

@@ -15,7 +15,7 @@ probe runner starts, and every later guest of that profile is restored from it:
   the new command line's), the stream loaded with `migrate-incoming`, then `cont`.
 
 A snapshot that fails to restore is discarded and the guest booted (and saved again) instead,
-with a warning (harness/boot/guest.py). The migration is driven with the `qemu.qmp` package
+with a warning (harness/guest/guest.py). The migration is driven with the `qemu.qmp` package
 (QEMU's own QMP client library, asyncio), one `asyncio.run` per operation.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pathlib import Path
 
 from qemu.qmp import QMPClient, QMPError
 
-from harness.boot.qemu import ROOT_DRIVE
+from harness.guest.qemu import ROOT_DRIVE
 from harness.errors import BootError
 
 log = logging.getLogger(__name__)

@@ -1,1 +1,0 @@
-"""A guest from QEMU start to a probe's answer: argv, process, console, SSH, probes."""
