@@ -23,7 +23,7 @@ from harness.errors import (BootError, BootPanic, BootTimeout, GuestHang, Module
                             ProbeError)
 from harness.kernellog import console
 from harness.kernels.kernel import BootableKernel
-from harness.guest.probes import Deadlines, ProbeResult, ProbeRunner, probes_digest
+from harness.guest.probe_client import Deadlines, ProbeResult, ProbeRunner, probes_digest
 from harness.guest.rootfs import RootfsImage
 from harness.guest.ssh import ClientKey, CommandResult, GuestSSH
 from harness.guest.vm import VM

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.guest import probes
+from harness.guest import probe_client
 from harness.errors import ProbeCrashed, ProbeError, ProbeOutputError, ProbeTimeout
 
 RUNNER = Path(__file__).resolve().parents[2] / "probes" / "runner.py"
@@ -24,13 +24,13 @@ def resp(**kw) -> dict:
 
 
 def test_ok() -> None:
-    r = probes.interpret(resp())
+    r = probe_client.interpret(resp())
     assert r.data == {"a": 1} and r.probe == "p"
 
 
 def test_timeout() -> None:
     with pytest.raises(ProbeTimeout, match="no result within its timeout"):
-        probes.interpret(resp(status="timeout", code=None, stdout=""))
+        probe_client.interpret(resp(status="timeout", code=None, stdout=""))
 
 
 def test_a_timeout_says_where_each_thread_waited() -> None:
@@ -39,8 +39,8 @@ def test_a_timeout_says_where_each_thread_waited() -> None:
              {"pid": 7, "tid": 9, "comm": "python3", "state": "D", "wchan": "mutex_lock",
               "stack": []}]
     with pytest.raises(ProbeTimeout) as e:
-        probes.interpret(resp(status="timeout", code=None, stdout="", stuck=stuck,
-                              stderr="readers: 3 read, 0 lost, waiting for 5\n"))
+        probe_client.interpret(resp(status="timeout", code=None, stdout="", stuck=stuck,
+                                    stderr="readers: 3 read, 0 lost, waiting for 5\n"))
     first, *rest = str(e.value).splitlines()
     assert "python3 7 S in perf_poll; python3 9 D in mutex_lock" in first, first
     assert "waiting for 5" in first, first  # the probe's own last words: what it waited for
@@ -50,7 +50,7 @@ def test_a_timeout_says_where_each_thread_waited() -> None:
 def test_crash_carries_traceback() -> None:
     tb = 'Traceback (most recent call last):\n  File "p.py"\nZeroDivisionError: division by zero\n'
     with pytest.raises(ProbeCrashed) as e:
-        probes.interpret(resp(code=1, stdout="", stderr=tb))
+        probe_client.interpret(resp(code=1, stdout="", stderr=tb))
     assert "ZeroDivisionError" in str(e.value) and e.value.stderr == tb
 
 
@@ -58,29 +58,29 @@ def test_a_crash_names_its_last_stderr_line_on_the_first_line() -> None:
     # Summaries show a failure's first line: the error a probe died of must be on it.
     usage = "usage: p.py [-h] {a,b}\np.py: error: argument check: invalid choice: 'c'\n"
     with pytest.raises(ProbeCrashed) as e:
-        probes.interpret(resp(code=2, stdout="", stderr=usage))
+        probe_client.interpret(resp(code=2, stdout="", stderr=usage))
     first = str(e.value).splitlines()[0]
     assert "status 2" in first and "invalid choice: 'c'" in first, first
 
 
 def test_signal() -> None:
     with pytest.raises(ProbeCrashed, match="killed by signal 7"):
-        probes.interpret(resp(status="signaled", code=7))
+        probe_client.interpret(resp(status="signaled", code=7))
 
 
 def test_not_json() -> None:
     with pytest.raises(ProbeOutputError, match="not one JSON document.*hello"):
-        probes.interpret(resp(stdout="hello world\n"))
+        probe_client.interpret(resp(stdout="hello world\n"))
 
 
 def test_json_but_not_an_object() -> None:
     with pytest.raises(ProbeOutputError, match="not an object"):
-        probes.interpret(resp(stdout="[1, 2]"))
+        probe_client.interpret(resp(stdout="[1, 2]"))
 
 
 def test_runner_error() -> None:
     with pytest.raises(ProbeError, match="guest runner failed"):
-        probes.interpret(resp(status="error", error="boom"))
+        probe_client.interpret(resp(status="error", error="boom"))
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_runner_runs_a_probe(runner) -> None:
-    r = probes.interpret(runner.run_probe("probe_ok", ["x", "y"]))
+    r = probe_client.interpret(runner.run_probe("probe_ok", ["x", "y"]))
     assert r.data == {"argv": ["x", "y"]}
 
 
@@ -112,12 +112,12 @@ def test_runner_kills_a_hanging_probe(runner) -> None:
     [task] = out["stuck"]
     assert task["state"] == "S" and task["wchan"] not in ("", "0"), task
     with pytest.raises(ProbeTimeout):
-        probes.interpret(out)
+        probe_client.interpret(out)
 
 
 def test_runner_reports_a_crash_with_traceback(runner) -> None:
     with pytest.raises(ProbeCrashed, match="ZeroDivisionError"):
-        probes.interpret(runner.run_probe("probe_boom", []))
+        probe_client.interpret(runner.run_probe("probe_boom", []))
 
 
 def test_runner_reports_a_signal(runner) -> None:
@@ -131,7 +131,7 @@ def test_runner_drops_privileges(runner, tmp_path: Path) -> None:
         "import json, os\ndef main(argv):\n    print(json.dumps({'euid': os.geteuid()}))\n")
     os.chmod(tmp_path, 0o755)
     out = runner.run_probe("probe_whoami", [], user="nobody")
-    assert probes.interpret(out).data["euid"] != 0
+    assert probe_client.interpret(out).data["euid"] != 0
 
 
 def test_runner_serves_json_lines(tmp_path: Path, runner) -> None:
@@ -250,8 +250,8 @@ def test_peer_uid_reads_the_owner_of_the_other_end(tmp_path: Path, runner) -> No
 
 
 def test_a_deadline_is_sized_to_the_checks_own_work() -> None:
-    d = probes.Deadlines({"probe_a check": 2.0, "probe_b": 0.5}, margin=6, floor_s=15,
-                         default_s=60, arch_slowdown={"arm64": 6})
+    d = probe_client.Deadlines({"probe_a check": 2.0, "probe_b": 0.5}, margin=6, floor_s=15,
+                               default_s=60, arch_slowdown={"arm64": 6})
     assert d.for_call("probe_a", ["check", "3"], "x86_64") == 27.0  # 6 x 2 s + 15 s
     assert d.for_call("probe_b", [], "x86_64") == 18.0
     assert d.for_call("probe_a", ["other"], "x86_64") == 60.0  # not measured: the default
@@ -259,7 +259,7 @@ def test_a_deadline_is_sized_to_the_checks_own_work() -> None:
 
 
 def test_the_checked_in_deadlines_cover_the_suites_probes() -> None:
-    d = probes.Deadlines.load()
+    d = probe_client.Deadlines.load()
     assert d.margin >= 2 and d.floor_s >= 5 and d.default_s >= 30
     for name in ("probe_perf_ring concurrency", "probe_pinning stress", "probe_perf_aux datapath"):
         assert name in d.measured_s, name

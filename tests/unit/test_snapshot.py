@@ -140,7 +140,7 @@ def test_fallback_for_any_error_but_not_for_an_interrupt() -> None:
 
 def test_the_key_holds_the_probes_the_runner_daemon_was_started_with(tmp_path: Path) -> None:
     """The daemon is saved with the guest: probes changed since make another snapshot."""
-    from harness.guest.probes import probes_digest
+    from harness.guest.probe_client import probes_digest
 
     (tmp_path / "probe_a.py").write_text("A = 1\n")
     first = probes_digest(tmp_path)

@@ -1,4 +1,4 @@
-"""Running probes in a guest and getting their JSON back.
+"""The client of probes/runner.py: running probes in a guest and getting their JSON back.
 
 The probes folder is pushed once per guest and probes/runner.py started there as a daemon
 listening on the guest's loopback (RUNNER_PORT); the harness reaches it through one SSH
