@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from harness.commands import options, run_folder
 from harness.config import LabConfig
 from harness.errors import LabError
-from harness.lab import Lab
+from harness.resources import Lab
 
 if TYPE_CHECKING:
     from harness.guest.guest import BootPlan, Guest

@@ -18,7 +18,7 @@ from harness.kernellog import splats
 from harness.guest.guest import boot
 from harness.config import LabConfig
 from harness.errors import BootError
-from harness.lab import Lab
+from harness.resources import Lab
 
 ARM64_MODELS = ("max", "max,pauth-impdef=on", "cortex-a72", "neoverse-n1")
 

@@ -172,7 +172,7 @@ def step(cfg: LabConfig, name: str, tree: Path, selection: str | None, on_build_
          on_boot_failure: str = "skip") -> int:
     """One bisect step on the commit checked out in `tree`: build, boot, run the selection;
     the exit status git bisect run understands."""
-    from harness.lab import Lab
+    from harness.resources import Lab
 
     start = time.monotonic()
     commit = trees.git(tree, "rev-parse", "HEAD")

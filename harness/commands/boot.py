@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness import cache, config as lab_config
 from harness.commands import options, run_folder
-from harness.lab import Lab
+from harness.resources import Lab
 
 log = logging.getLogger("ringlab")
 

@@ -6,7 +6,7 @@ import argparse
 from harness import config as lab_config
 from harness.commands import options, run_folder
 from harness.errors import LabError
-from harness.lab import Lab
+from harness.resources import Lab
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from harness.commands import options, run_folder
-from harness.lab import Lab
+from harness.resources import Lab
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -230,7 +230,7 @@ def _run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path
 
 def _build(plan: Plan, tree: Path):
     """Build the kernel from `tree` (incrementally); (kernel, build report)."""
-    from harness.lab import Lab
+    from harness.resources import Lab
 
     lab = Lab(with_build(plan.cfg, plan.name, tree=tree))
     k = lab.kernel(plan.name)
@@ -256,7 +256,7 @@ def run(plan: Plan) -> int:
     if not isinstance(spec.source, BuildKernel):
         raise LabError(f"kernel {plan.name} is not a `build` kernel of {plan.cfg.path}: "
                        "./lab mutate rebuilds the kernel with each mutant")
-    from harness.lab import Lab
+    from harness.resources import Lab
 
     start = time.monotonic()
     tree = Lab(plan.cfg).builder().tree(spec, spec.source)

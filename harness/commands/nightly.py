@@ -347,7 +347,7 @@ def run_cell(task: CellTask) -> CellResult:
             log.info("cell %s: %s %s is %s", cell.name, cell.kernel.remote, cell.kernel.branch,
                      result.commit[:12])
         if task.build:
-            from harness.lab import Lab
+            from harness.resources import Lab
             t = time.monotonic()
             try:
                 Lab(with_build(cfg, cell.kernel.name, tree=tree)).kernel(cell.kernel.name)

@@ -10,7 +10,7 @@ from harness import config as lab_config
 from harness.commands import bench, child_run, options, run_folder
 from harness.errors import LabError
 from harness.kernels import series as patch_series
-from harness.lab import Lab
+from harness.resources import Lab
 from harness.results import review
 
 log = logging.getLogger("ringlab")

@@ -12,7 +12,7 @@ import pytest
 from harness import config as lab_config
 from harness.commands import child_run, options, run_folder
 from harness.errors import LabError
-from harness.lab import Lab
+from harness.resources import Lab
 from harness.results import history, known_issues, matrix
 
 log = logging.getLogger("ringlab")

@@ -9,7 +9,7 @@ from harness.kernellog import decode, splats
 from harness.commands import build, options, run_folder
 from harness.config import BuildKernel, PathKernel
 from harness.errors import LabError
-from harness.lab import Lab
+from harness.resources import Lab
 
 
 def register(sub: argparse._SubParsersAction) -> None:

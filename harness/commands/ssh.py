@@ -9,7 +9,7 @@ import subprocess
 
 from harness import config as lab_config, host
 from harness.commands import boot, options, run_folder
-from harness.lab import Lab
+from harness.resources import Lab
 
 log = logging.getLogger("ringlab")
 

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class BootPlan:
-    """What to boot and how: everything boot() needs, decided by the caller (lab.py)."""
+    """What to boot and how: everything boot() needs, decided by the caller (resources.py)."""
     kernel: BootableKernel
     rootfs: RootfsImage
     key: ClientKey

@@ -14,7 +14,7 @@ import pytest
 from harness.guest.guest import Guest
 from harness.config import file_safe
 from harness.errors import LabError
-from harness.lab import Lab
+from harness.resources import Lab
 from harness.pytest_plugin.context import RunContext
 from harness.pytest_plugin.record import Outbox
 

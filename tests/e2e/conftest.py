@@ -11,7 +11,7 @@ import yaml
 
 from harness import config
 from harness.guest.guest import Guest
-from harness.lab import Lab
+from harness.resources import Lab
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data"

@@ -13,7 +13,7 @@ import pytest
 from harness import config
 from harness.guest import accel
 from harness.errors import BootPanic, BootTimeout, SSHError
-from harness.lab import Lab
+from harness.resources import Lab
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from harness import config
-from harness.lab import Lab
+from harness.resources import Lab
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("no_stray_qemu")]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.lab import Lab
+from harness.resources import Lab
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("no_stray_qemu")]

@@ -10,7 +10,7 @@ import pytest
 from harness.kernellog import splats
 from harness.errors import ModuleError, ModuleUnavailable
 from harness.guest.guest import Guest
-from harness.lab import Lab
+from harness.resources import Lab
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import pytest
 
 from harness.errors import ModuleError, ModuleUnavailable
 from harness.guest.guest import Guest
-from harness.lab import Lab
+from harness.resources import Lab
 
 if TYPE_CHECKING:
     from conftest import ModuleBuilds

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from harness.guest.guest import Guest
-from harness.lab import Lab
+from harness.resources import Lab
 
 FLOOD = "/sys/module/ringlab_splat/parameters/flood"
 LINES = 100000

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from harness.guest.guest import Guest
-from harness.lab import Lab
+from harness.resources import Lab
 
 
 def test_a_hangs_the_guest(guest: Guest, lab: Lab) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from harness.guest.guest import Guest
-from harness.lab import Lab
+from harness.resources import Lab
 
 WARN = "echo 1 > /sys/module/ringlab_splat/parameters/warn"
 

@@ -88,7 +88,7 @@ class FakeGuest:
 
 
 class FakeLab:
-    """Stands for harness.lab.Lab: boots FakeGuests, numbered, and remembers them."""
+    """Stands for harness.resources.Lab: boots FakeGuests, numbered, and remembers them."""
     booted: list[FakeGuest] = []
 
     def __init__(self, config: Any, refresh: bool = False) -> None:

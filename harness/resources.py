@@ -1,5 +1,7 @@
-"""A lab session: one lab.yaml, the cache, and what is prepared once and shared by all boots
-(kernels, the rootfs image, the client key, the KVM verdict)."""
+"""The resources a session's boots share: one lab.yaml, the cache, and what is prepared once
+and handed to every boot (kernels, builds, test modules, the rootfs image, the client key, the
+KVM verdict, the snapshots folder). The class keeps its name, Lab: it is the lab session that
+commands and fixtures hold."""
 from __future__ import annotations
 
 import logging
