@@ -9,13 +9,13 @@ import os
 from pathlib import Path
 
 from harness import arch as arches, cache, host
-from harness.guest import accel, qemu, rootfs, ssh
+from harness.config import BuildKernel, LabConfig
 from harness.debian import mirror
+from harness.errors import HostError
+from harness.guest import accel, qemu, rootfs, ssh
+from harness.guest.guest import BootPlan, Guest, boot
 from harness.kernels import kbuild, kernel, modules
 from harness.kernels.kernel import BootableKernel
-from harness.config import BuildKernel, LabConfig
-from harness.errors import HostError
-from harness.guest.guest import BootPlan, Guest, boot
 
 log = logging.getLogger(__name__)
 

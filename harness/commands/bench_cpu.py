@@ -14,10 +14,10 @@ import json
 import statistics
 import time
 
-from harness.kernellog import splats
-from harness.guest.guest import boot
 from harness.config import LabConfig
 from harness.errors import BootError
+from harness.guest.guest import boot
+from harness.kernellog import splats
 from harness.resources import Lab
 
 ARM64_MODELS = ("max", "max,pauth-impdef=on", "cortex-a72", "neoverse-n1")

@@ -7,10 +7,10 @@ import os
 import time
 
 from harness import cache, host
-from harness.guest import accel
 from harness.commands import run_folder
 from harness.debian import mirror
 from harness.errors import LabError
+from harness.guest import accel
 from harness.kernels import kernel
 
 

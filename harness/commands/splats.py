@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.kernellog import decode, splats
 from harness.commands import build, options, run_folder
 from harness.config import BuildKernel, PathKernel
 from harness.errors import LabError
+from harness.kernellog import decode, splats
 from harness.resources import Lab
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from harness import cache
 from harness.guest import qemu
-from harness.kernels.kernel import BootableKernel
 from harness.guest.vm import VM
+from harness.kernels.kernel import BootableKernel
 
 log = logging.getLogger(__name__)
 CHECK_TIMEOUT_S = 20.0

@@ -18,15 +18,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.guest import qemu, snapshot
 from harness.errors import (BootError, BootPanic, BootTimeout, GuestHang, ModuleError,
                             ProbeError)
-from harness.kernellog import console
-from harness.kernels.kernel import BootableKernel
+from harness.guest import qemu, snapshot
 from harness.guest.probe_client import Deadlines, ProbeResult, ProbeRunner, probes_digest
 from harness.guest.rootfs import RootfsImage
 from harness.guest.ssh import ClientKey, CommandResult, GuestSSH
 from harness.guest.vm import VM
+from harness.kernellog import console
+from harness.kernels.kernel import BootableKernel
 
 log = logging.getLogger(__name__)
 

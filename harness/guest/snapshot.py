@@ -36,8 +36,8 @@ from pathlib import Path
 
 from qemu.qmp import QMPClient, QMPError
 
-from harness.guest.qemu import ROOT_DRIVE
 from harness.errors import BootError
+from harness.guest.qemu import ROOT_DRIVE
 
 log = logging.getLogger(__name__)
 

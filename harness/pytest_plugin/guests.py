@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.guest.guest import Guest
 from harness.config import file_safe
 from harness.errors import LabError
-from harness.resources import Lab
+from harness.guest.guest import Guest
 from harness.pytest_plugin.context import RunContext
 from harness.pytest_plugin.record import Outbox
+from harness.resources import Lab
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import pytest
 
-from harness.kernellog import console, splats
-from harness.guest.guest import Guest
 from harness.errors import GuestHang, LabError, SSHError
+from harness.guest.guest import Guest
+from harness.kernellog import console, splats
 from harness.pytest_plugin.guests import Guests
 from harness.pytest_plugin.observation import Observation
 from harness.pytest_plugin.record import Record

@@ -8,9 +8,9 @@ import logging
 
 import pytest
 
-from harness.kernellog import console, decode, splats
-from harness.guest.guest import Guest
 from harness.errors import LabError
+from harness.guest.guest import Guest
+from harness.kernellog import console, decode, splats
 from harness.pytest_plugin.context import RunContext
 from harness.pytest_plugin.guests import GUEST_KEY, START_KEY, Guests, Watch
 from harness.pytest_plugin.record import Outbox, Record

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness import config
-from harness.guest import accel
 from harness.errors import BootPanic, BootTimeout, SSHError
+from harness.guest import accel
 from harness.resources import Lab
 
 REPO = Path(__file__).resolve().parents[2]

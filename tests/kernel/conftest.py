@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.kernellog import splats
 from harness.errors import ModuleError, ModuleUnavailable
 from harness.guest.guest import Guest
+from harness.kernellog import splats
 from harness.resources import Lab
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from harness import arch, host
-from harness.guest import qemu, rootfs
 from harness.config import RootfsSpec
 from harness.errors import HostError
+from harness.guest import qemu, rootfs
 
 
 def spec(**kw: object) -> qemu.QemuSpec:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.guest import probe_client
 from harness.errors import ProbeCrashed, ProbeError, ProbeOutputError, ProbeTimeout
+from harness.guest import probe_client
 
 RUNNER = Path(__file__).resolve().parents[2] / "probes" / "runner.py"
 
