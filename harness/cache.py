@@ -1,14 +1,23 @@
-"""The lab's on-disk cache: where it is, and how entries are written so none is half-written.
+"""The lab's on-disk cache: where it is, what is where (Layout), and how entries are written so
+none is half-written.
 
-Layout under the cache root (default $XDG_CACHE_HOME/ringlab, else ~/.cache/ringlab):
-  debs/         downloaded .deb files, by file name
+Layout under the cache root (default $XDG_CACHE_HOME/ringlab, else ~/.cache/ringlab); every
+path below is built by one method of Layout, and nowhere else:
+  debs/         downloaded .deb files, by file name; busybox-static_VERSION_ARCH/busybox, the
+                static busybox of a foreign arch's initramfs
   kernels/KEY/  an unpacked kernel ready to boot (vmlinuz, initramfs, modules image)
   rootfs/HASH/  a root filesystem image and its pinned SSH host key
-  ssh/          the lab's client key (0600)
+  modules/NAME-KEY/  a test module built for one kernel (NAME.ko; NAME-KEY.build.log beside it,
+                .work-NAME-KEY/ while it builds against a kernel the lab built)
+  snapshots/KEY/  guests saved once per machine profile, restored instead of booted
+  guests/booted.json  the guest `./lab boot` keeps up, for `./lab ssh`
+  ssh/          the lab's client key (0600) and the known_hosts `./lab ssh` pins
   hosts/        per-host verdicts (does KVM work here?)
   builds/ buildroots/ trees/ bisect/ mutate/ nightly/   kernel build folders, module build
                 roots, unpacked source trees, bisect worktrees, mutate trees, the worktrees of
                 the branches a nightly fetched (see KINDS)
+  bench/linux/  `./lab bench`'s hard-link copy of a source tree
+  rescued-reports/TIME-RUN/  a run's reports, when its report folder could not take them
   usage/KIND/NAME.{used,lock}   per entry of KINDS: the last run that used it, and the lock a
                 running lab holds shared on it (./lab gc takes it exclusively)
   runs.log      one line per run that used an entry: "RUN-ID START-TIME"
@@ -49,6 +58,94 @@ def cache_root(configured: Path | None = None) -> Path:
         return configured
     base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     return Path(base) / "ringlab"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Every path under one cache root, a method per kind of entry: a folder's name is spelled
+    here once, so the module docstring's layout is the whole of it. Callers keep their keys
+    (digests, names); the layout only says where an entry with that key lives."""
+    root: Path
+
+    def folder(self, kind: str) -> Path:
+        """The folder of one kind of entry (a key of KINDS, or debs/kernels for sizes)."""
+        return self.root / kind
+
+    def deb(self, filename: str) -> Path:
+        """A downloaded .deb, by the file name of its archive path."""
+        return self.root / "debs" / Path(filename).name
+
+    def foreign_busybox(self, version: str, debian_arch: str) -> Path:
+        """The static busybox of `debian_arch`, unpacked from busybox-static `version`."""
+        return self.root / "debs" / f"busybox-static_{version}_{debian_arch}" / "busybox"
+
+    def kernel(self, key: str) -> Path:
+        return self.root / "kernels" / key
+
+    def rootfs(self, digest: str) -> Path:
+        return self.root / "rootfs" / digest
+
+    def module(self, name: str, key: str) -> Path:
+        """A test module's entry (NAME.ko inside)."""
+        return self.root / "modules" / f"{name}-{key}"
+
+    def module_log(self, name: str, key: str) -> Path:
+        return self.root / "modules" / f"{name}-{key}.build.log"
+
+    def module_work(self, name: str, key: str) -> Path:
+        """Where a module is built against a kernel the lab built (its M= folder)."""
+        return self.root / "modules" / f".work-{name}-{key}"
+
+    def snapshots(self) -> Path:
+        return self.root / "snapshots"
+
+    def booted_guest(self) -> Path:
+        """The state file of the guest `./lab boot` keeps up."""
+        return self.root / "guests" / "booted.json"
+
+    def client_key(self) -> Path:
+        return self.root / "ssh" / "id_ecdsa"
+
+    def known_hosts(self) -> Path:
+        return self.root / "ssh" / "known_hosts"
+
+    def kvm_verdict(self, host: str) -> Path:
+        return self.root / "hosts" / f"{host}-kvm.json"
+
+    def build(self, digest: str) -> Path:
+        return self.root / "builds" / digest
+
+    def buildroot(self, digest: str) -> Path:
+        return self.root / "buildroots" / digest
+
+    def trees(self) -> Path:
+        """The unpacked source trees' folder (PACKAGE_VERSION/linux-source-*)."""
+        return self.root / "trees"
+
+    def tree(self, package: str, version: str) -> Path:
+        return self.trees() / f"{package}_{version}"
+
+    def bisect(self, digest: str) -> Path:
+        return self.root / "bisect" / digest
+
+    def mutate(self, digest: str) -> Path:
+        return self.root / "mutate" / digest
+
+    def nightly(self, digest: str) -> Path:
+        return self.root / "nightly" / digest
+
+    def bench_tree(self) -> Path:
+        return self.root / "bench" / "linux"
+
+    def rescued_reports(self, name: str) -> Path:
+        return self.root / "rescued-reports" / name
+
+    def usage(self, kind: str, name: str, suffix: str) -> Path:
+        """The `used` stamp or `lock` of the entry `kind`/`name`."""
+        return self.root / "usage" / kind / f"{name}.{suffix}"
+
+    def runs_log(self) -> Path:
+        return self.root / "runs.log"
 
 
 @contextlib.contextmanager
@@ -104,7 +201,7 @@ def entry_of(root: Path, path: Path) -> tuple[str, str] | None:
 
 
 def _sidecar(root: Path, kind: str, name: str, suffix: str) -> Path:
-    return root / "usage" / kind / f"{name}.{suffix}"
+    return Layout(root).usage(kind, name, suffix)
 
 
 class Usage:
@@ -131,7 +228,7 @@ class Usage:
                 self._held[where] = fd
             write_atomic(_sidecar(self.root, *where, "used"), f"{self.run}\n".encode())
             if not self._logged:
-                with (self.root / "runs.log").open("a") as f:
+                with Layout(self.root).runs_log().open("a") as f:
                     f.write(f"{self.run} {time.time():.0f}\n")
                 self._logged = True
         except OSError as e:
@@ -172,7 +269,7 @@ def entries(root: Path) -> list[Entry]:
     out: list[Entry] = []
     seen: set[tuple[int, int]] = set()
     for kind in KINDS:
-        folder = root / kind
+        folder = Layout(root).folder(kind)
         if not folder.is_dir():
             continue
         for p in sorted(folder.iterdir()):
@@ -188,7 +285,7 @@ def runs(root: Path) -> list[tuple[str, float]]:
     """The runs that used the cache, oldest first: (id, start time), each id once."""
     starts: dict[str, float] = {}
     with contextlib.suppress(OSError):
-        for line in (root / "runs.log").read_text().splitlines():
+        for line in Layout(root).runs_log().read_text().splitlines():
             run, _, when = line.partition(" ")
             with contextlib.suppress(ValueError):
                 starts.setdefault(run, float(when))

@@ -25,6 +25,7 @@ class Lab:
         self.config = config
         self.refresh = refresh
         self.cache_root = cache.cache_root(config.cache_dir)
+        self.layout = cache.Layout(self.cache_root)
         self._kernels: dict[str, BootableKernel] = {}
         self._rootfs: dict[str, rootfs.RootfsImage] = {}  # per arch
         self._key: ssh.ClientKey | None = None
@@ -124,7 +125,7 @@ class Lab:
         RINGLAB_NO_SNAPSHOT=1, which makes every guest boot."""
         if os.environ.get("RINGLAB_NO_SNAPSHOT", "") not in ("", "0"):
             return None
-        return self.cache_root / "snapshots"
+        return self.layout.snapshots()
 
     def boot(self, kernel_name: str | None, console_log: Path, cpus: int | None = None,
              cmdline: str = "", extra_probe_dirs: tuple[Path, ...] = (),

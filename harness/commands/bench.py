@@ -377,7 +377,7 @@ def build_bench(cfg: LabConfig, ringbuf: bool = True) -> int:
                      and isinstance(shipped.source.tree, DebianSource)
                      else DebianSource("trixie", "linux-source-6.12"))
     source = trees.debian_tree(debian_source, lab.cache_root, lambda: mirror.resolve(cfg.mirror))
-    copy = lab.cache_root / "bench" / "linux"
+    copy = lab.layout.bench_tree()
     if not copy.exists():
         trees.link_farm(source, copy)
 

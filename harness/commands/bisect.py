@@ -92,7 +92,7 @@ def check_revisions(tree: Path, good: str, bad: str) -> tuple[str, str]:
 
 def worktree(tree: Path, cache_root: Path, start: str) -> Path:
     """The cache's worktree of `tree` (made on first use), detached at `start`."""
-    wt = cache_root / "bisect" / hashlib.sha256(str(tree).encode()).hexdigest()[:16]
+    wt = cache.Layout(cache_root).bisect(hashlib.sha256(str(tree).encode()).hexdigest()[:16])
     if not (wt / ".git").exists():
         wt.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "-C", str(tree), "worktree", "prune"], capture_output=True)

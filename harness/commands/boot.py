@@ -27,12 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def state_path(lab: Lab) -> Path:
     """Where the booted guest is described for `./lab ssh` (removed when it stops)."""
-    return lab.cache_root / "guests" / "booted.json"
+    return lab.layout.booted_guest()
 
 
 def ssh_argv(lab: Lab, state: dict) -> list[str]:
     """OpenSSH's command line to the guest described by `state`, its host key pinned."""
-    known = lab.cache_root / "ssh" / "known_hosts"
+    known = lab.layout.known_hosts()
     cache.write_atomic(known, f"ringlab-guest {state['host_key']}\n".encode())
     return ["ssh", "-p", str(state["port"]), "-i", state["key"], "-o", "IdentitiesOnly=yes",
             "-o", "HostKeyAlias=ringlab-guest", "-o", f"UserKnownHostsFile={known}",

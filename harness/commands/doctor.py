@@ -42,7 +42,7 @@ def main(args: argparse.Namespace) -> int:
         ok = False
         print(f"mirror: ERROR {e}")
     root = cache.cache_root(cfg.cache_dir)
-    verdict = root / "hosts" / f"{accel.host_id()}-kvm.json"
+    verdict = cache.Layout(root).kvm_verdict(accel.host_id())
     if verdict.exists():
         v = json.loads(verdict.read_text())
         print(f"kvm: {'works' if v['kvm_works'] else 'does not work'} ({v['reason']}; "

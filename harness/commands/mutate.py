@@ -96,7 +96,8 @@ class Workspace:
 
     def __init__(self, tree: Path, cache_root: Path) -> None:
         self.tree = tree
-        self.root = cache_root / "mutate" / hashlib.sha256(str(tree).encode()).hexdigest()[:16]
+        digest = hashlib.sha256(str(tree).encode()).hexdigest()[:16]
+        self.root = cache.Layout(cache_root).mutate(digest)
         self.src = self.root / "src"
         self.backup = self.root / "orig"
         self.marker = self.root / "applied.json"

@@ -253,8 +253,8 @@ def fetch_branch(tree: Path, remote: str, branch: str, cache_root: Path,
     with _tree_lock(tree):
         trees.git(tree, "fetch", "--quiet", remote, branch)
         sha = trees.git(tree, "rev-parse", "FETCH_HEAD^{commit}")
-    wt = cache_root / "nightly" / hashlib.sha256(
-        f"{tree} {remote} {branch}".encode()).hexdigest()[:16]
+    wt = cache.Layout(cache_root).nightly(hashlib.sha256(
+        f"{tree} {remote} {branch}".encode()).hexdigest()[:16])
     if usage is not None:
         usage.use(wt)
     else:

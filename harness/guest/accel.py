@@ -50,7 +50,7 @@ def host_id(qemu_binary: str = qemu.QEMU) -> str:
 
 
 def _verdict_path(cache_root: Path, host: str) -> Path:
-    return cache_root / "hosts" / f"{host}-kvm.json"
+    return cache.Layout(cache_root).kvm_verdict(host)
 
 
 def check_kvm(kernel: BootableKernel, workdir: Path, timeout_s: float = CHECK_TIMEOUT_S

@@ -131,7 +131,7 @@ def ensure(spec: RootfsSpec, mirror_for: Callable[[], Mirror], cache_root: Path,
     """
     r = recipe(spec, client_public_key, arch)
     digest = recipe_hash(r)
-    entry = cache_root / "rootfs" / digest
+    entry = cache.Layout(cache_root).rootfs(digest)
     if (img := _load(entry, digest, spec.suite, arch.name)):
         return img
     mirror = mirror_for()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import paramiko
 
+from harness import cache
 from harness.errors import GuestHang, SSHError
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ class CommandResult:
 
 def client_key(cache_root: Path) -> ClientKey:
     """The lab's client key, made on first use; private key 0600 in the user's cache."""
-    path = cache_root / "ssh" / "id_ecdsa"
+    path = cache.Layout(cache_root).client_key()
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         key = paramiko.ECDSAKey.generate(bits=256)

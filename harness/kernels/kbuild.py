@@ -169,8 +169,8 @@ class Builder:
     def work_dir(self, tree: Path, src: BuildKernel, config_key: str, series_key: str) -> Path:
         """The build's folder: the O= output, the log, the patched copy. Kept per source,
         series and config, so the next build of the same kernel is incremental."""
-        return self.cache_root / "builds" / _digest(str(tree), series_key if src.series
-                                                    else "", config_key)
+        return cache.Layout(self.cache_root).build(
+            _digest(str(tree), series_key if src.series else "", config_key))
 
     # --- the build -----------------------------------------------------------------------
 
@@ -186,7 +186,8 @@ class Builder:
         config_key, series_key = self.keys(spec, src)
         state = trees.fingerprint(tree) if not isinstance(src.tree, DebianSource) else \
             f"deb-{tree.parent.name}"
-        entry = self.cache_root / "kernels" / f"build-{_digest(state, series_key, config_key)}"
+        entry_key = _digest(state, series_key, config_key)
+        entry = cache.Layout(self.cache_root).kernel(f"build-{entry_key}")
         if (k := kernel.load_prepared(entry)) is not None:
             log.debug("kernel %s: built before, cached in %s", spec.name, entry)
             report.cached, report.release = True, k.release

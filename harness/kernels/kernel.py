@@ -149,8 +149,8 @@ def load_prepared(entry: Path) -> BootableKernel | None:
 
 def _prepare_debian(spec: KernelSpec, src: DebianKernel, root: Path,
                     mirror_spec: MirrorSpec | None, refresh: bool) -> BootableKernel:
-    entry = root / "kernels" / "-".join(filter(None, ("debian", src.suite, src.flavour, src.arch,
-                                                       src.version)))
+    entry = cache.Layout(root).kernel("-".join(filter(None, ("debian", src.suite, src.flavour,
+                                                             src.arch, src.version))))
     if not refresh and (k := load_prepared(entry)):
         log.debug("kernel %s: cached in %s", spec.name, entry)
         return with_name(k, spec)
@@ -233,7 +233,7 @@ def debian_layout(unpacked: Path, what: str) -> KernelFiles:
 
 def _fetch(arc: archive.Archive, rec: archive.PackageRecord, root: Path) -> Path:
     """The .deb of `rec` in the cache, downloaded and checked against the index if needed."""
-    deb = root / "debs" / Path(rec.filename).name
+    deb = cache.Layout(root).deb(rec.filename)
     if not (deb.exists() and hashlib.sha256(deb.read_bytes()).hexdigest() == rec.sha256):
         archive.download(arc.url(rec.filename), deb, rec.sha256, rec.size, arc.mirror.origin)
     return deb
@@ -254,7 +254,7 @@ def _foreign_busybox(arc: archive.Archive, debian_arch: str, root: Path) -> Path
     if rec is None:
         raise KernelError(f"no busybox-static for {debian_arch} in {arc.suite}: the initramfs "
                           "of a kernel of that arch needs one")
-    out = root / "debs" / f"busybox-static_{rec.version}_{debian_arch}" / "busybox"
+    out = cache.Layout(root).foreign_busybox(rec.version, debian_arch)
     if not out.exists():
         deb = _fetch(arc, rec, root)
         with cache.building(out.parent) as scratch:
@@ -304,7 +304,7 @@ def _prepare_path(spec: KernelSpec, src: PathKernel, root: Path,
     if src.build_dir is not None and (src.build_dir / "modules.order").exists():
         stamp += [(src.build_dir / "modules.order").stat().st_mtime_ns]
     key = hashlib.sha256(json.dumps(stamp).encode()).hexdigest()[:16]
-    entry = root / "kernels" / f"path-{key}"
+    entry = cache.Layout(root).kernel(f"path-{key}")
     if (k := load_prepared(entry)):
         return with_name(k, spec)
     busybox = None if arches.is_native(a) else busybox_for(a)
@@ -370,6 +370,6 @@ def cache_usage(cache_root: Path, subs: tuple[str, ...] = ("kernels", "debs")) -
     """Bytes used by the kernel and .deb caches (for `lab doctor`)."""
     total = 0
     for sub in subs:
-        for dirpath, _, files in os.walk(cache_root / sub):
+        for dirpath, _, files in os.walk(cache.Layout(cache_root).folder(sub)):
             total += sum((Path(dirpath) / f).stat().st_size for f in files)
     return total

@@ -89,7 +89,7 @@ def build_root(spec: KernelSpec, k: BootableKernel, cache_root: Path,
     """The cached build root for kernel k, made first if needed."""
     r = build_root_recipe(spec, k)
     digest = hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:16]
-    entry = cache_root / "buildroots" / digest
+    entry = cache.Layout(cache_root).buildroot(digest)
     cache.mark_used(cache_root, entry)  # for ./lab gc --keep
     if (entry / "recipe.json").exists():
         return entry / "root"
@@ -146,7 +146,7 @@ def build(name: str, spec: KernelSpec, k: BootableKernel, cache_root: Path,
             raise ModuleUnavailable(f"kernel {k.name}: its build folder {k.build_dir} is gone "
                                     "or incomplete (no Module.symvers); build it again")
         key = _key(src, k, f"{k.build_dir} {symvers.stat().st_mtime_ns}")
-        work = cache_root / "modules" / f".work-{name}-{key}"
+        work = cache.Layout(cache_root).module_work(name, key)
         return _make_ko(name, src, k, cache_root, key, work,
                         ["make", "-C", str(k.build_dir), *arches.make_vars(arches.get(k.arch)),
                          f"M={work}", "modules"],
@@ -173,13 +173,13 @@ def _make_ko(name: str, src: Path, k: BootableKernel, cache_root: Path, key: str
              cmd: list[str], env: dict[str, str]) -> Path:
     """Run `cmd` (make M=work) on a fresh copy of the module's sources in `work`, and keep
     the .ko in the cache; the cached one if it is there already."""
-    entry = cache_root / "modules" / f"{name}-{key}"
+    entry = cache.Layout(cache_root).module(name, key)
     ko = entry / f"{name}.ko"
     if ko.exists():
         return ko
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(src, work)
-    log_path = cache_root / "modules" / f"{name}-{key}.build.log"
+    log_path = cache.Layout(cache_root).module_log(name, key)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log.debug("run: %s", " ".join(cmd))
     try:

@@ -78,7 +78,7 @@ def fingerprint(tree: Path) -> str:
 
 def debian_tree(src: DebianSource, cache_root: Path, mirror_for: Callable[[], Mirror]) -> Path:
     """The unpacked tarball of a Debian linux-source package (fetched once, then cached)."""
-    root = cache_root / "trees"
+    root = cache.Layout(cache_root).trees()
     if src.version:
         found = sorted(root.glob(f"{src.package}_{src.version}/linux-source-*"))
         if found:
@@ -97,11 +97,11 @@ def debian_tree(src: DebianSource, cache_root: Path, mirror_for: Callable[[], Mi
         raise BuildError(f"no {src.package}" + (f" {src.version}" if src.version else "")
                          + f" in {src.suite} on {m.url}")
     rec = max(records, key=lambda r: Version(r.version))
-    entry = root / f"{src.package}_{rec.version}"
+    entry = cache.Layout(cache_root).tree(src.package, rec.version)
     cache.mark_used(cache_root, entry)  # for ./lab gc --keep
     if (found := sorted(entry.glob("linux-source-*"))):
         return found[0]
-    deb = cache_root / "debs" / Path(rec.filename).name
+    deb = cache.Layout(cache_root).deb(rec.filename)
     if not deb.exists():
         archive.download(arc.url(rec.filename), deb, rec.sha256, rec.size, m.origin)
     with progress.step(f"unpacking {src.package} {rec.version}"), cache.building(entry) as scratch:

@@ -53,8 +53,8 @@ def write_files(report_dir: Path, files: dict[str, str], cache_dir: Path | None,
         return Written(report_dir)
     except OSError as e:
         error = f"{e.filename or report_dir}: {e.strerror or e}"
-    rescue = cache.cache_root(cache_dir) / "rescued-reports" / \
-        f"{time.strftime('%Y%m%d-%H%M%S')}-{run_name}"
+    rescue = cache.Layout(cache.cache_root(cache_dir)).rescued_reports(
+        f"{time.strftime('%Y%m%d-%H%M%S')}-{run_name}")
     _write_all(rescue, files)
     log.error("could not write the reports to %s (%s); wrote them to %s", report_dir, error,
               rescue)

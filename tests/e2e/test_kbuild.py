@@ -69,7 +69,7 @@ def test_a_make_o_folder_given_on_the_command_line_boots_as_built(make_lab_yaml)
 
 def _tree() -> Path:
     """The unpacked tree of SOURCE (the tier's first build fetched it)."""
-    found = sorted((cache.cache_root() / "trees").glob(
+    found = sorted(cache.Layout(cache.cache_root()).trees().glob(
         f"{SOURCE['package']}_{SOURCE.get('version', '*')}/linux-source-*"))
     assert found, f"the tier's first test unpacks Debian's {SOURCE['package']}"
     return found[-1]
@@ -180,7 +180,7 @@ def test_mutate_kills_a_mutant_and_names_a_survivor_and_one_that_does_not_build(
     assert len([ln for ln in p.stderr.splitlines() if ln.startswith("lab: mutant ")]) == 3
     # The copy mutants were applied to is the tree again, links and mtimes.
     tree = _tree()
-    copy = next((cache.cache_root() / "mutate").glob("*/src"))
+    copy = next(cache.Layout(cache.cache_root()).folder("mutate").glob("*/src"))
     for rel in ("kernel/events/core.c",):
         assert (copy / rel).stat().st_ino == (tree / rel).stat().st_ino
     # A bound against a runaway (a cold cache pays one full build in the mutate tree), not a

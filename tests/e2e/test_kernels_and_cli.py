@@ -22,7 +22,7 @@ def unpacked_kernel(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> tuple
     lib/modules tree (taken from the .deb the lab has cached)."""
     k = lab.kernel(None)
     meta = json.loads((k.vmlinuz.parent / "kernel.json").read_text())
-    deb = lab.cache_root / "debs" / Path(meta["package"]["filename"]).name
+    deb = lab.layout.deb(meta["package"]["filename"])
     out = tmp_path_factory.mktemp("unpacked")
     subprocess.run(["dpkg-deb", "-x", str(deb), str(out)], check=True)
     image = next((out / "boot").glob("vmlinuz-*"))

@@ -48,7 +48,7 @@ def test_kernels_named_on_the_command_line(lab: Lab, tmp_path: Path) -> None:
     meta = json.loads((k.vmlinuz.parent / "kernel.json").read_text())
     for pkg in meta["packages"]:
         name, _, version = pkg.partition("=")
-        debs = glob.glob(str(lab.cache_root / "debs" / f"{name}_*.deb"))
+        debs = glob.glob(str(lab.layout.folder("debs") / f"{name}_*.deb"))
         deb = next(d for d in debs if version.replace(":", "%3a") in d or version in d)
         subprocess.run(["dpkg-deb", "-x", deb, str(tmp_path / "k")], check=True)
     image = tmp_path / "k/usr/lib/modules" / k.release / "vmlinuz"

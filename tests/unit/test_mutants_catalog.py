@@ -126,7 +126,7 @@ def test_every_variant_of_the_shipped_catalog_parses() -> None:
 
 
 def _cached_trees() -> list[Path]:
-    return sorted((cache.cache_root() / "trees").glob("linux-source-*_*/linux-source-*"))
+    return sorted(cache.Layout(cache.cache_root()).trees().glob("linux-source-*_*/linux-source-*"))
 
 
 @pytest.mark.parametrize("tree", _cached_trees() or [None], ids=lambda t: t.parent.name if t

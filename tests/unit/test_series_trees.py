@@ -18,7 +18,7 @@ INPAGE = Path(__file__).resolve().parents[2] / "kernels" / "series" / "inpage"
 
 
 def _cached_trees() -> list[Path]:
-    return sorted((cache.cache_root() / "trees").glob("linux-source-*_*/linux-source-*"))
+    return sorted(cache.Layout(cache.cache_root()).trees().glob("linux-source-*_*/linux-source-*"))
 
 
 @pytest.mark.parametrize("tree", _cached_trees() or [None], ids=lambda t: t.parent.name if t
