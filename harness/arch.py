@@ -2,8 +2,8 @@
 
 A kernel has an arch (lab.yaml `kernels.NAME.arch`, x86_64 by default); everything that depends
 on it (the Debian architecture of its package and of the rootfs, the QEMU binary and machine,
-the console device, the kernel build's ARCH and image) is read from its Arch here, so no other
-module carries an `if arm64` of its own.
+the console device, the kernel build's ARCH and image, the host packages that run and build it)
+is read from its Arch here, so no other module carries an `if arm64` of its own.
 """
 from __future__ import annotations
 
@@ -24,16 +24,17 @@ class Arch:
     image: str          # the boot image of a kernel build, relative to its make O= folder
     cross_compile: str  # make CROSS_COMPILE= when the host is not this arch
     qemu_user: str      # the qemu-user binary that runs this arch's programs (rootfs build)
+    qemu_user_package: str  # the Debian package that has it
 
 
 X86_64 = Arch(name="x86_64", debian="amd64", uname="x86_64", qemu="qemu-system-x86_64",
               qemu_package="qemu-system-x86", console="ttyS0", kbuild="x86",
               image="arch/x86/boot/bzImage", cross_compile="x86_64-linux-gnu-",
-              qemu_user="qemu-x86_64-static")
+              qemu_user="qemu-x86_64-static", qemu_user_package="qemu-user-static")
 ARM64 = Arch(name="arm64", debian="arm64", uname="aarch64", qemu="qemu-system-aarch64",
              qemu_package="qemu-system-arm", console="ttyAMA0", kbuild="arm64",
              image="arch/arm64/boot/Image", cross_compile="aarch64-linux-gnu-",
-             qemu_user="qemu-aarch64-static")
+             qemu_user="qemu-aarch64-static", qemu_user_package="qemu-user-static")
 ARCHES: dict[str, Arch] = {a.name: a for a in (X86_64, ARM64)}
 DEFAULT = X86_64.name
 

@@ -20,20 +20,22 @@ class Tool:
     why: str
 
 
-BOOT_TOOLS = (
-    Tool("qemu-system-x86_64", "qemu-system-x86", "runs the guests"),
-    Tool("qemu-img", "qemu-utils", "makes each boot's throw-away overlay"),
-)
-ARM64_BOOT_TOOLS = (
-    Tool("qemu-system-aarch64", "qemu-system-arm", "runs the arm64 guests"),
-    Tool("qemu-img", "qemu-utils", "makes each boot's throw-away overlay"),
-)
-# mmdebstrap runs a foreign arch's maintainer scripts through qemu-user, registered with
-# binfmt_misc (ensure_binfmt()).
-ARM64_ROOTFS_TOOLS = (
-    Tool("qemu-aarch64-static", "qemu-user-static", "runs arm64 programs while the arm64 "
-         "rootfs is built"),
-)
+OVERLAY_TOOL = Tool("qemu-img", "qemu-utils", "makes each boot's throw-away overlay")
+
+
+def boot_tools(a: arches.Arch) -> tuple[Tool, ...]:
+    """What booting a guest of `a` needs: its qemu-system (from its Arch record) and qemu-img."""
+    return (Tool(a.qemu, a.qemu_package, f"runs the {a.name} guests"), OVERLAY_TOOL)
+
+
+def rootfs_emulator(a: arches.Arch) -> Tool:
+    """The qemu-user through which mmdebstrap runs `a`'s maintainer scripts on a host of another
+    arch (registered with binfmt_misc: ensure_binfmt())."""
+    return Tool(a.qemu_user, a.qemu_user_package,
+                f"runs {a.name} programs while the {a.name} rootfs is built")
+
+
+BOOT_TOOLS = boot_tools(arches.get(arches.DEFAULT))
 KERNEL_TOOLS = (
     Tool("dpkg-deb", "dpkg", "unpacks Debian kernel packages"),
     Tool("depmod", "kmod", "indexes the kernel's modules"),
@@ -57,26 +59,21 @@ BUILD_TOOLS = (
 )
 # Headers a kernel build needs (objtool links libelf; certificate tools link OpenSSL).
 BUILD_HEADERS = (("/usr/include/gelf.h", "libelf-dev"), ("/usr/include/openssl/ssl.h", "libssl-dev"))
-ALL_TOOLS = tuple({t.command: t for t in BOOT_TOOLS + ARM64_BOOT_TOOLS + KERNEL_TOOLS +
-                    ROOTFS_TOOLS + ARM64_ROOTFS_TOOLS}.values()) + (
-    Tool("ssh", "openssh-client", "./lab ssh opens a shell in a guest"),)
+# What ./lab doctor lists: the boot tools of every arch, and the qemu-user of every arch but the
+# default one (the lab's hosts are of the default arch: the others' rootfs are built foreign).
+ALL_TOOLS = tuple({t.command: t for t in (
+    *(t for a in arches.ARCHES.values() for t in boot_tools(a)), *KERNEL_TOOLS, *ROOTFS_TOOLS,
+    *(rootfs_emulator(a) for a in arches.ARCHES.values() if a.name != arches.DEFAULT),
+)}.values()) + (Tool("ssh", "openssh-client", "./lab ssh opens a shell in a guest"),)
 BINFMT_MISC = Path("/proc/sys/fs/binfmt_misc")
 # The binfmt_misc registrations qemu-user-static ships (systemd-binfmt's format), per binary.
 BINFMT_D = Path("/usr/lib/binfmt.d")
 
 
-def boot_tools(a: arches.Arch) -> tuple[Tool, ...]:
-    """What booting a guest of `a` needs."""
-    return ARM64_BOOT_TOOLS if a.name == arches.ARM64.name else BOOT_TOOLS
-
-
 def foreign_rootfs_tools(a: arches.Arch) -> tuple[Tool, ...]:
     """What building a rootfs of `a` needs beyond ROOTFS_TOOLS: qemu-user when `a` is not
     the host's arch."""
-    if arches.is_native(a):
-        return ()
-    return ARM64_ROOTFS_TOOLS if a.name == arches.ARM64.name else (
-        Tool(a.qemu_user, "qemu-user-static", f"runs {a.name} programs while its rootfs is built"),)
+    return () if arches.is_native(a) else (rootfs_emulator(a),)
 
 
 def cross_build_tools(a: arches.Arch) -> tuple[Tool, ...]:

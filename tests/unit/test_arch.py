@@ -1,6 +1,7 @@
 """Guest architectures: the arm64 guest's QEMU line, host tools, binfmt and rootfs recipe."""
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,14 @@ def test_cpu_models_bench_parses_models_and_says_which_boots_were_not_clean() ->
 def test_arm64_tcg_default_boots_every_page_size() -> None:
     """cortex-a72 was as fast, but has no 16 KiB granule: arm64-16k kernels would not boot."""
     assert qemu.TCG_CPUS["arm64"] == "neoverse-n1"
+
+
+def test_host_tools_come_from_the_arch_records() -> None:
+    """harness/host.py names no arch of its own: what differs per arch is in arch.py's Arch."""
+    tree = ast.parse(Path(host.__file__).read_text())
+    named = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    assert not named & {"ARM64", "X86_64"}
+    for a in arch.ARCHES.values():
+        qemu_tool = host.Tool(a.qemu, a.qemu_package, f"runs the {a.name} guests")
+        assert host.boot_tools(a) == (qemu_tool, host.OVERLAY_TOOL)
+        assert host.rootfs_emulator(a).package == a.qemu_user_package
