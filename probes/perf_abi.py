@@ -10,6 +10,8 @@ import errno
 import os
 import platform
 
+from probelib import libc
+
 # include/uapi/linux/perf_event.h: enum perf_type_id
 PERF_TYPE_HARDWARE = 0
 PERF_TYPE_SOFTWARE = 1
@@ -137,9 +139,6 @@ RESERVED_OFFSET = PerfEventMmapPage.reserved.offset
 assert RESERVED_OFFSET == 96
 assert PerfEventMmapPage.aux_size.offset == 1080
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.syscall.restype = ctypes.c_long
-
 
 def attr(type_: int, config: int, flags: int = ATTR_DISABLED) -> PerfEventAttr:
     a = PerfEventAttr()
@@ -153,7 +152,7 @@ def perf_event_open(a: PerfEventAttr, pid: int = 0, cpu: int = -1, group_fd: int
     if SYS_PERF_EVENT_OPEN is None:
         raise OSError(errno.ENOSYS, f"no perf_event_open syscall number for {platform.machine()} "
                       "in probes/perf_abi.py SYSCALL_NUMBERS")
-    fd = _libc.syscall(SYS_PERF_EVENT_OPEN, ctypes.byref(a), pid, cpu, group_fd, flags)
+    fd = libc.syscall(SYS_PERF_EVENT_OPEN, ctypes.byref(a), pid, cpu, group_fd, flags)
     if fd < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))

@@ -31,9 +31,8 @@ import perf_abi as perf
 import probelib
 from perf_buffer import RingBuffer
 from perf_events import open_dummy, vm_pin_kb
-from probelib import Mapping
+from probelib import PAGE, Mapping, errno_result, libc
 
-PAGE = mmap.PAGESIZE
 PMU_DIR = "/sys/bus/event_source/devices/ringlab_aux"
 MLOCK = "/proc/sys/kernel/perf_event_mlock_kb"
 # Test PMU attr.config (ringlab_aux.c): chunk bytes in bits 0-23, flags, chunk budget.
@@ -547,9 +546,6 @@ def check_set_output(args: list[str]) -> dict:
     return out
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-
 # What each step of the race may end in. Both threads map the same event with the same data
 # size and the same aux_offset/aux_size, so no rule of perf_mmap() refuses them: the data
 # mmap retries a buffer that is going away ("Raced against perf_mmap_close()", goto again)
@@ -562,9 +558,9 @@ RACE_OUTCOMES = {"data mmap": {"ok", "ENOMEM"}, "aux mmap": {"ok", "ENOMEM"},
 
 def _unmap(m: Mapping) -> str:
     """munmap(2) of the whole mapping, its result checked (Mapping.close() ignores it)."""
-    ok = _libc.munmap(ctypes.c_void_p(m.addr), m.length) == 0
+    result = errno_result(libc.munmap(ctypes.c_void_p(m.addr), m.length) == 0)
     m.addr = None
-    return "ok" if ok else probelib.errname(ctypes.get_errno())
+    return result
 
 
 def _race_round(fd: int, note) -> None:

@@ -14,7 +14,6 @@ import mmap
 import os
 import resource
 import select
-import signal
 import struct
 import threading
 import time
@@ -26,24 +25,8 @@ import probelib
 from perf_events import (SAMPLE_SIZE, SAMPLE_TYPE, allowance_sizes, event_id, fire,
                          open_counter, open_dummy, tracepoint_id, vm_pin_kb)
 from perf_buffer import RingBuffer, TornRecord, parse_records, sample_id
-
-PAGE = mmap.PAGESIZE
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.mremap.restype = ctypes.c_void_p
-_libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int,
-                         ctypes.c_void_p]
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_long]
-MAP_FAILED = ctypes.c_void_p(-1).value
-MREMAP_MAYMOVE, MREMAP_FIXED, MREMAP_DONTUNMAP = 1, 2, 4
-MAP_FIXED, MAP_ANONYMOUS, PROT_NONE = 0x10, 0x20, 0
-
-
-def _errno_result(ok: bool) -> str:
-    return "ok" if ok else probelib.errname(ctypes.get_errno())
+from probelib import (MAP_ANONYMOUS, MAP_FAILED, MAP_FIXED, MREMAP_DONTUNMAP, MREMAP_FIXED,
+                      MREMAP_MAYMOVE, PAGE, PROT_NONE, child_outcome, libc)
 
 
 def samples(records: list) -> list[tuple[int, int, int, int]]:
@@ -275,27 +258,6 @@ def check_pause(args: list[str]) -> dict:
             "samples": len(samples(records)), "lost_count": lost(records)}
 
 
-def _in_child(fn) -> dict:
-    """Run fn() in a forked child; return how it ended (and what it wrote to the pipe)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            os.write(w, str(fn()).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    out = b""
-    while chunk := os.read(r, 4096):
-        out += chunk
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        return {"signal": signal.Signals(os.WTERMSIG(status)).name, "output": out.decode()}
-    return {"exit": os.WEXITSTATUS(status), "output": out.decode()}
-
-
 def check_protection(args: list[str]) -> dict:
     """A store into a data page faults; a forked child does not inherit the mapping."""
     def store_into_data_page() -> str:
@@ -329,11 +291,11 @@ def check_protection(args: list[str]) -> dict:
             return str(any(int(line.split("-")[0], 16) == start for line in f))
 
     in_parent = child_maps()
-    result = {"data_page_store": _in_child(store_into_data_page),
-              "read_data_page_store": _in_child(store_into_read_data_page),
-              "control_page_store": _in_child(store_into_control_page),
+    result = {"data_page_store": child_outcome(store_into_data_page),
+              "read_data_page_store": child_outcome(store_into_read_data_page),
+              "control_page_store": child_outcome(store_into_control_page),
               "mapping_in_parent": in_parent == "True",
-              "mapping_in_forked_child": _in_child(child_maps)["output"] == "True"}
+              "mapping_in_forked_child": child_outcome(child_maps)["output"] == "True"}
     rb.close()
     os.close(fd)
     return result
@@ -346,7 +308,7 @@ def _vma_ops(addr: int, length: int, grown: list[tuple[int, int]]) -> dict:
     last = ctypes.c_void_p(addr + length - PAGE)
 
     def grow(flags: int, by: int = PAGE) -> bool:
-        new = _libc.mremap(ctypes.c_void_p(addr), length, length + by, flags, None)
+        new = libc.mremap(ctypes.c_void_p(addr), length, length + by, flags, None)
         if new in (None, MAP_FAILED):
             return False
         grown.append((new, length + by))
@@ -356,13 +318,13 @@ def _vma_ops(addr: int, length: int, grown: list[tuple[int, int]]) -> dict:
         "growing_mremap": lambda: grow(0),
         "growing_mremap_maymove": lambda: grow(MREMAP_MAYMOVE),
         "dontunmap_move": lambda: grow(MREMAP_MAYMOVE | MREMAP_DONTUNMAP, 0),
-        "partial_munmap": lambda: _libc.munmap(last, PAGE) == 0,
-        "shrinking_mremap": lambda: _libc.mremap(ctypes.c_void_p(addr), length, length - PAGE,
+        "partial_munmap": lambda: libc.munmap(last, PAGE) == 0,
+        "shrinking_mremap": lambda: libc.mremap(ctypes.c_void_p(addr), length, length - PAGE,
                                                  0, None) not in (None, MAP_FAILED),
-        "map_fixed_over_part": lambda: _libc.mmap(
+        "map_fixed_over_part": lambda: libc.mmap(
             last, PAGE, mmap.PROT_READ, mmap.MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
         not in (None, MAP_FAILED),
-        "mprotect_part": lambda: _libc.mprotect(last, PAGE, mmap.PROT_READ) == 0,
+        "mprotect_part": lambda: libc.mprotect(last, PAGE, mmap.PROT_READ) == 0,
     }
 
 
@@ -380,15 +342,15 @@ def _try_on_fresh_buffer(operation: str) -> dict:
     ctypes.set_errno(0)
     grown: list[tuple[int, int]] = []
     out: dict[str, Any] = {
-        "result": _errno_result(_vma_ops(addr, length, grown)[operation]()),
+        "result": probelib.errno_result(_vma_ops(addr, length, grown)[operation]()),
         "vmas_before": before, "vmas_after": probelib.vmas_in(addr, length)}
     after = out["vmas_after"]
     if after and after[0][0] == 0 and after[0][2].startswith("r") and after[0][2][3] == "s":
         out["data_size_after"] = ctypes.c_uint64.from_address(
             addr + perf.PerfEventMmapPage.data_size.offset).value
-    _libc.munmap(ctypes.c_void_p(addr), length)
+    libc.munmap(ctypes.c_void_p(addr), length)
     for new, new_length in grown:
-        _libc.munmap(ctypes.c_void_p(new), new_length)
+        libc.munmap(ctypes.c_void_p(new), new_length)
     out["new_size_after_unmap"] = map_result(fd, 4)
     os.close(fd)
     out["vm_pin_kb_after"] = vm_pin_kb()
@@ -421,19 +383,19 @@ def check_vma(args: list[str]) -> dict:
     fd = open_dummy()
     addr = probelib.Mapping(fd, length, mmap.PROT_READ | mmap.PROT_WRITE).addr
     # Reserve a target, then move the whole buffer there.
-    target = _libc.mmap(None, length, PROT_NONE, mmap.MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-    moved = _libc.mremap(ctypes.c_void_p(addr), length, length, MREMAP_MAYMOVE | MREMAP_FIXED,
+    target = libc.mmap(None, length, PROT_NONE, mmap.MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    moved = libc.mremap(ctypes.c_void_p(addr), length, length, MREMAP_MAYMOVE | MREMAP_FIXED,
                          ctypes.c_void_p(target))
     ok = moved not in (None, MAP_FAILED)
-    out["whole_mremap"] = _errno_result(ok)
+    out["whole_mremap"] = probelib.errno_result(ok)
     if ok:
         out["control_page_after_move"] = {
             "data_offset": ctypes.c_uint64.from_address(moved + 1040).value,
             "data_size": ctypes.c_uint64.from_address(moved + 1048).value}
-        _libc.munmap(ctypes.c_void_p(moved), length)
+        libc.munmap(ctypes.c_void_p(moved), length)
     else:
-        _libc.munmap(ctypes.c_void_p(addr), length)
-        _libc.munmap(ctypes.c_void_p(target), length)
+        libc.munmap(ctypes.c_void_p(addr), length)
+        libc.munmap(ctypes.c_void_p(target), length)
     os.close(fd)
     return {"release": os.uname().release, **out}
 
@@ -525,13 +487,13 @@ def _good_map(fd: int, data_pages: int) -> dict:
 
 def _samples_written(rb: RingBuffer, fd: int, pages: int = 16) -> int:
     """Samples the event writes into `rb` while this task faults in `pages` fresh pages."""
-    anon = _libc.mmap(None, pages * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
+    anon = libc.mmap(None, pages * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
                       mmap.MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
     for i in range(pages):
         ctypes.c_uint8.from_address(anon + i * PAGE).value = 1
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
-    _libc.munmap(ctypes.c_void_p(anon), pages * PAGE)
+    libc.munmap(ctypes.c_void_p(anon), pages * PAGE)
     return len(samples(rb.read_new()))
 
 
@@ -737,12 +699,12 @@ def check_pfnmap(args: list[str]) -> dict:
     pages = 1 + data_pages
     # The loop's own faults, measured on an anonymous mapping touched once before: what a
     # first pass over the buffer takes beyond this is the buffer's.
-    anon = _libc.mmap(None, pages * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
+    anon = libc.mmap(None, pages * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
                       mmap.MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
     ctypes.memset(anon, 1, pages * PAGE)
     _minor_faults_touching(anon, pages)
     baseline = _minor_faults_touching(anon, pages)
-    _libc.munmap(ctypes.c_void_p(anon), pages * PAGE)
+    libc.munmap(ctypes.c_void_p(anon), pages * PAGE)
     fd = open_dummy()
     rb = RingBuffer(fd, data_pages)
     out: dict[str, Any] = {"page_size": PAGE, "pages": pages,
@@ -761,9 +723,9 @@ def check_pfnmap(args: list[str]) -> dict:
         ctypes.c_uint64.from_address(child_rb.base + offset).value = 8
         return "store succeeded"
 
-    out["control_page_store"] = _in_child(lambda: store(perf.PerfEventMmapPage.data_tail.offset))
-    out["data_page_store"] = _in_child(lambda: store(PAGE))
-    out["last_data_page_store"] = _in_child(lambda: store(data_pages * PAGE))
+    out["control_page_store"] = child_outcome(lambda: store(perf.PerfEventMmapPage.data_tail.offset))
+    out["data_page_store"] = child_outcome(lambda: store(PAGE))
+    out["last_data_page_store"] = child_outcome(lambda: store(data_pages * PAGE))
     rb.close()
     os.close(fd)
     return out

@@ -48,9 +48,8 @@ import trace_abi
 from perf_buffer import RingBuffer, parse_records
 from perf_events import (SAMPLE_SIZE, allowance_sizes, fire, open_counter, open_dummy,
                          vm_pin_kb)
-from probelib import Mapping
+from probelib import PAGE, Mapping, libc
 
-PAGE = mmap.PAGESIZE
 MLOCK = "/proc/sys/kernel/perf_event_mlock_kb"
 PARANOID = "/proc/sys/kernel/perf_event_paranoid"
 LAB_UID = LAB_GID = 1000
@@ -60,8 +59,6 @@ PERF_FLAG_DETACHED = 1 << 4             # seed 002 (not mainline)
 TRACEFS = "/sys/kernel/tracing"
 PMU_DIR = "/sys/bus/event_source/devices/ringlab_aux"
 SW_FLAGS = perf.ATTR_DISABLED | perf.ATTR_EXCLUDE_KERNEL | perf.ATTR_EXCLUDE_HV
-
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 class _CapHeader(ctypes.Structure):
@@ -76,12 +73,12 @@ class _CapData(ctypes.Structure):
 def set_effective_caps(caps: tuple[int, ...]) -> None:
     """capset(2): exactly `caps` effective (they must be permitted)."""
     hdr, data = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
-    if _libc.capget(ctypes.byref(hdr), data) != 0:
+    if libc.capget(ctypes.byref(hdr), data) != 0:
         raise OSError(ctypes.get_errno(), "capget")
     data[0].effective = data[1].effective = 0
     for cap in caps:
         data[cap // 32].effective |= 1 << (cap % 32)
-    if _libc.capset(ctypes.byref(hdr), data) != 0:
+    if libc.capset(ctypes.byref(hdr), data) != 0:
         raise OSError(ctypes.get_errno(), "capset")
 
 
@@ -224,8 +221,7 @@ class Script:
             return "not mapped"
         index, aux = mapped
         self.aux[index] = aux
-        split = "ok" if _libc.munmap(ctypes.c_void_p(aux.addr), PAGE) == 0 \
-            else probelib.errname(ctypes.get_errno())
+        split = probelib.errno_result(libc.munmap(ctypes.c_void_p(aux.addr), PAGE) == 0)
         return "ok" if split in ("ok", "EINVAL") else f"split of the AUX area: {split}"
 
     def op_unmap(self, index: str) -> str:
@@ -412,17 +408,7 @@ def check_stress(args: list[str]) -> dict:
     with sysctls(paranoid="2", mlock="64"):
         pids = {}
         for i in range(procs):
-            r, w = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(r)
-                try:
-                    out = _stress_worker(seconds, 7919 * (i + 1))
-                except BaseException as e:  # noqa: BLE001
-                    out = {"error": repr(e)}
-                os.write(w, json.dumps(out).encode())
-                os._exit(0)
-            os.close(w)
+            pid, r = probelib.start_in_child(_stress_worker, seconds, 7919 * (i + 1))
             pids[pid] = r
         time.sleep(seconds / 2)
         killed = list(pids)[::3]
@@ -431,11 +417,7 @@ def check_stress(args: list[str]) -> dict:
                 os.kill(pid, signal.SIGKILL)
         results = []
         for pid, r in pids.items():
-            data = b""
-            while chunk := os.read(r, 1 << 16):
-                data += chunk
-            os.close(r)
-            os.waitpid(pid, 0)
+            data, _ = probelib.reap_child(pid, r)
             if data:
                 results.append(json.loads(data))
     return {"procs": procs, "killed": len(killed), "workers": results,

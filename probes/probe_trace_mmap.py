@@ -25,29 +25,12 @@ from typing import Any
 import perf_events
 import probelib
 import trace_abi as abi
-from probelib import Mapping
+from probelib import (MAP_ANONYMOUS, MAP_FIXED, MREMAP_DONTUNMAP, MREMAP_MAYMOVE, PAGE, Mapping,
+                      errno_result, libc, mapped)
 from trace_buffer import ParseError, PrintDecoder, parse_subbuf
 
-PAGE = mmap.PAGESIZE
 TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 MADV_DONTFORK, MADV_DOFORK = 10, 11
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-_libc.mremap.restype = ctypes.c_void_p
-_libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int,
-                         ctypes.c_void_p]
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_int, ctypes.c_long]
-MAP_FAILED = ctypes.c_void_p(-1).value
-MREMAP_MAYMOVE, MREMAP_DONTUNMAP, MAP_FIXED, MAP_ANONYMOUS = 1, 4, 0x10, 0x20
-
-
-def _libc_result(rc: int) -> str:
-    return "ok" if rc == 0 else probelib.errname(ctypes.get_errno())
 
 
 def tracefs_root() -> str:
@@ -607,15 +590,16 @@ def check_refusals(args: list[str]) -> dict:
             meta, sub, nr = tm.meta_page_size, tm.subbuf_size, tm.nr_subbufs
             out["geometry"] = {"meta_page_size": meta, "subbuf_size": sub, "nr_subbufs": nr}
             out["while_mapped"] = _refused(rw)
-            out["mprotect_write"] = _libc_result(_libc.mprotect(
-                tm.meta_map.addr, tm.meta_map.length, mmap.PROT_READ | mmap.PROT_WRITE))
-            out["mprotect_exec"] = _libc_result(_libc.mprotect(
-                tm.meta_map.addr, tm.meta_map.length, mmap.PROT_READ | mmap.PROT_EXEC))
+            out["mprotect_write"] = errno_result(libc.mprotect(
+                tm.meta_map.addr, tm.meta_map.length, mmap.PROT_READ | mmap.PROT_WRITE) == 0)
+            out["mprotect_exec"] = errno_result(libc.mprotect(
+                tm.meta_map.addr, tm.meta_map.length, mmap.PROT_READ | mmap.PROT_EXEC) == 0)
             # Mapped read-only from an fd open for writing, the VFS leaves VM_MAYWRITE set:
             # only the driver's own rule (__rb_map_vma() clears it) refuses PROT_WRITE.
             with TraceMap(rw) as rwm:
-                out["mprotect_write_rw_fd"] = _libc_result(_libc.mprotect(
-                    rwm.meta_map.addr, rwm.meta_map.length, mmap.PROT_READ | mmap.PROT_WRITE))
+                out["mprotect_write_rw_fd"] = errno_result(libc.mprotect(
+                    rwm.meta_map.addr, rwm.meta_map.length,
+                    mmap.PROT_READ | mmap.PROT_WRITE) == 0)
             out["noexec_mount"] = _noexec(inst.root)
             out["unknown_ioctl"] = _ioctl_result(fd, abi._IO("R", 0x21))
             out["wake_ioctl_0"] = _ioctl_result(fd, 0)
@@ -701,10 +685,10 @@ def _lifetime_partial(inst: Instance) -> dict:
     out: dict[str, Any] = {}
     fd = inst.open_cpu(0)
     tm = TraceMap(fd)
-    out["partial_munmap"] = _libc_result(_libc.munmap(tm.data.addr + PAGE, PAGE))
+    out["partial_munmap"] = errno_result(libc.munmap(tm.data.addr + PAGE, PAGE) == 0)
     inst.mark("after-partial")
     out["get_reader_after_partial"] = _ioctl_result(fd, abi.TRACE_MMAP_IOCTL_GET_READER)
-    out["rest_munmap"] = _libc_result(_libc.munmap(tm.data.addr, tm.data.length))
+    out["rest_munmap"] = errno_result(libc.munmap(tm.data.addr, tm.data.length) == 0)
     tm.data.addr = None
     tm.meta_map.close()
     os.close(fd)
@@ -722,10 +706,11 @@ def _lifetime_fork(inst: Instance) -> dict:
         out["child_without_dofork"] = probelib.in_child(
             lambda: {"meta_page_size": ctypes.c_uint32.from_address(addr).value})
         out["vm_flags"] = probelib.vm_flags(addr)
-        out["madv_dofork"] = _libc_result(_libc.madvise(addr, tm.meta_map.length, MADV_DOFORK))
+        out["madv_dofork"] = errno_result(
+            libc.madvise(addr, tm.meta_map.length, MADV_DOFORK) == 0)
         out["madv_dofork_control"] = _madv_dofork_control()
-        out["madv_dofork_data"] = _libc_result(_libc.madvise(tm.data.addr, tm.data.length,
-                                                             MADV_DOFORK))
+        out["madv_dofork_data"] = errno_result(libc.madvise(tm.data.addr, tm.data.length,
+                                                            MADV_DOFORK) == 0)
         out["expected_meta_page_size"] = tm.meta().meta_page_size
         out["child_with_dofork"] = probelib.in_child(
             lambda: {"meta_page_size": ctypes.c_uint32.from_address(addr).value})
@@ -748,7 +733,8 @@ def _madv_dofork_control() -> dict:
     try:
         with Mapping(fd, 2 * PAGE, mmap.PROT_READ | mmap.PROT_WRITE) as m:
             return {"vm_flags": probelib.vm_flags(m.addr),
-                    "madv_dofork": _libc_result(_libc.madvise(m.addr, m.length, MADV_DOFORK))}
+                    "madv_dofork": errno_result(
+                        libc.madvise(m.addr, m.length, MADV_DOFORK) == 0)}
     finally:
         os.close(fd)
 
@@ -816,11 +802,6 @@ def _lifetime_rounds(inst: Instance, rounds: int = 200) -> dict:
             "remap_works": _remap_works(inst)}
 
 
-def _addr_result(addr: int | None) -> str:
-    """'ok' for an address mremap()/mmap() returned, else the errno's name."""
-    return probelib.errname(ctypes.get_errno()) if addr in (None, MAP_FAILED) else "ok"
-
-
 RESHAPES = ("shrinking_mremap", "map_fixed_over_part", "mprotect_part", "grow_meta",
             "grow_meta_maymove", "grow_data", "grow_data_maymove", "dontunmap_move_data")
 
@@ -834,17 +815,17 @@ def _reshape_ops(tm: TraceMap, moved: list[tuple[int, int]]) -> dict:
     second = ctypes.c_void_p(data.addr + PAGE)
 
     def grow(m: Mapping, flags: int, by: int = PAGE) -> str:
-        new = _libc.mremap(ctypes.c_void_p(m.addr), m.length, m.length + by, flags, None)
-        if new not in (None, MAP_FAILED):
+        new = libc.mremap(ctypes.c_void_p(m.addr), m.length, m.length + by, flags, None)
+        if mapped(new):
             moved.append((new, m.length + by))
-        return _addr_result(new)
+        return errno_result(mapped(new))
 
     return {
-        "shrinking_mremap": lambda: _addr_result(_libc.mremap(
-            ctypes.c_void_p(data.addr), data.length, data.length - PAGE, 0, None)),
-        "map_fixed_over_part": lambda: _addr_result(_libc.mmap(
-            second, PAGE, mmap.PROT_READ, mmap.MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)),
-        "mprotect_part": lambda: _libc_result(_libc.mprotect(second, PAGE, 0)),  # PROT_NONE
+        "shrinking_mremap": lambda: errno_result(mapped(libc.mremap(
+            ctypes.c_void_p(data.addr), data.length, data.length - PAGE, 0, None))),
+        "map_fixed_over_part": lambda: errno_result(mapped(libc.mmap(
+            second, PAGE, mmap.PROT_READ, mmap.MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0))),
+        "mprotect_part": lambda: errno_result(libc.mprotect(second, PAGE, 0) == 0),  # PROT_NONE
         "grow_meta": lambda: grow(meta, 0),
         "grow_meta_maymove": lambda: grow(meta, MREMAP_MAYMOVE),
         "grow_data": lambda: grow(data, 0),
@@ -875,9 +856,9 @@ def _lifetime_reshape(inst: Instance) -> dict:
         out[name] = {"result": result, "vmas_before": before, "vmas_after": after,
                      "reads_after": reads}
         for a, n in spans:
-            _libc.munmap(ctypes.c_void_p(a), n)
+            libc.munmap(ctypes.c_void_p(a), n)
         for a, n in moved:
-            _libc.munmap(ctypes.c_void_p(a), n)
+            libc.munmap(ctypes.c_void_p(a), n)
         tm.data.addr = tm.meta_map.addr = None
         os.close(fd)
     out["remap_works"] = _remap_works(inst)

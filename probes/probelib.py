@@ -16,6 +16,26 @@ import sys
 from collections.abc import Callable
 
 
+PAGE = mmap.PAGESIZE
+# The C library, one handle for every probe: mmap(2) and its kin typed here (a pointer
+# result is a c_void_p, not a truncated int), anything else a probe calls (capget, ...)
+# untyped. use_errno: ctypes.get_errno() after a failed call is that call's errno.
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.mremap.restype = ctypes.c_void_p
+libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int,
+                        ctypes.c_void_p]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.syscall.restype = ctypes.c_long
+MAP_FAILED = ctypes.c_void_p(-1).value
+# include/uapi/asm-generic/mman-common.h, linux/mman.h (what Python's mmap module lacks)
+MAP_FIXED, MAP_ANONYMOUS, PROT_NONE = 0x10, 0x20, 0
+MREMAP_MAYMOVE, MREMAP_FIXED, MREMAP_DONTUNMAP = 1, 2, 4
+
 def errname(e: OSError | int) -> str:
     """'EINVAL' for an OSError or an errno value."""
     n = e.errno if isinstance(e, OSError) else e
@@ -35,6 +55,16 @@ def outcome(fn: Callable[[], object]) -> str:
         return "ok"
     except OSError as e:
         return errname(e)
+
+
+def errno_result(ok: bool) -> str:
+    """'ok', or the name of the errno a failed libc call just left (ctypes.get_errno())."""
+    return "ok" if ok else errname(ctypes.get_errno())
+
+
+def mapped(addr: int | None) -> bool:
+    """Whether an address libc's mmap()/mremap() returned is one (not NULL, not MAP_FAILED)."""
+    return addr not in (None, MAP_FAILED)
 
 
 def emit(doc: dict) -> None:
@@ -83,28 +113,61 @@ def parse_check(argv: list[str], name: str, description: str, checks: dict,
     return p.parse_args(argv)
 
 
-def in_child(fn: Callable[..., dict], *args: object) -> dict:
-    """fn(*args) in a forked child; its dict (through JSON), {"signal": NAME} if a signal
-    killed it, {"error": ...} if it raised."""
+def fork_child(write: Callable[[], bytes]) -> tuple[int, int]:
+    """fork(): the child writes write()'s bytes to a pipe and exits 0 (at once, also when
+    write() raises); returns (its pid, the pipe's read end) for reap_child()."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
         try:
-            out = fn(*args)
-        except BaseException as e:  # noqa: BLE001 - report anything to the parent
-            out = {"error": f"{type(e).__name__}: {e}"}
-        os.write(w, json.dumps(out).encode())
-        os._exit(0)
+            os.write(w, write())
+        finally:
+            os._exit(0)
     os.close(w)
+    return pid, r
+
+
+def reap_child(pid: int, r: int) -> tuple[bytes, int]:
+    """All that a fork_child() child wrote (to its end), then its wait status."""
     data = b""
     while chunk := os.read(r, 1 << 16):
         data += chunk
     os.close(r)
     _, status = os.waitpid(pid, 0)
+    return data, status
+
+
+def _json_of(fn: Callable[..., dict], *args: object) -> bytes:
+    try:
+        out = fn(*args)
+    except BaseException as e:  # noqa: BLE001 - report anything to the parent
+        out = {"error": f"{type(e).__name__}: {e}"}
+    return json.dumps(out).encode()
+
+
+def start_in_child(fn: Callable[..., dict], *args: object) -> tuple[int, int]:
+    """fn(*args) in a forked child, which writes its dict as JSON ({"error": ...} if it
+    raised); (pid, read end) for reap_child(), so several may run at once."""
+    return fork_child(lambda: _json_of(fn, *args))
+
+
+def in_child(fn: Callable[..., dict], *args: object) -> dict:
+    """fn(*args) in a forked child; its dict (through JSON), {"signal": NAME} if a signal
+    killed it, {"error": ...} if it raised."""
+    data, status = reap_child(*start_in_child(fn, *args))
     if os.WIFSIGNALED(status):
         return {"signal": signal.Signals(os.WTERMSIG(status)).name}
     return json.loads(data)
+
+
+def child_outcome(fn: Callable[[], object]) -> dict:
+    """fn() in a forked child: how it ended ({"exit": status} or {"signal": NAME}) and what
+    it returned, as text ("output", empty if it raised)."""
+    data, status = reap_child(*fork_child(lambda: str(fn()).encode()))
+    if os.WIFSIGNALED(status):
+        return {"signal": signal.Signals(os.WTERMSIG(status)).name, "output": data.decode()}
+    return {"exit": os.WEXITSTATUS(status), "output": data.decode()}
 
 
 def vmas_in(addr: int, length: int) -> list[list]:
@@ -142,22 +205,14 @@ def run(main: Callable[[list[str]], int]) -> None:
     sys.exit(main(sys.argv[1:]))
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_long]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-MAP_FAILED = ctypes.c_void_p(-1).value
-
-
 class Mapping:
     """mmap(2) through libc. Python's mmap module refuses regular files whose st_size is 0,
     which is what every tracefs file reports; the kernel decides, so ask the kernel."""
 
     def __init__(self, fd: int, length: int, prot: int = mmap.PROT_READ,
                  flags: int = mmap.MAP_SHARED, offset: int = 0) -> None:
-        addr = _libc.mmap(None, length, prot, flags, fd, offset)
-        if addr in (None, MAP_FAILED):
+        addr = libc.mmap(None, length, prot, flags, fd, offset)
+        if not mapped(addr):
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err))
         self.addr, self.length = addr, length
@@ -173,7 +228,7 @@ class Mapping:
 
     def close(self) -> None:
         if self.addr is not None:
-            _libc.munmap(self.addr, self.length)
+            libc.munmap(self.addr, self.length)
             self.addr = None
 
     def __enter__(self) -> Mapping:
