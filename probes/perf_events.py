@@ -52,6 +52,25 @@ def event_id(fd: int) -> int:
     return struct.unpack("<Q", buf)[0]
 
 
+def lost_count(records: list) -> int:
+    """The sum of PERF_RECORD_LOST counts (u64 id, u64 lost) among parsed records."""
+    return sum(r.u64(1) for r in records if r.type == perf.PERF_RECORD_LOST)
+
+
+PMU_DEVICES = "/sys/bus/event_source/devices"
+
+
+def test_pmu_type(name: str) -> int:
+    """The perf type of the lab's test PMU `name` (kernels/modules/NAME, which the test
+    loads); Skip with the reason when it is not loaded."""
+    path = f"{PMU_DEVICES}/{name}/type"
+    try:
+        return int(open(path).read())
+    except OSError as e:
+        raise probelib.Skip(f"the test PMU {name} is not loaded (kernels/modules/{name}): "
+                            f"{path}: {e.strerror}") from None
+
+
 def vm_pin_kb(pid: int | str = "self") -> int:
     """VmPin of a process in kB (its mm's pinned_vm), -1 if it has none."""
     for line in open(f"/proc/{pid}/status"):

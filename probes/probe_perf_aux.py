@@ -30,10 +30,10 @@ from typing import Any
 import perf_abi as perf
 import probelib
 from perf_buffer import RingBuffer
-from perf_events import open_dummy, vm_pin_kb
+from perf_events import event_id, lost_count, open_dummy, test_pmu_type, vm_pin_kb
 from probelib import PAGE, Mapping, errno_result, libc
 
-PMU_DIR = "/sys/bus/event_source/devices/ringlab_aux"
+PMU = "ringlab_aux"
 MLOCK = "/proc/sys/kernel/perf_event_mlock_kb"
 # Test PMU attr.config (ringlab_aux.c): chunk bytes in bits 0-23, flags, chunk budget.
 CFG_PARTIAL, CFG_COLLISION, CFG_MAX_SHIFT = 1 << 32, 1 << 33, 40
@@ -89,18 +89,10 @@ class AuxArea:
         self.map.close()
 
 
-def pmu_type() -> int:
-    try:
-        return int(open(f"{PMU_DIR}/type").read())
-    except OSError:
-        raise probelib.Skip("the test PMU ringlab_aux is not loaded (kernels/modules/ringlab_aux)") \
-            from None
-
-
 def open_test_pmu(chunk: int = 4096, max_chunks: int = 0, period_us: int = 1000,
                   flags: int = 0, aux_watermark: int = 0, cpu: int = 0) -> int:
     """A per-CPU event of the test PMU (root: perf_event_paranoid allows CPU events)."""
-    a = perf.attr(pmu_type(), chunk | flags | (max_chunks << CFG_MAX_SHIFT),
+    a = perf.attr(test_pmu_type(PMU), chunk | flags | (max_chunks << CFG_MAX_SHIFT),
                   perf.ATTR_DISABLED | perf.ATTR_SAMPLE_ID_ALL)
     a.config1 = period_us
     a.sample_type = perf.PERF_SAMPLE_IDENTIFIER
@@ -126,17 +118,6 @@ def aux_records(records: list) -> list[AuxRecord]:
             ident = struct.unpack_from("<Q", r.payload, len(r.payload) - 8)[0]
             out.append(AuxRecord(off, size, flags, ident))
     return out
-
-
-def lost_records(records: list) -> int:
-    return sum(struct.unpack_from("<QQ", r.payload)[1] for r in records
-               if r.type == perf.PERF_RECORD_LOST)
-
-
-def event_id(fd: int) -> int:
-    buf = bytearray(8)
-    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ID, buf)
-    return struct.unpack("<Q", buf)[0]
 
 
 def run_for(fd: int, seconds: float) -> None:
@@ -500,7 +481,7 @@ def check_pause(args: list[str]) -> dict:
     after = aux_records(after_raw)
     recs = before + during + after
     out = {"records_before": len(before), "records_while_paused": len(during),
-           "records_after": len(after), "lost_after": lost_records(after_raw),
+           "records_after": len(after), "lost_after": lost_count(after_raw),
            "aux_head_moved_while_paused": head_resumed - head_paused,
            "aux_head": aux.head, "recorded_bytes": sum(r.size for r in recs),
            "bad_words": [b for r in recs for b in aux.bad_words(r.offset, r.size)][:8]}
@@ -674,7 +655,7 @@ def check_pinned_error(args: list[str]) -> dict:
     buffer, of one with its buffer mapped, of one whose poll() was already waiting when
     enabling put it in error, and of the healthy pinned event holding the PMU."""
     def open_pinned(flags: int) -> int:
-        a = perf.attr(pmu_type(), 4096, flags)
+        a = perf.attr(test_pmu_type(PMU), 4096, flags)
         a.config1 = 1_000_000  # a chunk a second, and no AUX area: nothing is ever written
         return perf.perf_event_open(a, -1, 0)
 

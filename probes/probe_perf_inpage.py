@@ -33,11 +33,12 @@ from collections.abc import Callable
 
 import perf_abi as perf
 import probelib
+from perf_events import lost_count, test_pmu_type
 from perf_buffer import Gap, Record, RingBuffer, TornRecord, parse_records, \
     parse_records_in_page
 
 PAGE = mmap.PAGESIZE
-PMU_DIR = "/sys/bus/event_source/devices/ringlab_inpage"
+PMU = "ringlab_inpage"
 PARAMS = "/sys/module/ringlab_inpage/parameters"
 COUNTERS = ("written", "refused", "oversize_accepted", "failed", "split")
 # ringlab_inpage.c: attr.config bits 32-39 are the requests per timer tick.
@@ -146,11 +147,6 @@ def content_problems(records: list[Record], first_seq: int | None = 0) -> list[s
     return out
 
 
-def lost_count(records: list[Record]) -> int:
-    """The sum of PERF_RECORD_LOST counts (u64 id, u64 lost)."""
-    return sum(r.u64(1) for r in records if r.type == perf.PERF_RECORD_LOST)
-
-
 def judge(records: list[Record], gaps: list[Gap], page: int,
           first_seq: int | None = 0) -> dict:
     """The observations of one read (or of a whole stream), for the test to judge."""
@@ -174,14 +170,6 @@ def abi_parser_outcome(data: bytes, data_size: int, start: int, end: int) -> str
 
 # --- the module and its events ----------------------------------------------------------------
 
-def pmu_type() -> int:
-    try:
-        return int(open(f"{PMU_DIR}/type").read())
-    except OSError as e:
-        raise probelib.Skip(f"no ringlab_inpage PMU: {PMU_DIR}/type: {e.strerror} (the test "
-                            "producer kernels/modules/ringlab_inpage is not loaded)") from None
-
-
 def counters() -> dict[str, int]:
     return {name: int(open(f"{PARAMS}/{name}").read()) for name in COUNTERS}
 
@@ -199,7 +187,7 @@ def open_producer(size: int, requests: int, burst: int = 1, period_us: int = 100
                   cpu: int = 0) -> int:
     """An event of the test producer on one CPU (root: a CPU-wide event): `requests` requests
     of `size` bytes (0: the built-in cycle), `burst` a timer tick."""
-    a = perf.attr(pmu_type(), size | (burst << CFG_BURST_SHIFT), perf.ATTR_DISABLED)
+    a = perf.attr(test_pmu_type(PMU), size | (burst << CFG_BURST_SHIFT), perf.ATTR_DISABLED)
     a.config1, a.config2 = requests, period_us
     a.sample_type = 0  # the module requires it: its record body is not sample fields
     return perf.perf_event_open(a, -1, cpu)
@@ -335,7 +323,7 @@ def _read_into(rb: RingBuffer, records: list[Record], gaps: list[Gap]) -> str | 
 
 def _gate(check: str) -> None:
     """Every check needs the test producer: skip with the exact reason when it is absent."""
-    pmu_type()
+    test_pmu_type(PMU)
 
 
 CHECKS: dict[str, Callable[[list[str]], dict]] = probelib.check_table(globals())

@@ -23,7 +23,7 @@ from typing import Any
 import perf_abi as perf
 import probelib
 from perf_events import (SAMPLE_SIZE, SAMPLE_TYPE, allowance_sizes, event_id, fire,
-                         open_counter, open_dummy, tracepoint_id, vm_pin_kb)
+                         lost_count, open_counter, open_dummy, tracepoint_id, vm_pin_kb)
 from perf_buffer import RingBuffer, TornRecord, parse_records, sample_id
 from probelib import (MAP_ANONYMOUS, MAP_FAILED, MAP_FIXED, MREMAP_DONTUNMAP, MREMAP_FIXED,
                       MREMAP_MAYMOVE, PAGE, PROT_NONE, child_outcome, libc)
@@ -33,11 +33,6 @@ def samples(records: list) -> list[tuple[int, int, int, int]]:
     """(id, pid, tid, time) of each PERF_RECORD_SAMPLE."""
     return [struct.unpack("<QIIQ", r.payload[:24]) for r in records
             if r.type == perf.PERF_RECORD_SAMPLE]
-
-
-def lost(records: list) -> int:
-    """The sum of PERF_RECORD_LOST counts (u64 id, u64 lost)."""
-    return sum(r.u64(1) for r in records if r.type == perf.PERF_RECORD_LOST)
 
 
 def map_result(fd: int, data_pages: int) -> str:
@@ -185,7 +180,7 @@ def check_backpressure(args: list[str]) -> dict:
         "fired": fired + 1, "capacity_records": rb.data_size // SAMPLE_SIZE,
         "samples_before_resume": len(s1), "lost_records": sum(
             r.type == perf.PERF_RECORD_LOST for r in first + second),
-        "lost_count": lost(first + second), "samples_after_resume": len(s2),
+        "lost_count": lost_count(first + second), "samples_after_resume": len(s2),
         "kept_in_order": all(x <= y for x, y in pairwise(t1)),
         "lost_before_new_sample": [r.type for r in second][:1] == [perf.PERF_RECORD_LOST]}
     lost_recs = [r for r in first + second if r.type == perf.PERF_RECORD_LOST]
@@ -255,7 +250,7 @@ def check_pause(args: list[str]) -> dict:
     os.close(fd)
     return {"pause_without_buffer": without_buffer, "head_before_pause": h1,
             "head_after_paused_events": h2, "head_after_resume": h3,
-            "samples": len(samples(records)), "lost_count": lost(records)}
+            "samples": len(samples(records)), "lost_count": lost_count(records)}
 
 
 def check_protection(args: list[str]) -> dict:
@@ -842,7 +837,7 @@ def check_concurrency(args: list[str]) -> dict:
                 torn = str(e)
                 return
             seen.extend(samples(recs))
-            lost_n += lost(recs)
+            lost_n += lost_count(recs)
         drains += 1
 
     while time.monotonic() < deadline and torn is None:

@@ -47,7 +47,7 @@ import probelib
 import trace_abi
 from perf_buffer import RingBuffer, parse_records
 from perf_events import (SAMPLE_SIZE, allowance_sizes, fire, open_counter, open_dummy,
-                         vm_pin_kb)
+                         test_pmu_type, vm_pin_kb)
 from probelib import PAGE, Mapping, libc
 
 MLOCK = "/proc/sys/kernel/perf_event_mlock_kb"
@@ -57,7 +57,6 @@ CAP_IPC_LOCK = 14                       # include/uapi/linux/capability.h
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 PERF_FLAG_DETACHED = 1 << 4             # seed 002 (not mainline)
 TRACEFS = "/sys/kernel/tracing"
-PMU_DIR = "/sys/bus/event_source/devices/ringlab_aux"
 SW_FLAGS = perf.ATTR_DISABLED | perf.ATTR_EXCLUDE_KERNEL | perf.ATTR_EXCLUDE_HV
 
 
@@ -324,12 +323,7 @@ def already_charged(who: str) -> int:
 def open_test_pmu_task() -> int:
     """An event of the test PMU on this task, any CPU, user space only: what perf_event_open()
     lets `lab` open at perf_event_paranoid 2."""
-    try:
-        type_ = int(open(f"{PMU_DIR}/type").read())
-    except OSError:
-        raise probelib.Skip("the test PMU ringlab_aux is not loaded (kernels/modules/"
-                            "ringlab_aux)") from None
-    return perf.perf_event_open(perf.attr(type_, 4096, SW_FLAGS), 0, -1)
+    return perf.perf_event_open(perf.attr(test_pmu_type("ringlab_aux"), 4096, SW_FLAGS), 0, -1)
 
 
 def _map_and_exit(pages: int) -> dict:
