@@ -8,8 +8,8 @@ import struct
 
 import perf_abi as perf
 import probelib
+import tracefs
 
-TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 TRACEPOINT = "syscalls/sys_enter_getppid"
 # The sample layout every check uses: IDENTIFIER | TID | TIME = u64 id, u32 pid, u32 tid,
 # u64 time (perf_event.h, PERF_RECORD_SAMPLE field order): 8 + 24 bytes a record.
@@ -18,12 +18,11 @@ SAMPLE_SIZE = perf.HEADER_SIZE + 24
 
 
 def tracepoint_id(name: str = TRACEPOINT) -> int:
-    for root in TRACEFS:
-        try:
-            return int(open(f"{root}/events/{name}/id").read())
-        except OSError:
-            continue
-    raise probelib.Skip(f"kernel has no tracepoint {name} under {' or '.join(TRACEFS)}")
+    text = tracefs.read(f"events/{name}/id")
+    if text is None:
+        raise probelib.Skip(f"kernel has no tracepoint {name} under "
+                            f"{' or '.join(tracefs.ROOTS)}")
+    return int(text)
 
 
 def open_counter(flags: int = perf.ATTR_DISABLED, wakeup: int = 0, pid: int = 0, cpu: int = -1,

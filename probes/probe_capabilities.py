@@ -16,9 +16,9 @@ import struct
 
 import perf_abi as perf
 import probelib
+import tracefs
 
 PAGE_SIZE = mmap.PAGESIZE
-TRACEFS = "/sys/kernel/tracing"
 # include/uapi/linux/trace_mmap.h (v6.10+): #define TRACE_MMAP_IOCTL_GET_READER _IO('R', 0x20)
 TRACE_MMAP_IOCTL_GET_READER = 0x5220
 # Before v6.10-final the same ioctl was _IO('T', 0x1) (it collided with TCGETS and was renamed).
@@ -105,7 +105,7 @@ def perf_aux() -> dict:
 
 def trace_mmap() -> dict:
     """mmap of per_cpu/cpu0/trace_pipe_raw, then which GET_READER ioctl the kernel answers."""
-    path = f"{TRACEFS}/per_cpu/cpu0/trace_pipe_raw"
+    path = tracefs.path("per_cpu/cpu0/trace_pipe_raw")
     how = f"mmap of {path} (PROT_READ, MAP_SHARED), then TRACE_MMAP_IOCTL_GET_READER"
     if not os.path.exists(path):
         return {"available": False, "abi": None, "how": how,

@@ -45,6 +45,7 @@ from collections.abc import Iterator
 import perf_abi as perf
 import probelib
 import trace_abi
+import tracefs
 from perf_buffer import RingBuffer, parse_records
 from perf_events import (SAMPLE_SIZE, allowance_sizes, fire, open_counter, open_dummy,
                          test_pmu_type, vm_pin_kb)
@@ -56,7 +57,6 @@ LAB_UID = LAB_GID = 1000
 CAP_IPC_LOCK = 14                       # include/uapi/linux/capability.h
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 PERF_FLAG_DETACHED = 1 << 4             # seed 002 (not mainline)
-TRACEFS = "/sys/kernel/tracing"
 SW_FLAGS = perf.ATTR_DISABLED | perf.ATTR_EXCLUDE_KERNEL | perf.ATTR_EXCLUDE_HV
 
 
@@ -334,15 +334,9 @@ def _map_and_exit(pages: int) -> dict:
 
 @contextmanager
 def own_instance() -> Iterator[str]:
-    path = f"{TRACEFS}/instances/ringlab-pin-{os.getpid()}"
-    with suppress(FileNotFoundError):
-        os.rmdir(path)
-    os.mkdir(path)
-    try:
-        yield path
-    finally:
-        with suppress(OSError):
-            os.rmdir(path)
+    """A tracing instance of this process's (its path), for tracefs-map and pressure."""
+    with tracefs.instance(f"ringlab-pin-{os.getpid()}", tracefs.Instance) as inst:
+        yield inst.path
 
 
 def check_script(args: list[str]) -> dict:
@@ -519,7 +513,7 @@ def check_detached(args: list[str]) -> dict:
         flag = probelib.errname(e)
     perffs = os.path.isdir("/sys/kernel/perf") and any(
         line.split()[2] == "perffs" for line in open("/proc/mounts") if len(line.split()) > 2)
-    tracefs_perf = os.path.isdir(f"{TRACEFS}/perf")
+    tracefs_perf = os.path.isdir(tracefs.path("perf"))
     out = {"detached_flag": flag, "perffs": perffs, "tracefs_perf_dir": tracefs_perf}
     if flag != "accepted" and not perffs and not tracefs_perf:
         out["skip"] = (f"kernel has no SHMEM-backed detached events (seed 002): "

@@ -18,26 +18,20 @@ import mmap
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import perf_events
 import probelib
 import trace_abi as abi
+import tracefs
 from probelib import (MAP_ANONYMOUS, MAP_FIXED, MREMAP_DONTUNMAP, MREMAP_MAYMOVE, PAGE, Mapping,
                       errno_result, libc, mapped)
 from trace_buffer import ParseError, PrintDecoder, parse_subbuf
+from tracefs import read_file, write_file
 
-TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 MADV_DONTFORK, MADV_DOFORK = 10, 11
-
-
-def tracefs_root() -> str:
-    for root in TRACEFS:
-        if os.path.exists(f"{root}/trace_marker"):
-            return root
-    raise probelib.Skip(f"no tracefs mounted at {' or '.join(TRACEFS)}")
 
 
 # A snapshot trigger that is armed (tr->snapshot counts it, which is what the mapping rules
@@ -49,60 +43,27 @@ def tracefs_root() -> str:
 ARMED_SNAPSHOT = "snapshot if prev_pid < 0"
 
 
-def write_file(path: str, value: str) -> str:
-    """Write like `echo value > path`; 'ok' or the errno's name."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-    except OSError as e:
-        return probelib.errname(e)
-    try:
-        os.write(fd, value.encode())
-        return "ok"
-    except OSError as e:
-        return probelib.errname(e)
-    finally:
-        os.close(fd)
-
-
-def read_file(path: str) -> str:
-    with open(path) as f:
-        return f.read()
-
-
 # --- an instance of our own ----------------------------------------------------------------
 
-class Instance:
+class Instance(tracefs.Instance):
     """instances/NAME: a trace array with its own per-CPU buffers, markers and snapshot."""
 
     def __init__(self, root: str, name: str) -> None:
-        self.root, self.name = root, name
-        self.path = f"{root}/instances/{name}"
+        super().__init__(root, name)
         self.header = abi.HeaderPage.parse(read_file(f"{root}/events/header_page"))
         self.prints = PrintDecoder(abi.EventFormat.parse(
             read_file(f"{root}/events/ftrace/print/format")))
         self._marker = -1
 
     def create(self) -> None:
-        with suppress(FileNotFoundError):
-            os.rmdir(self.path)  # a leftover of a killed run
-        os.mkdir(self.path)
+        super().create()
         self._marker = os.open(f"{self.path}/trace_marker", os.O_WRONLY)
 
     def remove(self) -> str:
         if self._marker >= 0:
             os.close(self._marker)
             self._marker = -1
-        try:
-            os.rmdir(self.path)
-            return "ok"
-        except OSError as e:
-            return probelib.errname(e)
-
-    def set(self, name: str, value: str | int) -> str:
-        return write_file(f"{self.path}/{name}", str(value))
-
-    def get(self, name: str) -> str:
-        return read_file(f"{self.path}/{name}").strip()
+        return super().remove()
 
     def mark(self, text: str) -> None:
         os.write(self._marker, text.encode())
@@ -122,16 +83,12 @@ class Instance:
 @contextmanager
 def instance(subbuf_kb: int | None = None, size_kb: int | None = None,
              suffix: str = "") -> Iterator[Instance]:
-    inst = Instance(tracefs_root(), f"ringlab-{os.getpid()}{suffix}")
-    inst.create()
-    try:
+    with tracefs.instance(f"ringlab-{os.getpid()}{suffix}", Instance) as inst:
         if subbuf_kb is not None:
             _must(inst.set("buffer_subbuf_size_kb", subbuf_kb), "buffer_subbuf_size_kb")
         if size_kb is not None:
             _must(inst.set("buffer_size_kb", size_kb), "buffer_size_kb")
         yield inst
-    finally:
-        inst.remove()
 
 
 def _must(result: str, what: str) -> None:
@@ -335,7 +292,7 @@ def detect_abi(root: str) -> dict:
 
 
 def check_abi(args: list[str]) -> dict:
-    root = tracefs_root()
+    root = tracefs.root()
     return {**detect_abi(root), "release": os.uname().release,
             "cpus": len(os.sched_getaffinity(0))}
 
@@ -600,7 +557,7 @@ def check_refusals(args: list[str]) -> dict:
                 out["mprotect_write_rw_fd"] = errno_result(libc.mprotect(
                     rwm.meta_map.addr, rwm.meta_map.length,
                     mmap.PROT_READ | mmap.PROT_WRITE) == 0)
-            out["noexec_mount"] = _noexec(inst.root)
+            out["noexec_mount"] = tracefs.noexec(inst.root)
             out["unknown_ioctl"] = _ioctl_result(fd, abi._IO("R", 0x21))
             out["wake_ioctl_0"] = _ioctl_result(fd, 0)
             out["offsets"] = {
@@ -634,14 +591,6 @@ def check_refusals(args: list[str]) -> dict:
             inst.set("snapshot", 0)
         os.close(fd)
     return out
-
-
-def _noexec(root: str) -> bool:
-    for line in read_file("/proc/mounts").splitlines():
-        parts = line.split()
-        if len(parts) > 3 and parts[1] == root:
-            return "noexec" in parts[3].split(",")
-    return False
 
 
 def _ioctl_result(fd: int, cmd: int) -> str:
@@ -1183,7 +1132,7 @@ CHECKS = probelib.check_table(globals())
 
 def _gate(check: str) -> None:
     """tracefs must be there; every check but `abi` needs the mainline mapping ABI."""
-    root = tracefs_root()
+    root = tracefs.root()
     if check != "abi":
         _mainline_or_skip(root)
 

@@ -1,0 +1,126 @@
+"""tracefs for the probes: where it is mounted, its files, and tracing instances of our own.
+
+tracefs is at /sys/kernel/tracing; with debugfs mounted it is also reachable at
+/sys/kernel/debug/tracing (Documentation/trace/ftrace.rst), the only place on kernels and
+setups older than tracefs's own mount point. An instance (instances/NAME) is a trace array with
+its own per-CPU buffers: mkdir makes it, rmdir removes it (kernel/trace/trace.c
+instance_mkdir()/instance_rmdir()). Stdlib only: this runs in the guest.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import TypeVar
+
+import probelib
+
+ROOTS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+MOUNTS = "/proc/mounts"
+
+
+def find_root() -> str | None:
+    """The first of ROOTS where tracefs is mounted (it has a trace_marker), else None (also
+    for a user who may not look inside: tracefs is root's, mode 700)."""
+    for root in ROOTS:
+        if os.path.exists(f"{root}/trace_marker"):
+            return root
+    return None
+
+
+def root() -> str:
+    """find_root(), or Skip: the kernel (or the guest) has no tracefs."""
+    found = find_root()
+    if found is None:
+        raise probelib.Skip(f"no tracefs mounted at {' or '.join(ROOTS)}")
+    return found
+
+
+def path(relative: str) -> str:
+    """`relative` under the mounted tracefs, or under ROOTS[0] when none is found (so what
+    is missing is named where it usually is)."""
+    return f"{find_root() or ROOTS[0]}/{relative}"
+
+
+def read(relative: str) -> str | None:
+    """The text of `relative` under the first of ROOTS that lets it be read; None if none
+    does."""
+    for root in ROOTS:
+        try:
+            return read_file(f"{root}/{relative}")
+        except OSError:
+            continue
+    return None
+
+
+def read_file(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def write_file(path: str, value: str) -> str:
+    """Write like `echo value > path`; 'ok' or the errno's name."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    except OSError as e:
+        return probelib.errname(e)
+    try:
+        os.write(fd, value.encode())
+        return "ok"
+    except OSError as e:
+        return probelib.errname(e)
+    finally:
+        os.close(fd)
+
+
+def noexec(root: str, mounts: str = MOUNTS) -> bool:
+    """Whether the mount at `root` has the noexec option (`mounts`: a mount table in the
+    format of /proc/mounts)."""
+    for line in read_file(mounts).splitlines():
+        parts = line.split()
+        if len(parts) > 3 and parts[1] == root:
+            return "noexec" in parts[3].split(",")
+    return False
+
+
+class Instance:
+    """instances/NAME under `root`: create() makes it (a leftover of a killed run is removed
+    first), remove() removes it."""
+
+    def __init__(self, root: str, name: str) -> None:
+        self.root, self.name = root, name
+        self.path = f"{root}/instances/{name}"
+
+    def create(self) -> None:
+        with suppress(FileNotFoundError):
+            os.rmdir(self.path)  # a leftover of a killed run
+        os.mkdir(self.path)
+
+    def remove(self) -> str:
+        """'ok', or the errno's name (EBUSY while a buffer of it is mapped or open)."""
+        try:
+            os.rmdir(self.path)
+            return "ok"
+        except OSError as e:
+            return probelib.errname(e)
+
+    def set(self, name: str, value: str | int) -> str:
+        return write_file(f"{self.path}/{name}", str(value))
+
+    def get(self, name: str) -> str:
+        return read_file(f"{self.path}/{name}").strip()
+
+
+InstanceT = TypeVar("InstanceT", bound=Instance)
+
+
+@contextmanager
+def instance(name: str, make: Callable[[str, str], InstanceT]) -> Iterator[InstanceT]:
+    """An instance NAME, made by make(root, name) (Instance or a subclass of it), under the
+    mounted tracefs (Skip if there is none): created for the duration, removed after."""
+    inst = make(root(), name)
+    inst.create()
+    try:
+        yield inst
+    finally:
+        inst.remove()
