@@ -8,8 +8,13 @@ Stdlib only: this runs in the guest.
 from __future__ import annotations
 
 import ctypes
+import fcntl
+import os
 import re
 from dataclasses import dataclass
+
+import probelib
+from probelib import PAGE, Mapping
 
 
 def _IO(type_: str, nr: int) -> int:  # noqa: N802 - the kernel's name (asm-generic/ioctl.h)
@@ -116,3 +121,37 @@ class EventFormat:
 META_PAGES_LOST = TraceBufferMeta.Reserved1.offset
 META_PAGES_TOUCHED = TraceBufferMeta.Reserved2.offset
 assert (META_PAGES_LOST, META_PAGES_TOUCHED) == (64, 72)
+
+
+# --- which ABI a kernel speaks -----------------------------------------------------------
+
+def detect_abi(root: str) -> dict:
+    """Which mapping ABI the kernel speaks: 'mainline' (v6.10+, trace_mmap.h with GET_READER
+    _IO('R',0x20)), 'v6.10-rc' (the same meta page, GET_READER _IO('T',0x1)), 'rfc' (seed
+    003's ring_buffer_meta_page) or 'none' (trace_pipe_raw has no mmap)."""
+    fd = os.open(f"{root}/per_cpu/cpu0/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        try:
+            m = Mapping(fd, PAGE)
+        except OSError as e:
+            return {"abi": "none", "why": f"kernel has no trace_pipe_raw mmap: {probelib.errname(e)}"}
+        try:
+            try:
+                fcntl.ioctl(fd, TRACE_MMAP_IOCTL_GET_READER)
+                return {"abi": "mainline", "why": "GET_READER _IO('R',0x20) answers",
+                        "meta_page_size": m.u32(0)}
+            except OSError as e:
+                mainline = probelib.errname(e)
+            try:
+                fcntl.ioctl(fd, OLD_GET_READER)
+            except OSError as e:
+                return {"abi": "unknown", "why": f"trace_pipe_raw maps but neither GET_READER "
+                        f"answers: _IO('R',0x20) {mainline}, _IO('T',0x1) {probelib.errname(e)}"}
+            first = m.u32(0)
+            kind = "v6.10-rc" if first == PAGE else "rfc"
+            return {"abi": kind, "why": f"only the pre-6.10 GET_READER _IO('T',0x1) answers "
+                    f"(_IO('R',0x20): {mainline}); first meta word {first}"}
+        finally:
+            m.close()
+    finally:
+        os.close(fd)
