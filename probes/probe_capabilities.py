@@ -9,20 +9,16 @@ Stdlib only.
 """
 from __future__ import annotations
 
-import fcntl
 import mmap
 import os
 import struct
 
 import perf_abi as perf
 import probelib
+import trace_abi
 import tracefs
 
 PAGE_SIZE = mmap.PAGESIZE
-# include/uapi/linux/trace_mmap.h (v6.10+): #define TRACE_MMAP_IOCTL_GET_READER _IO('R', 0x20)
-TRACE_MMAP_IOCTL_GET_READER = 0x5220
-# Before v6.10-final the same ioctl was _IO('T', 0x1) (it collided with TCGETS and was renamed).
-TRACE_MMAP_IOCTL_GET_READER_OLD = 0x5401
 
 
 def perf_ring() -> dict:
@@ -116,28 +112,15 @@ def trace_mmap() -> dict:
         return {"available": False, "abi": None, "how": how,
                 "error": f"open {path}: {probelib.errname(e)}"}
     try:
-        try:
-            meta = probelib.Mapping(fd, PAGE_SIZE)
-        except OSError as e:
-            return {"available": False, "abi": None, "how": how,
-                    "error": f"kernel has no trace_pipe_raw mmap: {probelib.errname(e)}"}
-        # struct trace_buffer_meta: u32 meta_page_size, meta_struct_len, subbuf_size, nr_subbufs
-        fields = [meta.u32(i) for i in range(0, 16, 4)]
-        abi, ioctl_errors = None, {}
-        for name, cmd in (("mainline _IO('R',0x20)", TRACE_MMAP_IOCTL_GET_READER),
-                          ("pre-6.10 _IO('T',0x1)", TRACE_MMAP_IOCTL_GET_READER_OLD)):
-            try:
-                fcntl.ioctl(fd, cmd)
-                abi = name
-                break
-            except OSError as e:
-                ioctl_errors[name] = probelib.errname(e)
-        meta.close()
-        return {"available": True, "abi": abi, "how": how, "get_reader_errors": ioctl_errors,
-                "meta": dict(zip(("meta_page_size", "meta_struct_len", "subbuf_size",
-                                  "nr_subbufs"), fields, strict=True))}
+        facts = trace_abi.mapping_facts(fd)
     finally:
         os.close(fd)
+    if facts.map_error is not None:
+        return {"available": False, "abi": None, "how": how,
+                "error": f"kernel has no trace_pipe_raw mmap: {facts.map_error}"}
+    return {"available": True, "abi": facts.answered, "how": how,
+            "get_reader_errors": facts.errors,
+            "meta": dict(zip(trace_abi.META_WORDS, facts.words, strict=True))}
 
 
 def detached_events() -> dict:

@@ -11,7 +11,7 @@ import ctypes
 import fcntl
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import probelib
 from probelib import PAGE, Mapping
@@ -125,33 +125,69 @@ assert (META_PAGES_LOST, META_PAGES_TOUCHED) == (64, 72)
 
 # --- which ABI a kernel speaks -----------------------------------------------------------
 
-def detect_abi(root: str) -> dict:
-    """Which mapping ABI the kernel speaks: 'mainline' (v6.10+, trace_mmap.h with GET_READER
+# The two GET_READER numbers a kernel may answer, newest first, by the names reports use.
+GET_READERS = (("mainline _IO('R',0x20)", TRACE_MMAP_IOCTL_GET_READER),
+               ("pre-6.10 _IO('T',0x1)", OLD_GET_READER))
+META_WORDS = ("meta_page_size", "meta_struct_len", "subbuf_size", "nr_subbufs")
+
+
+@dataclass
+class MappingFacts:
+    """What a page-long mmap of a trace_pipe_raw and the GET_READER ioctls on it showed."""
+    map_error: str | None  # the errno's name if the kernel refused the mmap (no mapping ABI)
+    words: tuple[int, ...] = ()  # the first four u32 of the meta page (META_WORDS), as mapped
+    answered: str | None = None  # the first of GET_READERS that answered, None if none did
+    errors: dict[str, str] = field(default_factory=dict)  # those tried before: their errnos
+    first_after: int | None = None  # the meta page's first word after the one that answered
+
+
+def mapping_facts(fd: int) -> MappingFacts:
+    """Map the first page of trace_pipe_raw `fd`, read its first words, try GET_READERS in
+    order until one answers."""
+    try:
+        m = Mapping(fd, PAGE)
+    except OSError as e:
+        return MappingFacts(probelib.errname(e))
+    try:
+        facts = MappingFacts(None, tuple(m.u32(i) for i in range(0, 16, 4)))
+        for name, cmd in GET_READERS:
+            try:
+                fcntl.ioctl(fd, cmd)
+            except OSError as e:
+                facts.errors[name] = probelib.errname(e)
+                continue
+            facts.answered, facts.first_after = name, m.u32(0)
+            break
+        return facts
+    finally:
+        m.close()
+
+
+def judge_abi(facts: MappingFacts, page: int = PAGE) -> dict:
+    """Which mapping ABI the facts show: 'mainline' (v6.10+, trace_mmap.h with GET_READER
     _IO('R',0x20)), 'v6.10-rc' (the same meta page, GET_READER _IO('T',0x1)), 'rfc' (seed
-    003's ring_buffer_meta_page) or 'none' (trace_pipe_raw has no mmap)."""
+    003's ring_buffer_meta_page), 'unknown' (it maps, no GET_READER answers) or 'none'
+    (trace_pipe_raw has no mmap); and why."""
+    (mainline, _), (old, _) = GET_READERS
+    if facts.map_error is not None:
+        return {"abi": "none", "why": f"kernel has no trace_pipe_raw mmap: {facts.map_error}"}
+    if facts.answered == mainline:
+        return {"abi": "mainline", "why": "GET_READER _IO('R',0x20) answers",
+                "meta_page_size": facts.first_after}
+    if facts.answered is None:
+        return {"abi": "unknown", "why": f"trace_pipe_raw maps but neither GET_READER "
+                f"answers: _IO('R',0x20) {facts.errors[mainline]}, _IO('T',0x1) "
+                f"{facts.errors[old]}"}
+    first = facts.first_after
+    kind = "v6.10-rc" if first == page else "rfc"
+    return {"abi": kind, "why": f"only the pre-6.10 GET_READER _IO('T',0x1) answers "
+            f"(_IO('R',0x20): {facts.errors[mainline]}); first meta word {first}"}
+
+
+def detect_abi(root: str) -> dict:
+    """judge_abi() of cpu0's trace_pipe_raw under tracefs `root`."""
     fd = os.open(f"{root}/per_cpu/cpu0/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
     try:
-        try:
-            m = Mapping(fd, PAGE)
-        except OSError as e:
-            return {"abi": "none", "why": f"kernel has no trace_pipe_raw mmap: {probelib.errname(e)}"}
-        try:
-            try:
-                fcntl.ioctl(fd, TRACE_MMAP_IOCTL_GET_READER)
-                return {"abi": "mainline", "why": "GET_READER _IO('R',0x20) answers",
-                        "meta_page_size": m.u32(0)}
-            except OSError as e:
-                mainline = probelib.errname(e)
-            try:
-                fcntl.ioctl(fd, OLD_GET_READER)
-            except OSError as e:
-                return {"abi": "unknown", "why": f"trace_pipe_raw maps but neither GET_READER "
-                        f"answers: _IO('R',0x20) {mainline}, _IO('T',0x1) {probelib.errname(e)}"}
-            first = m.u32(0)
-            kind = "v6.10-rc" if first == PAGE else "rfc"
-            return {"abi": kind, "why": f"only the pre-6.10 GET_READER _IO('T',0x1) answers "
-                    f"(_IO('R',0x20): {mainline}); first meta word {first}"}
-        finally:
-            m.close()
+        return judge_abi(mapping_facts(fd))
     finally:
         os.close(fd)
