@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass
 
 import perf_abi as perf
-from probelib import Mapping
+from probelib import PAGE, Mapping
 
 OFF_DATA_HEAD = perf.PerfEventMmapPage.data_head.offset
 OFF_DATA_TAIL = perf.PerfEventMmapPage.data_tail.offset
@@ -168,6 +168,51 @@ class RingBuffer:
         records = parse_records(self.data(), self.data_size, self.data_tail, head)
         self.data_tail = head
         return records
+
+    def close(self) -> None:
+        self.map.close()
+
+
+class AuxArea:
+    """The AUX area of an event whose data buffer is mapped: aux_offset/aux_size are written
+    into the control page, then mmap at aux_offset (perf_mmap(): vm_pgoff != 0)."""
+
+    def __init__(self, fd: int, rb: RingBuffer, pages: int, writable: bool = True,
+                 offset: int | None = None) -> None:
+        self.ctl = perf.PerfEventMmapPage.from_address(rb.base)
+        self.offset = rb.length if offset is None else offset
+        self.size = pages * PAGE
+        self.ctl.aux_offset, self.ctl.aux_size = self.offset, self.size
+        prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
+        self.map = Mapping(fd, self.size, prot, offset=self.offset)
+
+    @property
+    def head(self) -> int:
+        return ctypes.c_uint64.from_address(ctypes.addressof(self.ctl) +
+                                            perf.PerfEventMmapPage.aux_head.offset).value
+
+    @property
+    def tail(self) -> int:
+        return self.ctl.aux_tail
+
+    @tail.setter
+    def tail(self, value: int) -> None:
+        self.ctl.aux_tail = value
+
+    def word_at(self, pos: int) -> int:
+        return self.map.u64(pos % self.size)
+
+    def bad_words(self, start: int, length: int) -> list[int]:
+        """Absolute positions in [start, start+length) whose u64 is not the position."""
+        data = self.map.read(0, self.size)
+        bad = []
+        for pos in range(start - start % 8, start + length, 8):
+            off = pos % self.size
+            if struct.unpack_from("<Q", data, off)[0] != pos:
+                bad.append(pos)
+                if len(bad) > 8:
+                    break
+        return bad
 
     def close(self) -> None:
         self.map.close()

@@ -29,7 +29,7 @@ from typing import Any
 
 import perf_abi as perf
 import probelib
-from perf_buffer import RingBuffer
+from perf_buffer import AuxArea, RingBuffer
 from perf_events import event_id, lost_count, open_dummy, test_pmu_type, vm_pin_kb
 from probelib import PAGE, Mapping, errno_result, libc
 
@@ -40,53 +40,6 @@ CFG_PARTIAL, CFG_COLLISION, CFG_MAX_SHIFT = 1 << 32, 1 << 33, 40
 AUX_FLAG_TRUNCATED, AUX_FLAG_OVERWRITE = 0x01, 0x02
 AUX_FLAG_PARTIAL, AUX_FLAG_COLLISION = 0x04, 0x08
 SW_FLAGS = perf.ATTR_DISABLED | perf.ATTR_EXCLUDE_KERNEL | perf.ATTR_EXCLUDE_HV
-
-
-# --- the AUX mapping ------------------------------------------------------------------------
-
-class AuxArea:
-    """The AUX area of an event whose data buffer is mapped: aux_offset/aux_size are written
-    into the control page, then mmap at aux_offset (perf_mmap(): vm_pgoff != 0)."""
-
-    def __init__(self, fd: int, rb: RingBuffer, pages: int, writable: bool = True,
-                 offset: int | None = None) -> None:
-        self.ctl = perf.PerfEventMmapPage.from_address(rb.base)
-        self.offset = rb.length if offset is None else offset
-        self.size = pages * PAGE
-        self.ctl.aux_offset, self.ctl.aux_size = self.offset, self.size
-        prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
-        self.map = Mapping(fd, self.size, prot, offset=self.offset)
-
-    @property
-    def head(self) -> int:
-        return ctypes.c_uint64.from_address(ctypes.addressof(self.ctl) +
-                                            perf.PerfEventMmapPage.aux_head.offset).value
-
-    @property
-    def tail(self) -> int:
-        return self.ctl.aux_tail
-
-    @tail.setter
-    def tail(self, value: int) -> None:
-        self.ctl.aux_tail = value
-
-    def word_at(self, pos: int) -> int:
-        return self.map.u64(pos % self.size)
-
-    def bad_words(self, start: int, length: int) -> list[int]:
-        """Absolute positions in [start, start+length) whose u64 is not the position."""
-        data = self.map.read(0, self.size)
-        bad = []
-        for pos in range(start - start % 8, start + length, 8):
-            off = pos % self.size
-            if struct.unpack_from("<Q", data, off)[0] != pos:
-                bad.append(pos)
-                if len(bad) > 8:
-                    break
-        return bad
-
-    def close(self) -> None:
-        self.map.close()
 
 
 def open_test_pmu(chunk: int = 4096, max_chunks: int = 0, period_us: int = 1000,
