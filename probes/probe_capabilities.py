@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 
 import perf_abi as perf
 import probelib
 import trace_abi
 import tracefs
+from perf_buffer import AuxArea, RingBuffer
+from perf_events import PMU_DEVICES
+from probelib import PAGE
 
-PAGE_SIZE = mmap.PAGESIZE
 
 
 def perf_ring() -> dict:
@@ -34,7 +35,7 @@ def perf_ring() -> dict:
         return {"available": False, "how": how, "error": f"perf_event_open: {probelib.errname(e)}",
                 "perf_event_paranoid": paranoid}
     try:
-        buf = mmap.mmap(fd, 2 * PAGE_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        buf = mmap.mmap(fd, 2 * PAGE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
     except OSError as e:
         os.close(fd)
         return {"available": False, "how": how, "error": f"mmap: {probelib.errname(e)}",
@@ -60,28 +61,24 @@ def _aux_mmap(pmu_type: int) -> str:
     if fd is None:
         return why
     try:
-        data = mmap.mmap(fd, 2 * PAGE_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        rb = RingBuffer(fd, 1)
     except OSError as e:
         os.close(fd)
         return f"data mmap: {probelib.errname(e)}"
     # ring-buffer ABI section 2: write aux_offset/aux_size, then mmap the AUX area there.
-    aux_offset = 2 * PAGE_SIZE
-    struct.pack_into("<QQ", data, perf.PerfEventMmapPage.aux_offset.offset, aux_offset, PAGE_SIZE)
     try:
-        aux = mmap.mmap(fd, PAGE_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE,
-                        offset=aux_offset)
-        aux.close()
+        AuxArea(fd, rb, 1).close()
         result = "aux"
     except OSError as e:
         result = f"aux mmap: {probelib.errname(e)}"
-    data.close()
+    rb.close()
     os.close(fd)
     return result
 
 
 def perf_aux() -> dict:
     """Every PMU in /sys/bus/event_source/devices, tried for an AUX mapping."""
-    base = "/sys/bus/event_source/devices"
+    base = PMU_DEVICES
     pmus = {}
     try:
         names = sorted(os.listdir(base))
@@ -151,7 +148,7 @@ def main(argv: list[str]) -> int:
     probelib.emit({
         "probe": "capabilities",
         "kernel": {"release": u.release, "version": u.version, "machine": u.machine},
-        "page_size": PAGE_SIZE,
+        "page_size": PAGE,
         "cpus_online": os.sysconf("SC_NPROCESSORS_ONLN"),
         "euid": os.geteuid(),
         "paths": {"perf_ring": perf_ring(), "perf_aux": perf_aux(), "trace_mmap": trace_mmap(),

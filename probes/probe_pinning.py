@@ -46,7 +46,7 @@ import perf_abi as perf
 import probelib
 import trace_abi
 import tracefs
-from perf_buffer import RingBuffer, parse_records
+from perf_buffer import AuxArea, RingBuffer, parse_records
 from perf_events import (SAMPLE_SIZE, allowance_sizes, fire, open_counter, open_dummy,
                          test_pmu_type, vm_pin_kb)
 from probelib import PAGE, Mapping, libc
@@ -196,10 +196,7 @@ class Script:
         fd, rb, _ = self.maps[int(index)]
         if rb is None:
             return None
-        ctl = perf.PerfEventMmapPage.from_address(rb.base)
-        ctl.aux_offset, ctl.aux_size = rb.length, int(pages) * PAGE
-        return int(index), Mapping(fd, int(pages) * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
-                                   offset=rb.length)
+        return int(index), AuxArea(fd, rb, int(pages)).map
 
     def op_pmu_aux(self, arg: str) -> str:
         """A real AUX area on map I, kept until map I is unmapped (charged as perf_mmap()'s
