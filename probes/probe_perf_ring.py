@@ -650,18 +650,8 @@ def check_set_output(args: list[str]) -> dict:
 
 def _smaps_kb(addr: int, field: str) -> int | None:
     """A `Field:   N kB` line of /proc/self/smaps for the VMA holding addr."""
-    inside = False
-    for line in open("/proc/self/smaps"):
-        head = line.split()
-        if head and "-" in head[0] and not head[0].endswith(":"):
-            lo, _, hi = head[0].partition("-")
-            try:
-                inside = int(lo, 16) <= addr < int(hi, 16)
-            except ValueError:
-                pass
-        elif inside and line.startswith(field + ":"):
-            return int(head[1])
-    return None
+    value = probelib.smaps_field(addr, field)
+    return None if value is None else int(value.split()[0])
 
 
 def _minor_faults_touching(addr: int, pages: int) -> int:

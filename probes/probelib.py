@@ -182,22 +182,42 @@ def vmas_in(addr: int, length: int) -> list[list]:
     return out
 
 
-def vm_flags(addr: int) -> list[str]:
+SMAPS = "/proc/self/smaps"
+
+
+def smaps_vma(addr: int, smaps: str = SMAPS) -> dict[str, str]:
+    """The fields of this process's VMA holding addr, from /proc/self/smaps (`smaps`: a file
+    in its format), by name: {"Rss": "8 kB", "VmFlags": "rd wr ...", ...}; {} if no VMA holds
+    it."""
+    fields: dict[str, str] | None = None
+    with open(smaps) as f:
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and not head[0].endswith(":"):  # a VMA's first line
+                if fields is not None:
+                    break
+                lo, _, hi = head[0].partition("-")
+                try:
+                    if int(lo, 16) <= addr < int(hi, 16):
+                        fields = {}
+                except ValueError:
+                    pass
+            elif fields is not None:
+                name, _, value = line.partition(":")
+                fields[name] = value.strip()
+    return fields or {}
+
+
+def smaps_field(addr: int, name: str, smaps: str = SMAPS) -> str | None:
+    """One field of smaps_vma(): "8 kB" for Rss, None if the VMA (or it) is not there."""
+    return smaps_vma(addr, smaps).get(name)
+
+
+def vm_flags(addr: int, smaps: str = SMAPS) -> list[str]:
     """The VmFlags of this process's VMA holding addr, from /proc/self/smaps (two letters
     each: `de` VM_DONTEXPAND, `dc` VM_DONTCOPY, `pf` VM_PFNMAP, `io` VM_IO ...;
     fs/proc/task_mmu.c show_smap_vma_flags())."""
-    inside = False
-    for line in open("/proc/self/smaps"):
-        head = line.split()
-        if head and "-" in head[0] and not head[0].endswith(":"):
-            lo, _, hi = head[0].partition("-")
-            try:
-                inside = int(lo, 16) <= addr < int(hi, 16)
-            except ValueError:
-                pass
-        elif inside and line.startswith("VmFlags:"):
-            return line.split()[1:]
-    return []
+    return (smaps_field(addr, "VmFlags", smaps) or "").split()
 
 
 def run(main: Callable[[list[str]], int]) -> None:
