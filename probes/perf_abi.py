@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import os
 import platform
 
-from probelib import libc
+from probelib import libc, libc_error
 
 # include/uapi/linux/perf_event.h: enum perf_type_id
 PERF_TYPE_HARDWARE = 0
@@ -154,8 +153,7 @@ def perf_event_open(a: PerfEventAttr, pid: int = 0, cpu: int = -1, group_fd: int
                       "in probes/perf_abi.py SYSCALL_NUMBERS")
     fd = libc.syscall(SYS_PERF_EVENT_OPEN, ctypes.byref(a), pid, cpu, group_fd, flags)
     if fd < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
+        raise libc_error()
     return fd
 
 

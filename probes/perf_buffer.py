@@ -124,7 +124,7 @@ class RingBuffer:
     """An mmap of a perf event's ring buffer: control page plus 2^n data pages."""
 
     def __init__(self, fd: int, data_pages: int, writable: bool = True) -> None:
-        self.page = mmap.PAGESIZE
+        self.page = PAGE
         self.length = (1 + data_pages) * self.page
         prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
         self.map = Mapping(fd, self.length, prot)

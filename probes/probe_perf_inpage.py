@@ -25,7 +25,6 @@ Run by hand in a guest: python3 probe_perf_inpage.py CHECK [ARGS]   (-h). Stdlib
 from __future__ import annotations
 
 import fcntl
-import mmap
 import os
 import struct
 import time
@@ -33,11 +32,11 @@ from collections.abc import Callable
 
 import perf_abi as perf
 import probelib
-from perf_events import lost_count, test_pmu_type
 from perf_buffer import Gap, Record, RingBuffer, TornRecord, parse_records, \
     parse_records_in_page
+from perf_events import lost_count, test_pmu_type
+from probelib import PAGE
 
-PAGE = mmap.PAGESIZE
 PMU = "ringlab_inpage"
 PARAMS = "/sys/module/ringlab_inpage/parameters"
 COUNTERS = ("written", "refused", "oversize_accepted", "failed", "split")

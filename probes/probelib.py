@@ -67,6 +67,12 @@ def mapped(addr: int | None) -> bool:
     return addr not in (None, MAP_FAILED)
 
 
+def libc_error() -> OSError:
+    """The OSError of the errno a failed libc call just left, to raise."""
+    err = ctypes.get_errno()
+    return OSError(err, os.strerror(err))
+
+
 def emit(doc: dict) -> None:
     """Print the probe's one JSON document."""
     json.dump(doc, sys.stdout, indent=None, sort_keys=True)
@@ -233,8 +239,7 @@ class Mapping:
                  flags: int = mmap.MAP_SHARED, offset: int = 0) -> None:
         addr = libc.mmap(None, length, prot, flags, fd, offset)
         if not mapped(addr):
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err))
+            raise libc_error()
         self.addr, self.length = addr, length
 
     def read(self, offset: int, size: int) -> bytes:
