@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,12 +19,39 @@ DATA = Path(__file__).parent / "data"
 
 
 def qemu_pids() -> set[int]:
-    """This user's QEMU processes (a test compares the set before and after)."""
+    """This session's QEMU processes (a test compares the set before and after): this user's,
+    whose command line names this session's TMPDIR (a guest's folder, its disk and sockets
+    are there; see private_tmpdir), so another lab running on the host is not counted."""
     # -f: the kernel cuts a process name to 15 characters ("qemu-system-x86", "qemu-system-aar").
     out = subprocess.run(["pgrep", "-u", str(os.getuid()), "-f",
                           "(^|/)qemu-system-(x86_64|aarch64) "], capture_output=True,
                          text=True).stdout
-    return {int(p) for p in out.split()}
+    mine = os.environ.get("TMPDIR", "/tmp").rstrip("/") + "/"
+    pids = set()
+    for p in out.split():
+        try:
+            args = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:  # gone meanwhile
+            continue
+        if mine in args:
+            pids.add(int(p))
+    return pids
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_tmpdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A TMPDIR of this session's own, inherited by every ./lab it starts and used by the
+    guests it boots itself: a QEMU left behind is then told apart from one that another lab on
+    this host (a developer's run, a CI neighbour) started meanwhile."""
+    path = tmp_path_factory.mktemp("tmp")
+    saved_env, saved_tempdir = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = str(path), str(path)
+    yield path
+    tempfile.tempdir = saved_tempdir
+    if saved_env is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved_env
 
 
 def lab_yaml(tmp_path: Path, **overrides: dict) -> Path:

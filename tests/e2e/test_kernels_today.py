@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -15,9 +16,11 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("no_stray_qemu")]
 
 
-def lab_cmd(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def lab_cmd(*args: str, timeout: float = 900, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(REPO / "lab"), *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+                          timeout=timeout, stdin=subprocess.DEVNULL,
+                          env={**os.environ, **(env or {})})
 
 
 @pytest.mark.parametrize("name", ["bpo-cloud", "sid-cloud"])
@@ -65,15 +68,18 @@ def test_kernels_named_on_the_command_line(lab: Lab, tmp_path: Path) -> None:
     ("debian:trixie-backports/cloud-amd64=0.0.1", "at version 0.0.1"),
     ("/nonexistent/bzImage", "no such file or folder"),
 ])
-def test_a_kernel_that_cannot_be_had_is_one_error(kernel: str, says: str) -> None:
-    before = set(glob.glob("/tmp/ringlab-guest-*"))
-    r = lab_cmd("run", "--kernel", kernel, timeout=300)
+def test_a_kernel_that_cannot_be_had_is_one_error(kernel: str, says: str, tmp_path: Path
+                                                 ) -> None:
+    # A TMPDIR of its own: a guest folder another lab on this host makes meanwhile is not ours.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r = lab_cmd("run", "--kernel", kernel, timeout=300, env={"TMPDIR": str(tmp)})
     assert r.returncode == 2, (r.stdout, r.stderr)
     errors = [line for line in r.stderr.splitlines() if line.startswith("lab: error:")]
     assert len(errors) == 1 and says in errors[0], r.stderr
     assert "Traceback" not in r.stderr and "ERROR" not in r.stdout
     assert "collected" not in r.stdout  # pytest never started
-    assert set(glob.glob("/tmp/ringlab-guest-*")) <= before
+    assert not list(tmp.glob("ringlab-guest-*")), list(tmp.iterdir())
 
 
 def test_in_a_multi_kernel_run_the_other_kernels_still_run(tmp_path: Path,
