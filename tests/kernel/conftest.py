@@ -26,6 +26,33 @@ def new_splats(guest: Guest) -> Callable[[], list[str]]:
     return since
 
 
+class ProbeCheck:
+    """Runs a check of a probe on the test's guest and returns its observations. A check that
+    answers {"skip": why} (probes: probelib.Skip, the kernel lacks what the check needs)
+    skips the test with that reason instead."""
+
+    def __init__(self, guest: Guest) -> None:
+        self.guest = guest
+
+    def __call__(self, probe: str, *args: str, user: str = "root",
+                 timeout: float | None = None, once: bool = True) -> dict:
+        """probes/<probe>.py ARGS as `user`. With once, guest.observe(): run once per guest
+        for these arguments and shared by the tests that judge the same observations (the
+        checks make their own events, so a rerun would see the same); once=False, where the
+        outcome depends on guest state the test sets, runs it again (guest.probe())."""
+        run = self.guest.observe if once else self.guest.probe
+        data = run(probe, list(args), user=user, timeout=timeout).data
+        if "skip" in data:
+            pytest.skip(data["skip"])
+        return data
+
+
+@pytest.fixture
+def probe_check(guest: Guest) -> ProbeCheck:
+    """ProbeCheck on this test's guest: probe_check("probe_x", CHECK, *ARGS, ...)."""
+    return ProbeCheck(guest)
+
+
 @dataclass
 class ModuleBuilds:
     """The test modules (kernels/modules/) built for this run's kernels, each built once

@@ -9,18 +9,23 @@ PERF_RECORD_AUX, PERF_AUX_FLAG_*), seed 000, ../shared/reference/ring-buffer-abi
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING
+
 import pytest
 
-from harness.guest.guest import Guest
+if TYPE_CHECKING:
+    from conftest import ProbeCheck
 
 TRUNCATED, OVERWRITE, PARTIAL, COLLISION = 0x01, 0x02, 0x04, 0x08
 
 
-def aux(guest: Guest, check: str, *args: str, timeout: float | None = None) -> dict:
-    data = guest.observe("probe_perf_aux", [check, *args], timeout=timeout).data
-    if "skip" in data:
-        pytest.skip(data["skip"])
-    return data
+@pytest.fixture
+def aux(probe_check: ProbeCheck) -> Callable[..., dict]:
+    """aux(CHECK, *ARGS, timeout=): the observations of a check of probes/probe_perf_aux.py
+    (conftest.py ProbeCheck), shared by the tests that judge them."""
+    return partial(probe_check, "probe_perf_aux")
 
 
 # perf_mmap(), AUX branch: each refusal and its errno.
@@ -35,8 +40,8 @@ RULES = {
 }
 
 
-def test_aux_mmap_validation_on_a_software_event(guest: Guest) -> None:
-    v = aux(guest, "validation", "300")
+def test_aux_mmap_validation_on_a_software_event(aux) -> None:
+    v = aux("validation", "300")
     sw = v["software"]
     wrong = {k: f"expected {want} ({why}), got {sw[k]}" for k, (want, why) in RULES.items()
              if sw[k] != want}
@@ -51,8 +56,8 @@ def test_aux_mmap_validation_on_a_software_event(guest: Guest) -> None:
         f"{v['vm_pin_kb'][1]} kB: a refused mmap must charge nothing"
 
 
-def test_aux_mmap_validation_on_the_test_pmu(guest: Guest, test_pmu: int) -> None:
-    v = aux(guest, "validation", "50")
+def test_aux_mmap_validation_on_the_test_pmu(aux, test_pmu: int) -> None:
+    v = aux("validation", "50")
     t = v["test_pmu"]
     assert "skip" not in t, t
     wrong = {k: f"expected {want} ({why}), got {t[k]}" for k, (want, why) in RULES.items()
@@ -67,7 +72,7 @@ def test_aux_mmap_validation_on_the_test_pmu(guest: Guest, test_pmu: int) -> Non
     assert v["vm_pin_kb_after_test_pmu"] == 0, "the AUX charge must come back on munmap"
 
 
-def test_refused_aux_mmaps_leave_nothing_behind(guest: Guest, test_pmu: int, check,
+def test_refused_aux_mmaps_leave_nothing_behind(aux, test_pmu: int, check,
                                                 new_splats) -> None:
     """Issue 23 §4: with an AUX area mapped, perf_mmap() refuses another size or offset
     (EINVAL: "already mapped with a different size/offset"); the refusal must leave the
@@ -80,7 +85,7 @@ def test_refused_aux_mmaps_leave_nothing_behind(guest: Guest, test_pmu: int, che
     rb->mmap_count keeps the buffer, so its charge never comes back at the last munmap
     (perf_mmap_close(): perf_mmap_unaccount() / the locked_vm and pinned_vm subtraction run
     only when rb->mmap_count reaches 0)."""
-    v = aux(guest, "validation", "50")
+    v = aux("validation", "50")
     r = v["test_pmu_refusals_undone"]
     for name in ("other_size", "other_offset"):
         check(f"refused-{name}", r[name] == "EINVAL",
@@ -110,9 +115,9 @@ def test_refused_aux_mmaps_leave_nothing_behind(guest: Guest, test_pmu: int, che
 
 
 @pytest.mark.parametrize("chunk", ["4096", "3000"])
-def test_aux_records_tile_the_stream_and_match_the_data(guest: Guest, test_pmu: int,
+def test_aux_records_tile_the_stream_and_match_the_data(aux, test_pmu: int,
                                                         chunk: str) -> None:
-    d = aux(guest, "datapath")[chunk]
+    d = aux("datapath")[chunk]
     assert d["records"] > 10, f"only {d['records']} PERF_RECORD_AUX in 0.8 s: {d}"
     assert d["first_offset"] == 0 and d["contiguous"], \
         f"PERF_RECORD_AUX offsets must start at 0 and follow each other: {d}"
@@ -125,8 +130,8 @@ def test_aux_records_tile_the_stream_and_match_the_data(guest: Guest, test_pmu: 
     assert set(d["flags"]) <= {0, TRUNCATED}, f"unexpected flags {d['flags']}"
 
 
-def test_a_full_aux_area_is_truncated(guest: Guest, test_pmu: int) -> None:
-    t = aux(guest, "truncated")
+def test_a_full_aux_area_is_truncated(aux, test_pmu: int) -> None:
+    t = aux("truncated")
     size = t["aux_size"]
     # perf_aux_output_begin(): the space is CIRC_SPACE(head, tail, size), the size less one
     # byte; the PMU writes whole words, so it can fill size - 8 at most.
@@ -138,8 +143,8 @@ def test_a_full_aux_area_is_truncated(guest: Guest, test_pmu: int) -> None:
     assert not t["bad_words"], t["bad_words"]
 
 
-def test_a_truncation_stops_the_event(guest: Guest, test_pmu: int, check) -> None:
-    t = aux(guest, "truncated")
+def test_a_truncation_stops_the_event(aux, test_pmu: int, check) -> None:
+    t = aux("truncated")
     assert t["truncated"], f"the reader never advanced aux_tail, yet no record was TRUNCATED: {t}"
     # perf_aux_output_end(): PERF_AUX_FLAG_TRUNCATED disables the event (pending disable),
     # so the PMU's next chunk never comes: one TRUNCATED record, the last one.
@@ -151,14 +156,14 @@ def test_a_truncation_stops_the_event(guest: Guest, test_pmu: int, check) -> Non
     assert not t["head_moved_after_stop"], "aux_head moved after the probe stopped"
 
 
-def test_pmu_flags_reach_the_record(guest: Guest, test_pmu: int) -> None:
-    f = aux(guest, "flags")
+def test_pmu_flags_reach_the_record(aux, test_pmu: int) -> None:
+    f = aux("flags")
     assert f == {**f, "partial": [PARTIAL], "collision": [COLLISION],
                  "both": [PARTIAL | COLLISION]}, f"PERF_RECORD_AUX.flags: {f}"
 
 
-def test_overwrite_mode_keeps_the_newest_data(guest: Guest, test_pmu: int) -> None:
-    o = aux(guest, "overwrite")
+def test_overwrite_mode_keeps_the_newest_data(aux, test_pmu: int) -> None:
+    o = aux("overwrite")
     # rb_alloc_aux(): a read-only AUX mapping is overwrite mode; perf_aux_output_end() sets
     # PERF_AUX_FLAG_OVERWRITE and takes aux_head from the PMU.
     assert o["aux_head"] > o["aux_size"], f"the PMU must write past the end: {o}"
@@ -167,8 +172,8 @@ def test_overwrite_mode_keeps_the_newest_data(guest: Guest, test_pmu: int) -> No
         f"the newest {o['aux_size']} bytes before aux_head are wrong: {o['newest_bad_words']}"
 
 
-def test_aux_watermark_wakes_the_reader(guest: Guest, test_pmu: int) -> None:
-    w = aux(guest, "watermark")
+def test_aux_watermark_wakes_the_reader(aux, test_pmu: int) -> None:
+    w = aux("watermark")
     wrong = {}
     every = w["every_watermark"]
     # rb_need_aux_wakeup() sets rb->aux_wakeup = rounddown(aux_head, aux_watermark) at each
@@ -204,8 +209,8 @@ def test_aux_watermark_wakes_the_reader(guest: Guest, test_pmu: int) -> None:
     assert not wrong, f"aux_watermark wakeups: {wrong}"
 
 
-def test_pause_output_stops_aux_records(guest: Guest, test_pmu: int) -> None:
-    p = aux(guest, "pause")
+def test_pause_output_stops_aux_records(aux, test_pmu: int) -> None:
+    p = aux("pause")
     assert p["records_before"] > 0 and p["records_after"] > 0, p
     assert p["records_while_paused"] == 0, \
         f"{p['records_while_paused']} PERF_RECORD_AUX reached a paused buffer"
@@ -217,17 +222,17 @@ def test_pause_output_stops_aux_records(guest: Guest, test_pmu: int) -> None:
     assert not p["bad_words"], p["bad_words"]
 
 
-def test_set_output_shares_one_aux_area(guest: Guest, test_pmu: int) -> None:
-    s = aux(guest, "set-output")
+def test_set_output_shares_one_aux_area(aux, test_pmu: int) -> None:
+    s = aux("set-output")
     assert s["set_output"] == "ok", s
     assert s["from_a"] > 0 and s["from_b"] > 0, \
         f"records of both events must reach the shared buffer: {s}"
     assert s["contiguous"] and s["sum_sizes"] == s["aux_head"] and not s["bad_words"], s
 
 
-def test_concurrent_map_unmap_of_a_shared_buffer(guest: Guest, test_pmu: int,
+def test_concurrent_map_unmap_of_a_shared_buffer(aux, test_pmu: int,
                                                  new_splats) -> None:
-    r = aux(guest, "map-unmap-race", "4")
+    r = aux("map-unmap-race", "4")
     print(f"map/unmap race: {r}")
     assert r["set_output"] == "ok", r
     # Each step may end only as probe_perf_aux.RACE_OUTCOMES says (perf_mmap(): the same
@@ -265,7 +270,7 @@ PINNED_ERROR_POLL = {
 }
 
 
-def test_pinned_event_that_cannot_go_on_polls_as_the_kernel_says(guest: Guest,
+def test_pinned_event_that_cannot_go_on_polls_as_the_kernel_says(aux,
                                                                   test_pmu: int) -> None:
     """Observed, not looked up by version. Pinned test-PMU events on CPU 0 that cannot go on
     (group_can_go_on(): an exclusive group cannot join the pinned event already there) are
@@ -273,7 +278,7 @@ def test_pinned_event_that_cannot_go_on_polls_as_the_kernel_says(guest: Guest,
     kernel (perf_read_one(): "Return end-of-file for a read on an event that is in error
     state"). What poll() reports must be one model exactly, for all three error events; the
     healthy holder must not poll as an error."""
-    e = aux(guest, "pinned-error")
+    e = aux("pinned-error")
     assert e["holder"] == {"read_bytes": 8, "revents": []}, \
         f"the pinned event on the PMU is healthy: read gives its 8-byte count, poll nothing; " \
         f"got {e['holder']}"

@@ -14,6 +14,7 @@ series: those kernels skip every test here with the compiler's (or modpost's) wo
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from harness.guest.guest import Guest
 from harness.resources import Lab
 
 if TYPE_CHECKING:
-    from conftest import ModuleBuilds
+    from conftest import ModuleBuilds, ProbeCheck
 
 FUNCTION = "perf_output_begin_forward_in_page"
 
@@ -66,12 +67,17 @@ def inpage_pmu(guest: Guest, lab: Lab, test_modules: ModuleBuilds,
     return int(guest.run("cat /sys/bus/event_source/devices/ringlab_inpage/type").stdout)
 
 
-def inpage(guest: Guest, check: str, *args: str, timeout: float = 180) -> dict:
-    """The check's observations, shared by the tests that judge them (each check makes its own
-    events, so a rerun would see the same)."""
-    data = guest.observe("probe_perf_inpage", [check, *args], timeout=timeout).data
-    if "skip" in data:
-        pytest.skip(data["skip"])
+@pytest.fixture
+def inpage(probe_check: ProbeCheck) -> Callable[..., dict]:
+    """inpage(CHECK, *ARGS, timeout=180): the observations of a check of
+    probes/probe_perf_inpage.py (conftest.py ProbeCheck), shared by the tests that judge them;
+    a torn record that any of its reads met fails the test at once."""
+    def observe(check: str, *args: str, timeout: float = 180) -> dict:
+        return untorn(check, probe_check("probe_perf_inpage", check, *args, timeout=timeout))
+    return observe
+
+
+def untorn(check: str, data: dict) -> dict:
     for name, d in [(check, data), *((f"{check}/{k}", v) for k, v in data.items()
                                       if isinstance(v, dict) and "data_head" in v)]:
         assert not d.get("torn"), \
@@ -80,8 +86,8 @@ def inpage(guest: Guest, check: str, *args: str, timeout: float = 180) -> dict:
     return data
 
 
-def cycle(guest: Guest) -> dict:
-    c = inpage(guest, "cycle", "60", "64")
+def cycle(guest: Guest, inpage) -> dict:
+    c = inpage("cycle", "60", "64")
     # The probe lays the cycle out in its own page size (mmap.PAGESIZE): it must be the kernel's.
     page = int(guest.run("getconf PAGESIZE").stdout)
     assert c["page_size"] == page, \
@@ -90,10 +96,10 @@ def cycle(guest: Guest) -> dict:
     return c
 
 
-def test_no_record_crosses_a_page(guest: Guest, inpage_pmu: int) -> None:
-    c = cycle(guest)
-    s = inpage(guest, "stream", "2", "8")
-    p = inpage(guest, "oversize", "5")["page"]
+def test_no_record_crosses_a_page(guest: Guest, inpage, inpage_pmu: int) -> None:
+    c = cycle(guest, inpage)
+    s = inpage("stream", "2", "8")
+    p = inpage("oversize", "5")["page"]
     for name, d in (("cycle", c), ("stream", s), ("whole-page records", p)):
         assert d["records"] > 0, f"{name}: no record was written: {d['counters']}"
         # Seed changelog: "indicates whether the requested chunk of memory must be on a
@@ -109,21 +115,21 @@ def test_no_record_crosses_a_page(guest: Guest, inpage_pmu: int) -> None:
         f"the stream must wrap its {s['data_size']}-byte data area: data_head {s['data_head']}"
 
 
-def test_skipped_page_tail_is_zero_filled(guest: Guest, inpage_pmu: int) -> None:
-    c = cycle(guest)
+def test_skipped_page_tail_is_zero_filled(guest: Guest, inpage, inpage_pmu: int) -> None:
+    c = cycle(guest, inpage)
     # Seed changelog: "If the request cannot be satisfied within the current page, the unused
     # portion of the current page is filled with 0s." The ported code does it only then.
     assert not c["gap_problems"], f"zero fill: {c['gap_problems']}"
     assert c["gap_positions"] == c["expected_gap_positions"], \
         f"the page tails skipped are not those the ported code must skip for the cycle's " \
         f"sizes: got {c['gap_positions']}, expected {c['expected_gap_positions']}"
-    s = inpage(guest, "stream", "2", "8")
+    s = inpage("stream", "2", "8")
     assert s["gaps"] > 0 and not s["gap_problems"], \
         f"zero fill while the data area wraps: {s['gaps']} gaps, {s['gap_problems']}"
 
 
-def test_record_content_is_intact(guest: Guest, inpage_pmu: int) -> None:
-    c = cycle(guest)
+def test_record_content_is_intact(guest: Guest, inpage, inpage_pmu: int) -> None:
+    c = cycle(guest, inpage)
     assert not c["content_problems"], f"records differ from what the producer wrote: " \
                                       f"{c['content_problems']}"
     assert c["records"] == c["counters"]["written"] == len(c["expected_sizes"]), \
@@ -135,14 +141,14 @@ def test_record_content_is_intact(guest: Guest, inpage_pmu: int) -> None:
         c["data_head"] == c["expected_data_head"], \
         f"layout differs from the ported code's: data_head {c['data_head']} (expected " \
         f"{c['expected_data_head']}), first positions {c['positions'][:12]}"
-    s = inpage(guest, "stream", "2", "8")
+    s = inpage("stream", "2", "8")
     assert s["records"] > 0 and not s["content_problems"], \
         f"records differ from what the producer wrote (the data area wrapping " \
         f"{s['passes_over_data_area']} times): {s['content_problems']}"
 
 
-def test_a_request_larger_than_a_page_is_refused(guest: Guest, inpage_pmu: int) -> None:
-    o = inpage(guest, "oversize", "5")
+def test_a_request_larger_than_a_page_is_refused(guest: Guest, inpage, inpage_pmu: int) -> None:
+    o = inpage("oversize", "5")
     over, page = o["over"], o["page"]
     # Seed: "the requested size cannot exceed the page size"; __perf_output_begin() goes to
     # `out` (-ENOSPC) before reserving anything and without counting a lost record.
@@ -156,15 +162,15 @@ def test_a_request_larger_than_a_page_is_refused(guest: Guest, inpage_pmu: int) 
     assert page["counters"]["written"] == o["requests"] and page["counters"]["refused"] == 0, \
         f"requests of exactly {o['page_size']} bytes: {page['counters']}"
     assert all(pos % o["page_size"] == 0 for pos in page["positions"]), page["positions"]
-    c = cycle(guest)
+    c = cycle(guest, inpage)
     assert c["counters"]["refused"] == c["oversize_requests"] > 0, \
         f"the cycle's {c['oversize_requests']} oversize requests: {c['counters']}"
     assert c["lost"] == 0 and c["counters"]["failed"] == 0, \
         f"refusals must not be counted as lost records: lost {c['lost']}, {c['counters']}"
 
 
-def test_parser_skips_the_zero_fill(guest: Guest, inpage_pmu: int) -> None:
-    c = cycle(guest)
+def test_parser_skips_the_zero_fill(guest: Guest, inpage, inpage_pmu: int) -> None:
+    c = cycle(guest, inpage)
     # perf_buffer.parse_records_in_page(): a size-0 header off a page boundary is the zero
     # fill, skip to the boundary. It read every record the producer wrote up to data_head.
     assert c["records"] == c["counters"]["written"] and c["gaps"] > 0, \

@@ -7,28 +7,32 @@ seed 004 (the original ABI), ../shared/reference/ring-buffer-abi.md section 1.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING
+
 import pytest
 
 from harness.guest.guest import Guest
 
+if TYPE_CHECKING:
+    from conftest import ProbeCheck
 
-def ring(guest: Guest, check: str, *args: str, user: str = "root", timeout: float | None = None,
-         once: bool = True) -> dict:
-    """The check's observations; with once, shared by the tests that judge them (the checks
-    make their own events, so a rerun would see the same). once=False where the outcome
-    depends on guest state a test sets (perf_event_paranoid)."""
-    run = guest.observe if once else guest.probe
-    data = run("probe_perf_ring", [check, *args], user=user, timeout=timeout).data
-    if "skip" in data:
-        pytest.skip(data["skip"])
-    return data
+
+@pytest.fixture
+def ring(probe_check: ProbeCheck) -> Callable[..., dict]:
+    """ring(CHECK, *ARGS, user=, timeout=, once=): the observations of a check of
+    probes/probe_perf_ring.py (conftest.py ProbeCheck); with once, shared by the tests that
+    judge them. once=False where the outcome depends on guest state a test sets
+    (perf_event_paranoid)."""
+    return partial(probe_check, "probe_perf_ring")
 
 
 # --- 1. mapping rules --------------------------------------------------------------------
 
 @pytest.fixture
-def lengths(guest: Guest) -> dict:
-    return ring(guest, "lengths")
+def lengths(ring) -> dict:
+    return ring("lengths")
 
 
 def test_mmap_length_must_be_one_plus_power_of_two_pages(lengths: dict) -> None:
@@ -67,8 +71,8 @@ def test_control_page_describes_the_mapping(lengths: dict, guest: Guest) -> None
             f"{n} pages: size {c['size']} != offsetof(__reserved) {lengths['reserved_offset']}"
 
 
-def test_inherited_event_on_any_cpu_is_not_mappable(guest: Guest) -> None:
-    d = ring(guest, "inherit")
+def test_inherited_event_on_any_cpu_is_not_mappable(ring) -> None:
+    d = ring("inherit")
     i = {k: d[k] for k in ("inherit_cpu_any", "inherit_cpu_0", "no_inherit_cpu_any")}
     # kernel/events/core.c perf_mmap(): "Don't allow mmap() of inherited per-task counters":
     # if (event->cpu == -1 && event->attr.inherit) return -EINVAL. Only that combination.
@@ -77,8 +81,8 @@ def test_inherited_event_on_any_cpu_is_not_mappable(guest: Guest) -> None:
         f"mmap of attr.inherit with cpu -1 must be EINVAL, with cpu 0 or without inherit ok: {i}"
 
 
-def test_second_mapping_same_size_shares_other_size_refused(guest: Guest) -> None:
-    s = ring(guest, "sharing")
+def test_second_mapping_same_size_shares_other_size_refused(ring) -> None:
+    s = ring("sharing")
     assert s["tail_written_in_one_seen_in_other"] and s["same_data_head"], \
         f"two mappings of one event with the same size must share the buffer: {s}"
     # Seed 004: "Further mmap()s of the same fd must have the same size."
@@ -92,8 +96,8 @@ def test_second_mapping_same_size_shares_other_size_refused(guest: Guest) -> Non
 
 # --- 2. data path ------------------------------------------------------------------------
 
-def test_every_record_parsed_none_torn_head_monotonic(guest: Guest) -> None:
-    d = ring(guest, "datapath")
+def test_every_record_parsed_none_torn_head_monotonic(ring) -> None:
+    d = ring("datapath")
     assert d["torn"] is None, f"a record could not be parsed: {d['torn']}"
     assert d["samples"] == d["fired"], \
         f"{d['fired']} getppid() calls with sample_period 1 gave {d['samples']} samples"
@@ -104,8 +108,8 @@ def test_every_record_parsed_none_torn_head_monotonic(guest: Guest) -> None:
     assert not d["other_record_types"], f"unexpected records: {d['other_record_types']}"
 
 
-def test_records_wrapping_the_end_parse(guest: Guest) -> None:
-    d = ring(guest, "datapath")
+def test_records_wrapping_the_end_parse(ring) -> None:
+    d = ring("datapath")
     assert d["data_size"] % d["record_size"], "the check needs records that do not divide " \
                                               "the data area"
     assert d["wrapped_records"] > 0 and d["torn"] is None, \
@@ -114,8 +118,8 @@ def test_records_wrapping_the_end_parse(guest: Guest) -> None:
 
 # --- 3. back-pressure --------------------------------------------------------------------
 
-def test_full_writable_buffer_drops_and_reports_lost(guest: Guest) -> None:
-    b = ring(guest, "backpressure")
+def test_full_writable_buffer_drops_and_reports_lost(ring) -> None:
+    b = ring("backpressure")
     assert b["fired"] > b["capacity_records"], f"the probe must overfill the buffer: {b}"
     # ring_buffer.c: with data_tail honoured, a full buffer drops new records (counted in
     # rb->lost) and perf_output_begin() writes PERF_RECORD_LOST once there is room.
@@ -126,8 +130,8 @@ def test_full_writable_buffer_drops_and_reports_lost(guest: Guest) -> None:
     assert b["lost_before_new_sample"], "PERF_RECORD_LOST must come before the next sample"
 
 
-def test_lost_record_carries_sample_id(guest: Guest) -> None:
-    b = ring(guest, "backpressure")
+def test_lost_record_carries_sample_id(ring) -> None:
+    b = ring("backpressure")
     sid = b.get("lost_sample_id")
     assert sid is not None, "no PERF_RECORD_LOST to check"
     # perf_event.h: with sample_id_all, non-SAMPLE records end in struct sample_id:
@@ -137,8 +141,8 @@ def test_lost_record_carries_sample_id(guest: Guest) -> None:
     assert sid["pid_is_ours"] and sid["tid_is_ours"], sid
 
 
-def test_unread_records_are_not_overwritten(guest: Guest) -> None:
-    b = ring(guest, "backpressure")
+def test_unread_records_are_not_overwritten(ring) -> None:
+    b = ring("backpressure")
     # What a stalled reader finds is the oldest data, whole: the buffer minus one slot.
     assert b["capacity_records"] - 1 <= b["samples_before_resume"] <= b["capacity_records"], b
     assert b["kept_in_order"], "records kept in a full buffer are out of order (overwritten?)"
@@ -146,8 +150,8 @@ def test_unread_records_are_not_overwritten(guest: Guest) -> None:
 
 # --- 4. overwrite and backward -----------------------------------------------------------
 
-def test_read_only_mapping_overwrites(guest: Guest) -> None:
-    o = ring(guest, "overwrite")["forward"]
+def test_read_only_mapping_overwrites(ring) -> None:
+    o = ring("overwrite")["forward"]
     assert o["bytes_expected"] > o["data_size"], f"the probe must overfill the buffer: {o}"
     # A read-only mapping ignores data_tail: every record is written, data_head counts all.
     assert o["data_head"] == o["bytes_expected"], \
@@ -156,8 +160,8 @@ def test_read_only_mapping_overwrites(guest: Guest) -> None:
     assert t == sorted(t), f"the last records before data_head are not in time order: {t}"
 
 
-def test_write_backward_puts_newest_record_at_head(guest: Guest) -> None:
-    o = ring(guest, "overwrite")["backward"]
+def test_write_backward_puts_newest_record_at_head(ring) -> None:
+    o = ring("overwrite")["backward"]
     assert o["bytes_expected"] > o["data_size"], f"the probe must overfill the buffer: {o}"
     # attr.write_backward: data_head moves down; the record at data_head is the newest.
     assert o["data_head_signed"] == -o["bytes_expected"], \
@@ -166,8 +170,8 @@ def test_write_backward_puts_newest_record_at_head(guest: Guest) -> None:
     assert t == sorted(t, reverse=True), f"records from data_head must be newest first: {t}"
 
 
-def test_pause_output_stops_and_resumes_writing(guest: Guest) -> None:
-    p = ring(guest, "pause")
+def test_pause_output_stops_and_resumes_writing(ring) -> None:
+    p = ring("pause")
     assert p["pause_without_buffer"] == "EINVAL", \
         f"PAUSE_OUTPUT without a buffer: expected EINVAL, got {p['pause_without_buffer']}"
     assert p["head_after_paused_events"] == p["head_before_pause"], \
@@ -179,8 +183,8 @@ def test_pause_output_stops_and_resumes_writing(guest: Guest) -> None:
 
 # --- 5. protection and lifetime ----------------------------------------------------------
 
-def test_store_into_data_page_faults(guest: Guest) -> None:
-    p = ring(guest, "protection")
+def test_store_into_data_page_faults(ring) -> None:
+    p = ring("protection")
     # Only the control page is writable (perf_mmap_fault / map_range: data pages read-only).
     assert p["data_page_store"].get("signal") == "SIGBUS", \
         f"a store into a data page must raise SIGBUS, got {p['data_page_store']}"
@@ -191,13 +195,13 @@ def test_store_into_data_page_faults(guest: Guest) -> None:
         f"the control page must take stores (data_tail): {p['control_page_store']}"
 
 
-def test_forked_child_does_not_inherit_mapping(guest: Guest) -> None:
-    p = ring(guest, "protection")
+def test_forked_child_does_not_inherit_mapping(ring) -> None:
+    p = ring("protection")
     # perf_mmap(): VM_DONTCOPY.
     assert p["mapping_in_parent"] and not p["mapping_in_forked_child"], p
 
 
-def test_buffer_pages_are_mapped_as_the_kernel_says(guest: Guest) -> None:
+def test_buffer_pages_are_mapped_as_the_kernel_says(ring) -> None:
     """Observed, not looked up by version: smaps VmFlags say which model the kernel has.
     b709eb872e19 "perf: map pages in advance" (v6.14; 7.2.13 kernel/events/core.c
     map_range()): perf_mmap() remap_pfn_range()s every page, read-only, into a VM_IO |
@@ -209,7 +213,7 @@ def test_buffer_pages_are_mapped_as_the_kernel_says(guest: Guest) -> None:
     inserted each page on its first fault: one fault per page, Rss counting them, and GUP
     (so /proc/PID/mem) reading them; a store into a data page was SIGBUS there too (FAULT_FLAG_WRITE
     with pgoff != 0; FAULT_FLAG_MKWRITE only for pgoff 0)."""
-    m = ring(guest, "pfnmap")
+    m = ring("pfnmap")
     flags, pages, page_kb = m["vm_flags"], m["pages"], m["page_size"] // 1024
     # Both models: perf_mmap() sets VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP.
     assert {"dc", "de", "dd"} <= set(flags), f"VmFlags {flags}: perf_mmap() sets dc de dd"
@@ -271,7 +275,7 @@ def whole_and_describing(v: dict, page: int) -> str | None:
 
 
 @pytest.mark.parametrize("operation", list(SPLIT_LEAVES))
-def test_buffer_vma_cannot_be_split(guest: Guest, operation: str) -> None:
+def test_buffer_vma_cannot_be_split(guest: Guest, ring, operation: str) -> None:
     """Observed, not looked up by version. "perf/core: Prevent VMA split of buffer mappings"
     (mainline b024d7b56c77, v6.17; 6.12.42 and the other stable lines of 2025-08-12) gave
     perf_mmap_vmops a may_split() returning -EINVAL: the split is refused, the mapping stays
@@ -279,7 +283,7 @@ def test_buffer_vma_cannot_be_split(guest: Guest, operation: str) -> None:
     VMA, perf_mmap_close() then fails its offset/size checks, "reference count leaks"):
     there the parts must be what the split made, and a buffer still held after every part
     is unmapped is that leak, a failure on either kind of kernel."""
-    vma = ring(guest, "vma")
+    vma = ring("vma")
     assert vma["mlock_kb_0"], "the probe runs as root and sets perf_event_mlock_kb 0"
     v = vma[operation]
     page = int(guest.run("getconf PAGESIZE").stdout)
@@ -315,8 +319,8 @@ REMAP_ERRNO = {"growing_mremap": "EFAULT", "growing_mremap_maymove": "EFAULT",
 
 
 @pytest.mark.parametrize("operation", list(REMAP_ERRNO))
-def test_buffer_vma_cannot_grow(guest: Guest, operation: str) -> None:
-    v = ring(guest, "vma")[operation]
+def test_buffer_vma_cannot_grow(guest: Guest, ring, operation: str) -> None:
+    v = ring("vma")[operation]
     page = int(guest.run("getconf PAGESIZE").stdout)
     assert v["result"] == REMAP_ERRNO[operation], \
         f"{operation}: expected {REMAP_ERRNO[operation]}, got {v['result']}"
@@ -325,15 +329,16 @@ def test_buffer_vma_cannot_grow(guest: Guest, operation: str) -> None:
     assert v["new_size_after_unmap"] == "ok", v
 
 
-def test_whole_mapping_can_move(guest: Guest) -> None:
-    v = ring(guest, "vma")
+def test_whole_mapping_can_move(guest: Guest, ring) -> None:
+    v = ring("vma")
     assert v["whole_mremap"] == "ok", f"mremap of the whole buffer: {v['whole_mremap']}"
     page = int(guest.run("getconf PAGESIZE").stdout)
     assert v["control_page_after_move"] == {"data_offset": page, "data_size": 2 * page}
 
 
 @pytest.mark.parametrize("user", ["root", "lab"])
-def test_map_unmap_close_in_any_order_leaks_nothing(guest: Guest, user: str, paranoid) -> None:
+def test_map_unmap_close_in_any_order_leaks_nothing(guest: Guest, ring, user: str,
+                                                    paranoid) -> None:
     """VmPin comes back to its start, and user->locked_vm: after the rounds the user maps its
     whole allowance, perf_event_mlock_kb x online CPUs, exactly as before them (with nothing
     charged before: all of it with nothing pinned), and not a page more (perf_mmap(): past the allowance the pages are pinned_vm, which must
@@ -342,7 +347,7 @@ def test_map_unmap_close_in_any_order_leaks_nothing(guest: Guest, user: str, par
     default limits (RLIMIT_MEMLOCK 8 MiB) leaked rounds would never have ended in EPERM:
     locked_vm stops at the allowance and the rest fits the rlimit."""
     paranoid(2)  # the unprivileged user may use its own user-space events
-    leak = ring(guest, "leak", "300", user=user, once=False)
+    leak = ring("leak", "300", user=user, once=False)
     assert leak["failure"] is None, \
         f"open/mmap/close/munmap round {leak['failure']} failed: a leaked charge?"
     assert leak["vm_pin_kb_end"] == leak["vm_pin_kb_start"], \
@@ -383,7 +388,7 @@ REFUSALS_UNDONE = {
 }
 
 
-def test_refused_mmaps_leave_nothing_behind(guest: Guest, paranoid, check, new_splats) -> None:
+def test_refused_mmaps_leave_nothing_behind(ring, paranoid, check, new_splats) -> None:
     """Issue 23 §4: a refused mmap leaves the event as it was. After each refusal the good
     mapping (1+2 pages) maps again with the same control page as the first; the event still
     writes samples into its buffer; VmPin is back; the user's whole allowance
@@ -394,7 +399,7 @@ def test_refused_mmaps_leave_nothing_behind(guest: Guest, paranoid, check, new_s
     rather than pinned, while the good mapping fits even if earlier tests left the user's
     allowance charged."""
     paranoid(2)
-    r = ring(guest, "refusals-undone", user="lab", once=False)
+    r = ring("refusals-undone", user="lab", once=False)
     first = r["first"]
     assert first["result"] == "ok", f"the good mapping (1+2 pages) must map: {first}"
     for name, want in REFUSALS_UNDONE.items():
@@ -430,22 +435,22 @@ def test_refused_mmaps_leave_nothing_behind(guest: Guest, paranoid, check, new_s
 
 # --- 6. wakeups --------------------------------------------------------------------------
 
-def test_wakeup_events_delivers_pollin_when_due(guest: Guest) -> None:
-    w = ring(guest, "wakeups")
+def test_wakeup_events_delivers_pollin_when_due(ring) -> None:
+    w = ring("wakeups")
     assert not w["events_before"], "POLLIN before wakeup_events samples were written"
     assert w["events_at"], "no POLLIN after wakeup_events samples"
 
 
-def test_watermark_delivers_pollin_past_watermark(guest: Guest) -> None:
-    w = ring(guest, "wakeups")
+def test_watermark_delivers_pollin_past_watermark(ring) -> None:
+    w = ring("wakeups")
     assert w["watermark_bytes_before"] < 1024 <= w["watermark_bytes_after"], w
     assert not w["watermark_before"], \
         f"POLLIN at {w['watermark_bytes_before']} bytes, below the 1024-byte watermark"
     assert w["watermark_after"], f"no POLLIN at {w['watermark_bytes_after']} bytes"
 
 
-def test_default_watermark_is_half_the_buffer(guest: Guest) -> None:
-    w = ring(guest, "wakeups")
+def test_default_watermark_is_half_the_buffer(ring) -> None:
+    w = ring("wakeups")
     # perf_event_open(2): wakeup_watermark 0 means the default; ring_buffer_init():
     # `if (!rb->watermark) rb->watermark = max_size / 2;`
     half = w["default_watermark"]
@@ -456,16 +461,16 @@ def test_default_watermark_is_half_the_buffer(guest: Guest) -> None:
         f"the buffer ({half})"
 
 
-def test_pollhup_after_monitored_task_exits(guest: Guest) -> None:
-    w = ring(guest, "wakeups")
+def test_pollhup_after_monitored_task_exits(ring) -> None:
+    w = ring("wakeups")
     assert not w["hup_while_alive"], "POLLHUP while the monitored task still runs"
     assert w["hup_after_exit"], "no POLLHUP after the monitored task exited"
 
 
 # --- 7. sharing --------------------------------------------------------------------------
 
-def test_set_output_routes_two_events_into_one_buffer(guest: Guest) -> None:
-    s = ring(guest, "set-output")
+def test_set_output_routes_two_events_into_one_buffer(ring) -> None:
+    s = ring("set-output")
     assert s["set_output"] == "ok", f"PERF_EVENT_IOC_SET_OUTPUT: {s['set_output']}"
     assert (s["from_first"], s["from_second"], s["from_neither"]) == (10, 10, 0), \
         f"10 samples from each event expected in the shared buffer: {s}"
@@ -474,7 +479,7 @@ def test_set_output_routes_two_events_into_one_buffer(guest: Guest) -> None:
 SEEN_ALL = {"from_first": 10, "from_second": 10, "from_neither": 0}
 
 
-def test_mmap_of_a_redirected_never_mapped_event(guest: Guest) -> None:
+def test_mmap_of_a_redirected_never_mapped_event(ring) -> None:
     """Observed, not looked up by version. d06bf78e55d5 "perf: Fix refcount warning on
     event->mmap_count increment" (v6.19; 6.18.y) made perf_mmap_rb() refuse it: "If this
     event doesn't have mmap_count, we're attempting to create an alias of another event's
@@ -483,7 +488,7 @@ def test_mmap_of_a_redirected_never_mapped_event(guest: Guest) -> None:
     target's buffer and counted the event mapped, so its munmap ran perf_mmap_close():
     event->mmap_count reached 0 and ring_buffer_attach(event, NULL) cut the redirection.
     Either way the size check comes first: another size is EINVAL (data_page_nr())."""
-    s = ring(guest, "set-output-mmap")
+    s = ring("set-output-mmap")
     assert s["other_size"] == "EINVAL", \
         f"mmap of the redirected event with another size than the target's buffer: " \
         f"expected EINVAL (data_page_nr(event->rb) != nr_pages), got {s['other_size']}"
@@ -523,9 +528,9 @@ def paranoid(guest: Guest):
     set_level(int(before))
 
 
-def test_unprivileged_user_at_paranoid_2(guest: Guest, paranoid) -> None:
+def test_unprivileged_user_at_paranoid_2(ring, paranoid) -> None:
     paranoid(2)
-    u = ring(guest, "unprivileged", user="lab", once=False)
+    u = ring("unprivileged", user="lab", once=False)
     assert u["euid"] != 0 and u["perf_event_paranoid"] == 2
     # perf-security.rst, paranoid 2: user-space measurement of own tasks only.
     assert u["self_user_only"] == "ok", f"own task, user space only: {u['self_user_only']}"
@@ -538,12 +543,12 @@ def test_unprivileged_user_at_paranoid_2(guest: Guest, paranoid) -> None:
         f"event on PID 1: expected EACCES, got {u['pid_1_user_only']}"
 
 
-def test_unprivileged_user_at_debian_paranoid_3(guest: Guest, paranoid) -> None:
+def test_unprivileged_user_at_debian_paranoid_3(guest: Guest, ring, paranoid) -> None:
     if guest.kernel.config_option("SECURITY_PERF_EVENTS_RESTRICT") != "y":
         pytest.skip("kernel has no perf_event_paranoid level 3 "
                     "(CONFIG_SECURITY_PERF_EVENTS_RESTRICT, a Debian/Android patch)")
     paranoid(3)
-    u = ring(guest, "unprivileged", user="lab", once=False)
+    u = ring("unprivileged", user="lab", once=False)
     # Debian's "security,perf: Allow further restriction of perf_event_open": level 3
     # refuses perf_event_open to unprivileged users altogether.
     refused = {k: u[k] for k in ("self_user_only", "self_with_kernel", "cpu_wide_user_only",
@@ -554,8 +559,8 @@ def test_unprivileged_user_at_debian_paranoid_3(guest: Guest, paranoid) -> None:
 # --- 9. concurrency ----------------------------------------------------------------------
 
 @pytest.mark.guest(cpus=2)
-def test_concurrent_producers_every_sample_read_once_or_lost(guest: Guest) -> None:
-    c = ring(guest, "concurrency", "3")
+def test_concurrent_producers_every_sample_read_once_or_lost(ring) -> None:
+    c = ring("concurrency", "3")
     assert c["torn"] is None, f"torn record under concurrency: {c['torn']}"
     assert c["duplicates"] == 0, f"{c['duplicates']} samples read twice"
     assert c["event_count"] == c["produced"] + c["read_other_processes"], \

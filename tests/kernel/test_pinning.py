@@ -15,10 +15,14 @@ shows there as pinned pages the model does not expect.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 from charge_model import ChargeModel
 
-from harness.guest.guest import Guest
+if TYPE_CHECKING:
+    from conftest import ProbeCheck
+
 
 def in_kb(ops: list[str], page: int) -> list[str]:
     """The scenarios give limits in pages ("mlock=129p": 516 KB with 4 KiB pages, 2064 KB
@@ -33,16 +37,14 @@ def in_kb(ops: list[str], page: int) -> list[str]:
     return out
 
 
-def run_script(guest: Guest, ops: list[str], paranoid: int = 2, allowance: bool = True
+def run_script(probe_check: ProbeCheck, ops: list[str], paranoid: int = 2, allowance: bool = True
                ) -> tuple[list[dict], list[str]]:
     """Run ops in the guest (plus the allowance check) and return (steps, mismatches)."""
     if allowance:
         ops = ops + allowance_ops(ops)
-    page = int(guest.run("getconf PAGESIZE").stdout)
+    page = int(probe_check.guest.run("getconf PAGESIZE").stdout)
     ops = in_kb(ops, page)
-    data = guest.probe("probe_pinning", ["script", f"paranoid={paranoid}", *ops]).data
-    if "skip" in data:
-        pytest.skip(data["skip"])
+    data = probe_check("probe_pinning", "script", f"paranoid={paranoid}", *ops, once=False)
     assert "error" not in data and "signal" not in data, f"the script's process failed: {data}"
     # What each user had charged before the script (user_struct outlives a test: an earlier
     # test's leak among it) is the model's start, so a test is judged on its own steps.
@@ -83,24 +85,24 @@ WHO = pytest.mark.parametrize("who", ["root", "user", "user+ipc_lock"])
 
 
 @WHO
-def test_under_the_mlock_limit_nothing_is_pinned(guest: Guest, who: str) -> None:
-    check(run_script(guest, ["mlock=129p", f"as={who}", "map=9", "map=17", "map=65",
-                             "unmap=2", "unmap=1", "unmap=0"]),
+def test_under_the_mlock_limit_nothing_is_pinned(probe_check, who: str) -> None:
+    check(run_script(probe_check, ["mlock=129p", f"as={who}", "map=9", "map=17", "map=65",
+                                   "unmap=2", "unmap=1", "unmap=0"]),
           "pages within perf_event_mlock_kb x CPUs go to the user's locked_vm, not VmPin")
 
 
 @WHO
-def test_over_the_mlock_limit_the_rest_is_pinned(guest: Guest, who: str) -> None:
-    check(run_script(guest, ["mlock=16p", f"as={who}", "map=9", "map=17", "map=33", "map=5",
-                             "unmap=2", "unmap=0", "unmap=3", "unmap=1"]),
+def test_over_the_mlock_limit_the_rest_is_pinned(probe_check, who: str) -> None:
+    check(run_script(probe_check, ["mlock=16p", f"as={who}", "map=9", "map=17", "map=33", "map=5",
+                                   "unmap=2", "unmap=0", "unmap=3", "unmap=1"]),
           "past perf_event_mlock_kb x CPUs the pages go to VmPin, and come back on munmap")
 
 
 @WHO
-def test_rlimit_memlock_bounds_what_is_pinned(guest: Guest, who: str) -> None:
-    steps, wrong = run_script(guest, ["rlimit=16p", "mlock=0", f"as={who}", "map=5", "map=9",
-                                      "map=3", "map=2", "unmap=0", "map=3", "unmap=1",
-                                      "unmap=3", "unmap=4"])
+def test_rlimit_memlock_bounds_what_is_pinned(probe_check, who: str) -> None:
+    steps, wrong = run_script(probe_check, ["rlimit=16p", "mlock=0", f"as={who}", "map=5", "map=9",
+                                            "map=3", "map=2", "unmap=0", "map=3", "unmap=1",
+                                            "unmap=3", "unmap=4"])
     assert not wrong, "pinned pages past RLIMIT_MEMLOCK are EPERM without CAP_IPC_LOCK:\n  " \
         + "\n  ".join(wrong)
     refused = [s["op"] for s in steps if s["result"] == "EPERM"]
@@ -109,48 +111,48 @@ def test_rlimit_memlock_bounds_what_is_pinned(guest: Guest, who: str) -> None:
         "may be refused"
 
 
-def test_paranoid_minus_one_lifts_rlimit_memlock(guest: Guest) -> None:
-    check(run_script(guest, ["rlimit=4p", "mlock=0", "as=user", "map=9", "map=17",
-                             "unmap=0", "unmap=1"], paranoid=-1),
+def test_paranoid_minus_one_lifts_rlimit_memlock(probe_check) -> None:
+    check(run_script(probe_check, ["rlimit=4p", "mlock=0", "as=user", "map=9", "map=17",
+                                   "unmap=0", "unmap=1"], paranoid=-1),
           "with perf_event_paranoid -1 (perf_is_paranoid() false) RLIMIT_MEMLOCK does not apply")
 
 
-def test_mlock_limit_lowered_and_raised_while_mapped(guest: Guest) -> None:
-    check(run_script(guest, ["mlock=129p", "as=user", "map=33", "mlock=0", "map=9",
-                             "mlock=129p", "map=9", "mlock=4p", "unmap=0", "map=5",
-                             "unmap=1", "unmap=2", "unmap=3"]),
+def test_mlock_limit_lowered_and_raised_while_mapped(probe_check) -> None:
+    check(run_script(probe_check, ["mlock=129p", "as=user", "map=33", "mlock=0", "map=9",
+                                   "mlock=129p", "map=9", "mlock=4p", "unmap=0", "map=5",
+                                   "unmap=1", "unmap=2", "unmap=3"]),
           "a changed perf_event_mlock_kb applies to new mappings; the old ones give back "
           "exactly what they took")
 
 
-def test_charges_come_back_on_close_exit_and_failed_mmap(guest: Guest) -> None:
+def test_charges_come_back_on_close_exit_and_failed_mmap(probe_check) -> None:
     # The last rlimit= puts Debian's default RLIMIT_MEMLOCK (8192 KB, the hard limit `lab`
     # cannot raise past) back: a size in KB, not in pages.
-    check(run_script(guest, ["mlock=4p", "as=user", "map=9", "close=0", "map=17", "unmap=0",
-                             "fork-map=33", "map=4", "map=0", "rlimit=2p", "map=33",
-                             "unmap=1", "rlimit=8192"]),
+    check(run_script(probe_check, ["mlock=4p", "as=user", "map=9", "close=0", "map=17", "unmap=0",
+                                   "fork-map=33", "map=4", "map=0", "rlimit=2p", "map=33",
+                                   "unmap=1", "rlimit=8192"]),
           "close before munmap keeps the charge until munmap; exit returns it; a refused "
           "mmap (EINVAL, EPERM) charges nothing")
 
 
-def test_failed_aux_mmaps_charge_nothing(guest: Guest) -> None:
+def test_failed_aux_mmaps_charge_nothing(probe_check) -> None:
     ops = ["mlock=16p", "as=user", "map=9"] + ["aux=0:8", "aux=0:3"] * 150 + ["unmap=0"]
-    check(run_script(guest, ops),
+    check(run_script(probe_check, ops),
           "an AUX mmap refused on a software event (EOPNOTSUPP, EINVAL) charges nothing and "
           "leaves the data buffer's charge to come back whole")
 
 
 @WHO
-def test_aux_area_is_charged_by_the_rule(guest: Guest, test_pmu: int, who: str) -> None:
+def test_aux_area_is_charged_by_the_rule(probe_check, test_pmu: int, who: str) -> None:
     """A real AUX area (the test PMU) is charged like a data buffer of its pages (perf_mmap():
     user_extra = nr_pages, then the same `accounting:`), given back on munmap, and EPERM past
     the allowance plus RLIMIT_MEMLOCK without CAP_IPC_LOCK. mlock 8 KB (2 pages a CPU) and
     RLIMIT_MEMLOCK 48 KB (12 pages) make the 8-page AUX area of step 6 too much on 1 or 2
     CPUs; as `lab` the identity is the script's (real uid 1000, effective capabilities
     cleared: what current_user() and capable() see, as for guest.probe(user="lab"))."""
-    steps, wrong = run_script(guest, ["mlock=2p", "rlimit=12p", f"as={who}", "pmu-map=3",
-                                      "pmu-aux=0:4", "pmu-map=2", "pmu-aux=1:8", "unmap=0",
-                                      "pmu-map=2", "pmu-aux=2:8", "unmap=1", "unmap=2"])
+    steps, wrong = run_script(probe_check, ["mlock=2p", "rlimit=12p", f"as={who}", "pmu-map=3",
+                                            "pmu-aux=0:4", "pmu-map=2", "pmu-aux=1:8", "unmap=0",
+                                            "pmu-map=2", "pmu-aux=2:8", "unmap=1", "unmap=2"])
     assert not wrong, "an AUX area's pages go to locked_vm up to perf_event_mlock_kb x CPUs, " \
         "the rest to VmPin within RLIMIT_MEMLOCK, and come back on munmap:\n  " \
         + "\n  ".join(wrong)
@@ -161,23 +163,24 @@ def test_aux_area_is_charged_by_the_rule(guest: Guest, test_pmu: int, who: str) 
 
 
 @pytest.mark.parametrize("who", ["root", "user"])
-def test_a_split_aux_area_gives_its_charge_back(guest: Guest, test_pmu: int, who: str) -> None:
+def test_a_split_aux_area_gives_its_charge_back(probe_check, test_pmu: int, who: str) -> None:
     """munmap of the AUX area's first page: refused since b024d7b56c77 (may_split), let
     through before it. Either way, once every part is unmapped the AUX area's pages are back
     in the user's allowance (the script's last step maps all of it): the commit's "reference
     count leaks" show there as pages pinned that the model does not expect."""
-    check(run_script(guest, ["mlock=129p", f"as={who}", "pmu-map=3", "pmu-aux-split=0:4",
-                             "unmap=0"]),
+    check(run_script(probe_check, ["mlock=129p", f"as={who}", "pmu-map=3", "pmu-aux-split=0:4",
+                                   "unmap=0"]),
           "a split AUX area's charge comes back whole when its parts are unmapped")
 
 
-def charged_once(guest: Guest, check, ops: list[str], again_pages: int, rule: str) -> None:
+def charged_once(probe_check: ProbeCheck, check, ops: list[str], again_pages: int,
+                 rule: str) -> None:
     """Run a script that maps buffers more than once, and judge it by the charge model (a
     second mapping charges nothing). The symptom of a second charge never given back, the
     known issue perf-mmap-second-mapping-charged, is recorded as its own check: the user's
     allowance, mapped whole at the end, then pins exactly the pages of the extra mappings."""
-    steps, wrong = run_script(guest, ops)
-    page_kb = int(guest.run("getconf PAGESIZE").stdout) // 1024
+    steps, wrong = run_script(probe_check, ops)
+    page_kb = int(probe_check.guest.run("getconf PAGESIZE").stdout) // 1024
     fill = steps[len(ops):]  # allowance_ops(): the user's whole allowance, mapped
     before = [w for w in wrong if not w.startswith("step ") or int(w.split()[1]) < len(ops)]
     assert not before, f"{rule}:\n  " + "\n  ".join(before)
@@ -195,52 +198,50 @@ def charged_once(guest: Guest, check, ops: list[str], again_pages: int, rule: st
 # of 129 pages before the test), which leaves no room to see a second charge.
 @pytest.mark.guest(fresh=True)
 @pytest.mark.parametrize("who", ["root", "user"])
-def test_a_buffer_mapped_twice_is_charged_once(guest: Guest, check, who: str) -> None:
+def test_a_buffer_mapped_twice_is_charged_once(probe_check, check, who: str) -> None:
     """perf_mmap() on an event whose buffer is mapped already takes a reference and charges
     nothing (6.12: `goto unlock` before `accounting:`); perf_mmap_close() gives the buffer's
     charge back once, at its last munmap. A second charge is never given back: it shows as
     pages pinned when the script's last step maps the user's whole allowance."""
-    charged_once(guest, check, ["mlock=129p", f"as={who}", "map=3", "remap=0", "remap=0",
-                                "map=9", "remap=1", "unmap=0", "unmap=1"], 3 + 3 + 9,
-                 "a buffer mapped three times is charged once, and all of it comes back")
+    charged_once(probe_check, check, ["mlock=129p", f"as={who}", "map=3", "remap=0", "remap=0",
+                                      "map=9", "remap=1", "unmap=0", "unmap=1"], 3 + 3 + 9,
+                       "a buffer mapped three times is charged once, and all of it comes back")
 
 
 @pytest.mark.guest(fresh=True)
 @pytest.mark.parametrize("who", ["root", "user"])
-def test_an_aux_area_mapped_twice_is_charged_once(guest: Guest, check, test_pmu: int,
+def test_an_aux_area_mapped_twice_is_charged_once(probe_check, check, test_pmu: int,
                                                   who: str) -> None:
     """The same for the AUX area (rb->aux_mmap_count): the data buffer mapped once, its AUX
     area twice; charged once, all of it back when both are unmapped."""
-    charged_once(guest, check, ["mlock=129p", f"as={who}", "pmu-map=3", "pmu-aux=0:4",
-                                "pmu-aux-again=0", "unmap=0"], 4,
-                 "an AUX area mapped twice is charged once, and all of it comes back")
+    charged_once(probe_check, check, ["mlock=129p", f"as={who}", "pmu-map=3", "pmu-aux=0:4",
+                                      "pmu-aux-again=0", "unmap=0"], 4,
+                       "an AUX area mapped twice is charged once, and all of it comes back")
 
 
-def test_tracefs_mapping_charges_nothing(guest: Guest) -> None:
-    check(run_script(guest, ["as=root", "mlock=65p", "tracefs-map", "map=65", "unmap=0",
-                             "tracefs-unmap"]),
+def test_tracefs_mapping_charges_nothing(probe_check) -> None:
+    check(run_script(probe_check, ["as=root", "mlock=65p", "tracefs-map", "map=65", "unmap=0",
+                                   "tracefs-unmap"]),
           "a trace_pipe_raw mapping (kernel ring-buffer pages) is not charged to locked_vm "
           "or pinned_vm")
 
 
-def test_concurrent_map_unmap_leaves_nothing_charged(guest: Guest, new_splats) -> None:
-    s = guest.probe("probe_pinning", ["stress", "6", "6"]).data
+def test_concurrent_map_unmap_leaves_nothing_charged(probe_check, new_splats) -> None:
+    s = probe_check("probe_pinning", "stress", "6", "6", once=False)
     assert not s["worker_errors"], f"stress workers failed: {s['worker_errors']}"
     assert s["rounds"] > 0, f"no map/unmap round ran: {s}"
     assert s["prober_vm_pin_kb"] == 0, s
     print(f"stress: {s['rounds']} map/unmap rounds in {s['procs']} processes, {s['killed']} "
           "SIGKILLed mid-run")
-    check(run_script(guest, ["as=user"]),
+    check(run_script(probe_check, ["as=user"]),
           f"after {s['rounds']} map/unmap rounds in {s['procs']} processes ({s['killed']} "
           "SIGKILLed) the user's allowance must be whole")
     assert not new_splats(), f"kernel splats: {new_splats()}"
 
 
 @pytest.mark.guest(memory_mb=256)
-def test_pinned_buffers_survive_memory_pressure(guest: Guest, new_splats) -> None:
-    p = guest.probe("probe_pinning", ["pressure"]).data
-    if "skip" in p:
-        pytest.skip(p["skip"])
+def test_pinned_buffers_survive_memory_pressure(probe_check, new_splats) -> None:
+    p = probe_check("probe_pinning", "pressure", once=False)
     assert "error" not in p.get("hog", {}), f"the memory hog failed: {p['hog']}"
     assert p["perf_bytes_unchanged"], \
         "the perf buffer's bytes changed under memory pressure and compaction"
@@ -254,9 +255,7 @@ def test_pinned_buffers_survive_memory_pressure(guest: Guest, new_splats) -> Non
     print(f"memory hog: {p['hog']}")
 
 
-def test_shmem_detached_events(guest: Guest) -> None:
-    d = guest.probe("probe_pinning", ["detached"]).data
-    if "skip" in d:
-        pytest.skip(d["skip"])
+def test_shmem_detached_events(probe_check) -> None:
+    d = probe_check("probe_pinning", "detached", once=False)
     pytest.fail(f"this kernel offers detached events ({d}); the lab has no checks for the "
                 "seed 002 promises yet (pinned while the task runs, data kept when not)")

@@ -9,25 +9,32 @@ map_test.c, ../shared/reference/ring-buffer-abi.md section 4, seed 003 (the RFC)
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING
+
 import pytest
 
 from harness.guest.guest import Guest
 from harness.kernels.kernel import release_version
 
+if TYPE_CHECKING:
+    from conftest import ProbeCheck
+
 META_STRUCT_LEN = 80  # sizeof(struct trace_buffer_meta) in trace_mmap.h since v6.10
 
 
-def trace(guest: Guest, check: str, *args: str, timeout: float | None = None) -> dict:
-    data = guest.observe("probe_trace_mmap", [check, *args], timeout=timeout).data
-    if "skip" in data:
-        pytest.skip(data["skip"])
-    return data
+@pytest.fixture
+def trace(probe_check: ProbeCheck) -> Callable[..., dict]:
+    """trace(CHECK, *ARGS, timeout=): the observations of a check of probes/probe_trace_mmap.py
+    (conftest.py ProbeCheck), shared by the tests that judge them."""
+    return partial(probe_check, "probe_trace_mmap")
 
 
 # --- 6. which ABI ----------------------------------------------------------------------------
 
-def test_kernel_speaks_the_mainline_mapping_abi(guest: Guest, kernel_fact) -> None:
-    a = trace(guest, "abi")
+def test_kernel_speaks_the_mainline_mapping_abi(trace, kernel_fact) -> None:
+    a = trace("abi")
     kernel_fact("trace_pipe_raw mmap ABI", f"{a['abi']} ({a['why']})")
     version = release_version(a["release"])
     if version is not None and version < (6, 10, 0):
@@ -42,8 +49,8 @@ def test_kernel_speaks_the_mainline_mapping_abi(guest: Guest, kernel_fact) -> No
 # --- 1. meta page ------------------------------------------------------------------------
 
 @pytest.fixture
-def meta(guest: Guest) -> dict:
-    return trace(guest, "meta")
+def meta(trace) -> dict:
+    return trace("meta")
 
 
 def test_meta_page_fields_describe_the_buffer(meta: dict) -> None:
@@ -111,8 +118,8 @@ def test_meta_page_padding_is_zero(meta: dict) -> None:
 @pytest.mark.guest(cpus=2)
 @pytest.mark.parametrize("cpu", [0, 1])
 @pytest.mark.parametrize("subbuf_kb", [4, 8, 64])
-def test_mapped_events_are_the_events_written(guest: Guest, subbuf_kb: int, cpu: int) -> None:
-    d = trace(guest, "data", str(subbuf_kb), str(cpu))
+def test_mapped_events_are_the_events_written(trace, subbuf_kb: int, cpu: int) -> None:
+    d = trace("data", str(subbuf_kb), str(cpu))
     m = d["mapped"]
     assert m["torn"] is None, f"a sub-buffer did not parse: {m['torn']}"
     assert d["mapped_equals_written"], \
@@ -132,9 +139,9 @@ def test_mapped_events_are_the_events_written(guest: Guest, subbuf_kb: int, cpu:
 @pytest.mark.guest(cpus=2)
 @pytest.mark.parametrize("cpu", [0, 1])
 @pytest.mark.parametrize("subbuf_kb", [4, 8, 64])
-def test_read_gives_the_same_events_as_the_mapping(guest: Guest, subbuf_kb: int,
+def test_read_gives_the_same_events_as_the_mapping(trace, subbuf_kb: int,
                                                     cpu: int) -> None:
-    d = trace(guest, "data", str(subbuf_kb), str(cpu))
+    d = trace("data", str(subbuf_kb), str(cpu))
     assert d["read_torn"] is None, f"a page from read() did not parse: {d['read_torn']}"
     assert d["read_equals_written"] and d["mapped_equals_written"], \
         f"the same workload read with read() ({d['read_count']} events) and through the " \
@@ -144,8 +151,8 @@ def test_read_gives_the_same_events_as_the_mapping(guest: Guest, subbuf_kb: int,
 # --- 3. overflow ---------------------------------------------------------------------------
 
 @pytest.fixture
-def overflow(guest: Guest) -> dict:
-    return trace(guest, "overflow")
+def overflow(trace) -> dict:
+    return trace("overflow")
 
 
 def test_overflow_counters_account_for_every_event(overflow: dict) -> None:
@@ -181,7 +188,7 @@ def test_overflow_is_flagged_in_the_sub_buffer(overflow: dict) -> None:
             f"stored missed-event counts {d['stored_lost']} != overrun {overrun}"
 
 
-def test_meta_pages_lost_and_touched_count_the_writer(guest: Guest) -> None:
+def test_meta_pages_lost_and_touched_count_the_writer(trace) -> None:
     """Observed, not looked up by version. "ring-buffer: Add page statistics to the meta-page"
     (the pKVM tracing series; 7.2.13 include/uapi/linux/trace_mmap.h) made the two words after
     `read`, Reserved1/Reserved2 before, pages_lost and pages_touched; rb_update_meta_page()
@@ -192,7 +199,7 @@ def test_meta_pages_lost_and_touched_count_the_writer(guest: Guest) -> None:
     after W writes pages_touched = (W - 1) // E and overrun = E * pages_lost exactly. A kernel
     that leaves both words 0 after sub-buffers were written and overwritten has no such
     fields: skipped."""
-    c = trace(guest, "page-counters")
+    c = trace("page-counters")
     fresh, a, b = c["fresh"], c["after_first"], c["after_second"]
     words = ("pages_lost", "pages_touched")
     assert b["overrun"] > 0, f"the check must overwrite sub-buffers: overrun {b['overrun']}"
@@ -229,8 +236,8 @@ def test_meta_pages_lost_and_touched_count_the_writer(guest: Guest) -> None:
 
 # --- 4. refusals ---------------------------------------------------------------------------
 
-def test_refused_mappings_fail_on_an_unmapped_buffer(guest: Guest, check) -> None:
-    r = trace(guest, "first-mapping")
+def test_refused_mappings_fail_on_an_unmapped_buffer(trace, check) -> None:
+    r = trace("first-mapping")
     # __rb_map_vma(): VM_WRITE, VM_EXEC or !VM_MAYSHARE -> EPERM; pgoff off a sub-buffer
     # (order > 0) or past the end -> EINVAL. ring_buffer_map() must return that error.
     expected = {"prot_write": "EPERM", "prot_exec": "EPERM", "map_private": "EPERM",
@@ -271,8 +278,8 @@ def check_left_nothing(check, prefix: str, after: dict, when: str) -> None:
 
 
 @pytest.fixture
-def refusals(guest: Guest) -> dict:
-    return trace(guest, "refusals")
+def refusals(trace) -> dict:
+    return trace("refusals")
 
 
 def test_refused_mappings_while_mapped_leave_nothing_behind(refusals: dict, check) -> None:
@@ -355,8 +362,8 @@ def test_ioctls_on_unmapped_and_unknown(refusals: dict) -> None:
 
 # --- 5. lifetime ---------------------------------------------------------------------------
 
-def lifetime(guest: Guest, part: str, new_splats) -> dict:
-    d = trace(guest, "lifetime", part)
+def lifetime(trace, part: str, new_splats) -> dict:
+    d = trace("lifetime", part)
     # A splat here fails the test through the plugin (harness/results/verdicts.py), which also
     # lets a known issue excuse exactly its own splat; print the titles beside the data.
     print(f"lifetime case '{part}': kernel splats {new_splats() or 'none'}")
@@ -458,8 +465,8 @@ def test_mapping_cannot_be_split_or_grown(guest: Guest, new_splats) -> None:
     assert not new_splats(), f"kernel splats: {new_splats()}"
 
 
-def test_latency_tracer_refused_while_mapped(guest: Guest, new_splats) -> None:
-    d = trace(guest, "latency-tracer")
+def test_latency_tracer_refused_while_mapped(trace, new_splats) -> None:
+    d = trace("latency-tracer")
     # tracing_set_tracer(): switching to a tracer with use_max_tr arms the snapshot, and
     # 6.12's tracing_arm_snapshot_locked() refuses that on a mapped buffer: "if
     # (tr->snapshot == UINT_MAX || tr->mapped) return -EBUSY". The instance starts with nop,
@@ -485,8 +492,8 @@ def test_latency_tracer_refused_while_mapped(guest: Guest, new_splats) -> None:
 
 # --- 7. readers side by side ---------------------------------------------------------------
 
-def test_mapping_and_read_consume_from_one_position(guest: Guest, new_splats) -> None:
-    r = trace(guest, "readers")
+def test_mapping_and_read_consume_from_one_position(trace, new_splats) -> None:
+    r = trace("readers")
     print(f"read() on the mapped fd: {r['read_on_mapped_fd']}; splice() of the mapped buffer: "
           f"{r['splice_on_mapped']}")
     # ring_buffer_read_page() copies events out of a mapped buffer instead of swapping
@@ -503,8 +510,8 @@ def test_mapping_and_read_consume_from_one_position(guest: Guest, new_splats) ->
     assert not new_splats(), f"kernel splats: {new_splats()}"
 
 
-def test_read_of_whole_subbuffers_leaves_the_mapping_intact(guest: Guest, new_splats) -> None:
-    f = trace(guest, "full-read")
+def test_read_of_whole_subbuffers_leaves_the_mapping_intact(trace, new_splats) -> None:
+    f = trace("full-read")
     # ring_buffer_read_page() copies a full sub-buffer of a mapped buffer out instead of
     # swapping it (117c39200d9d): read() and the mapping, in turn, give each event once.
     assert f["torn"] is None, f["torn"]

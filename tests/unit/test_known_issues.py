@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -43,26 +44,25 @@ def recorded(name: str) -> dict[str, Any]:
     return json.loads((DATA / f"{name}-6.12.107.json").read_text())
 
 
-class FakeGuest:
-    """What the kernel tests ask of a guest, answered from a recorded probe output."""
+# The fixtures of the kernel test modules that run a check of their probe (aux("truncated"),
+# trace("first-mapping") ...: conftest.py ProbeCheck bound to the module's probe).
+PROBE_CHECKS = ("ring", "aux", "trace", "inpage")
 
-    def __init__(self, data: dict[str, Any]) -> None:
-        self.data = data
 
-    def observe(self, name: str, args: list[str], timeout: float = 0) -> Any:
-        return type("Result", (), {"data": self.data})()
-
-    probe = observe
+def answering(data: dict[str, Any]) -> Any:
+    """A probe-check fixture answering every check with a recorded probe output."""
+    return lambda check, *args, **kw: data
 
 
 def run_kernel_test(test: Any, probe: dict[str, Any], **fixtures: Any
                     ) -> tuple[verdicts.Checks, str | None]:
-    """Run a kernel test's own function on a recorded probe output (given as its `guest`, or
-    as the fixture named in fixtures): its failed checks, and the first line of the exception
-    it ended with."""
+    """Run a kernel test's own function on a recorded probe output (given as its probe-check
+    fixture, or as the fixtures named): its failed checks, and the first line of the
+    exception it ended with."""
     checks = verdicts.Checks()
     if not fixtures:
-        fixtures = {"guest": FakeGuest(probe)}
+        fixtures = {name: answering(probe) for name in inspect.signature(test).parameters
+                    if name in PROBE_CHECKS}
     try:
         test(check=checks, **fixtures)
     except AssertionError as e:
@@ -235,17 +235,17 @@ def test_aux_truncation_that_does_not_stop_the_event() -> None:
     test = kernel_test("test_perf_aux", "test_a_truncation_stops_the_event")
     r = recorded("aux-truncated")
     issues = issues_of(r["test"])
-    fixtures = {"guest": FakeGuest(r["probe"]), "test_pmu": 1}
+    fixtures = {"aux": answering(r["probe"]), "test_pmu": 1}
     checks, raised = run_kernel_test(test, r["probe"], **fixtures)
     assert verdicts.judge(checks.failures, [], issues, raised).outcome == "xfailed"
     # The same symptom beside aux_head moving after the probe stopped: a second bug, FAIL.
     moved = dict(r["probe"], head_moved_after_stop=True)
-    checks, raised = run_kernel_test(test, moved, guest=FakeGuest(moved), test_pmu=1)
+    checks, raised = run_kernel_test(test, moved, aux=answering(moved), test_pmu=1)
     v = verdicts.judge(checks.failures, [], issues, raised)
     assert v.outcome == "failed" and "aux_head moved after the probe stopped" in v.unexplained[0]
     # Fixed: one TRUNCATED record, the last one.
     fixed = dict(r["probe"], truncated=[r["probe"]["records"] - 1])
-    checks, raised = run_kernel_test(test, fixed, guest=FakeGuest(fixed), test_pmu=1)
+    checks, raised = run_kernel_test(test, fixed, aux=answering(fixed), test_pmu=1)
     assert verdicts.judge(checks.failures, [], issues, raised).outcome == "passed"
 
 
