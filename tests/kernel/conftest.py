@@ -40,6 +40,7 @@ class ProbeCheck:
         for these arguments and shared by the tests that judge the same observations (the
         checks make their own events, so a rerun would see the same); once=False, where the
         outcome depends on guest state the test sets, runs it again (guest.probe())."""
+        __tracebackhide__ = True  # a skip's location is the test's line that ran the check
         run = self.guest.observe if once else self.guest.probe
         data = run(probe, list(args), user=user, timeout=timeout).data
         if "skip" in data:

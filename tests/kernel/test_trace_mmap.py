@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from harness.guest.guest import Guest
 from harness.kernels.kernel import release_version
 
 if TYPE_CHECKING:
@@ -372,18 +371,18 @@ def lifetime(trace, part: str, new_splats) -> dict:
     return d
 
 
-def test_partial_munmap_is_refused(guest: Guest, new_splats) -> None:
-    d = lifetime(guest, "partial", new_splats)
+def test_partial_munmap_is_refused(trace, new_splats) -> None:
+    d = lifetime(trace, "partial", new_splats)
     # tracing_buffers_may_split() returns -EINVAL: the mapping must stay whole.
     assert d["partial_munmap"] == "EINVAL", \
         f"munmap of one page inside the mapping: expected EINVAL, got {d['partial_munmap']}"
     assert d["rest_munmap"] == "ok"
 
 
-def test_fork_inherits_only_with_madv_dofork(guest: Guest, new_splats) -> None:
+def test_fork_inherits_only_with_madv_dofork(trace, new_splats) -> None:
     """A tracefs mapping is VM_DONTCOPY: not inherited, unless MADV_DOFORK clears that where
     the mm allows it on a VM_DONTEXPAND VMA (6.12 does; 7.x refuses every VM_SPECIAL VMA)."""
-    d = lifetime(guest, "fork", new_splats)
+    d = lifetime(trace, "fork", new_splats)
     # __rb_map_vma() sets VM_DONTCOPY: a child has no mapping (SIGSEGV on access) ...
     assert d["child_without_dofork"] == {"signal": "SIGSEGV"}, d["child_without_dofork"]
     assert d["parent_reads_after_child_exit"], "the parent's mapping broke when the child exited"
@@ -410,30 +409,30 @@ def test_fork_inherits_only_with_madv_dofork(guest: Guest, new_splats) -> None:
     assert d["parent_reads_after_child_exit"], "the parent's mapping broke when the child exited"
 
 
-def test_mapping_twice_shares_one_buffer(guest: Guest, new_splats) -> None:
-    d = lifetime(guest, "twice", new_splats)
+def test_mapping_twice_shares_one_buffer(trace, new_splats) -> None:
+    d = lifetime(trace, "twice", new_splats)
     assert d["second_fd_map"] == "ok" and d["same_view"], d
     # The buffer stays mapped until its last mapping goes (user_mapped counts them).
     assert d["get_reader_after_first_unmapped"] == "ok", d
     assert d["get_reader_after_all_unmapped"] == "ENODEV", d
 
 
-def test_closing_the_fd_before_munmap(guest: Guest, new_splats) -> None:
-    d = lifetime(guest, "close-first", new_splats)
+def test_closing_the_fd_before_munmap(trace, new_splats) -> None:
+    d = lifetime(trace, "close-first", new_splats)
     assert d["meta_readable_after_close"], "the mapping must outlive its fd"
     # The VMA holds the file: the instance stays busy until munmap.
     assert d["rmdir_while_mapped_fd_closed"] == "EBUSY", d
 
 
-def test_instances_come_and_go_while_one_is_mapped(guest: Guest, new_splats) -> None:
-    d = lifetime(guest, "instances", new_splats)
+def test_instances_come_and_go_while_one_is_mapped(trace, new_splats) -> None:
+    d = lifetime(trace, "instances", new_splats)
     assert d["mkdir_other"] == "ok" and d["rmdir_other"] == "ok", d
     # __remove_instance(): an instance with open files is busy.
     assert d["rmdir_mapped_instance"] == "EBUSY", d
 
 
-def test_many_map_unmap_rounds_leave_nothing_behind(guest: Guest, new_splats) -> None:
-    d = lifetime(guest, "rounds", new_splats)
+def test_many_map_unmap_rounds_leave_nothing_behind(trace, new_splats) -> None:
+    d = lifetime(trace, "rounds", new_splats)
     assert d["resize_after"] == "ok", \
         f"after {d['rounds']} map/unmap rounds the buffer must resize (mapping count back " \
         f"to zero): {d['resize_after']}"
@@ -452,8 +451,8 @@ RESHAPE_ERRNO = {"shrinking_mremap": "EINVAL", "map_fixed_over_part": "EINVAL",
                  "dontunmap_move_data": "EINVAL"}
 
 
-def test_mapping_cannot_be_split_or_grown(guest: Guest, new_splats) -> None:
-    d = lifetime(guest, "reshape", new_splats)
+def test_mapping_cannot_be_split_or_grown(trace, new_splats) -> None:
+    d = lifetime(trace, "reshape", new_splats)
     wrong = {}
     for op, want in RESHAPE_ERRNO.items():
         r = d[op]
