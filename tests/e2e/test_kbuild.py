@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from harness import cache
+from harness.commands import mutate
 from harness.kernels import trees
 
 REPO = Path(__file__).resolve().parents[2]
@@ -180,7 +181,8 @@ def test_mutate_kills_a_mutant_and_names_a_survivor_and_one_that_does_not_build(
     assert len([ln for ln in p.stderr.splitlines() if ln.startswith("lab: mutant ")]) == 3
     # The copy mutants were applied to is the tree again, links and mtimes.
     tree = _tree()
-    copy = next(cache.Layout(cache.cache_root()).folder("mutate").glob("*/src"))
+    # (its own workspace: the cache may hold others', one of them mid-mutant)
+    copy = mutate.Workspace(tree, cache.cache_root()).src
     for rel in ("kernel/events/core.c",):
         assert (copy / rel).stat().st_ino == (tree / rel).stat().st_ino
     # A bound against a runaway (a cold cache pays one full build in the mutate tree), not a
