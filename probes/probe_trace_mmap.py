@@ -478,7 +478,8 @@ def _refusals_left(inst: Instance) -> dict:
     "mapped" (GET_READER on a fresh fd: ENODEV), it resizes (ring_buffer_resize(): EBUSY
     while resize_disabled), a snapshot trigger arms and disarms (get_snapshot_map()'s
     tr->mapped back to 0: tracing_arm_snapshot_locked() refuses while it is not), and so
-    does a latency tracer where the kernel has one. Each change is undone."""
+    does a latency tracer where the kernel has one. Each change is undone. The caller holds
+    no trace_pipe_raw fd of the instance: one open fd alone makes a tracer switch EBUSY."""
     out: dict[str, Any] = {}
     fd = inst.open_cpu(0)
     out["get_reader"] = _ioctl_result(fd, abi.TRACE_MMAP_IOCTL_GET_READER)
@@ -541,9 +542,14 @@ def check_refusals(args: list[str]) -> dict:
             }
             out["busy_while_mapped"] = _busy_writes(inst)
         out["after_unmap"] = _busy_writes(inst, undo=True)
+        # Both fds are closed first: an open trace_pipe_raw holds tr->trace_ref, and
+        # tracing_set_tracer() refuses any tracer switch with EBUSY while it does (v6.12
+        # kernel/trace/trace.c, "If trace pipe files are being read"), mapped or not.
         os.close(rw)
+        os.close(fd)
         out["after"] = _refusals_left(inst)
         out["map_after"] = "ok" if _remap_works(inst) else "failed"
+        fd = inst.open_cpu(0)
         # An armed snapshot (a snapshot trigger) first makes the mapping fail; a snapshot
         # buffer merely allocated by `echo 1 > snapshot` does not arm one (get_snapshot_map()
         # tests tr->snapshot, the count of armed users).
@@ -751,33 +757,37 @@ def _reshape_ops(tm: TraceMap, moved: list[tuple[int, int]]) -> dict:
     }
 
 
+def _one_reshape(inst: Instance, name: str) -> dict:
+    """One of RESHAPES on a fresh mapping: its result, the VMAs of the meta page and data
+    area before and after, whether GET_READER still gives what was written, then munmap of
+    all of it (wherever a growth moved it)."""
+    fd = inst.open_cpu(0)
+    tm = TraceMap(fd)
+    spans = [(tm.meta_map.addr, tm.meta_map.length), (tm.data.addr, tm.data.length)]
+    before = [probelib.vmas_in(a, n) for a, n in spans]
+    moved: list[tuple[int, int]] = []
+    ctypes.set_errno(0)
+    result = _reshape_ops(tm, moved)[name]()
+    after = [probelib.vmas_in(a, n) for a, n in spans]
+    inst.mark(f"after-{name}")
+    reads = "mapping changed"
+    if after == before:
+        reads = "ok" if f"after-{name}" in MapReader(tm, inst).until_empty().texts \
+            else "marker not read"
+    for a, n in spans + moved:
+        libc.munmap(ctypes.c_void_p(a), n)
+    tm.data.addr = tm.meta_map.addr = None
+    os.close(fd)
+    return {"result": result, "vmas_before": before, "vmas_after": after, "reads_after": reads}
+
+
 def _lifetime_reshape(inst: Instance) -> dict:
-    """Each split and growth of _reshape_ops() on a fresh mapping: its result, the VMAs of
-    the meta page and data area before and after, whether GET_READER still gives what was
-    written, then munmap of all of it (wherever a growth moved it)."""
-    out: dict[str, Any] = {}
-    for name in RESHAPES:
-        fd = inst.open_cpu(0)
-        tm = TraceMap(fd)
-        spans = [(tm.meta_map.addr, tm.meta_map.length), (tm.data.addr, tm.data.length)]
-        before = [probelib.vmas_in(a, n) for a, n in spans]
-        moved: list[tuple[int, int]] = []
-        ctypes.set_errno(0)
-        result = _reshape_ops(tm, moved)[name]()
-        after = [probelib.vmas_in(a, n) for a, n in spans]
-        inst.mark(f"after-{name}")
-        reads = "mapping changed"
-        if after == before:
-            reads = "ok" if f"after-{name}" in MapReader(tm, inst).until_empty().texts \
-                else "marker not read"
-        out[name] = {"result": result, "vmas_before": before, "vmas_after": after,
-                     "reads_after": reads}
-        for a, n in spans:
-            libc.munmap(ctypes.c_void_p(a), n)
-        for a, n in moved:
-            libc.munmap(ctypes.c_void_p(a), n)
-        tm.data.addr = tm.meta_map.addr = None
-        os.close(fd)
+    """Each of RESHAPES in its own child process: a kernel that lets a mapping grow or split
+    where it must not can answer the next touch with SIGBUS, which is then this reshape's
+    result ({"signal": "SIGBUS"}), not the end of the probe; the child's exit unmaps whatever
+    the reshape left."""
+    out: dict[str, Any] = {name: probelib.in_child(_one_reshape, inst, name)
+                           for name in RESHAPES}
     out["remap_works"] = _remap_works(inst)
     return out
 
