@@ -207,6 +207,9 @@ class Plan:
     selection: str | None
     pytest_args: list[str]
     report_dir: Path
+    # Every mutant on the same tests as the unmutated kernel, its Tests: header ignored: what
+    # a broken kernel costs the whole suite (issue 23 §3), not only which tests kill it.
+    whole_suite: bool = False
 
 
 def _and(a: str | None, b: str | None) -> str | None:
@@ -290,7 +293,8 @@ def run(plan: Plan) -> int:
                      m.id, r.outcome.upper(), f": {r.why}" if r.why else "", r.build_s, r.run_s)
     wall = time.monotonic() - start
     doc = {"kernel": plan.name, "release": k.release, "tree": str(tree),
-           "selection": plan.selection, "wall_s": round(wall, 1),
+           "selection": plan.selection, "whole_suite": plan.whole_suite,
+           "wall_s": round(wall, 1),
            "unmutated": {"counts": base.summary.get("counts", {}),
                          "build_s": round(base_build, 1),
                          "run_s": round(base_run, 1), "report": str(base_dir)},
@@ -320,7 +324,8 @@ def _one(plan: Plan, ws: Workspace, m: Mutant, outs: list[Path], baseline: Child
             return r
         r.build_s = round(time.monotonic() - t, 1)
         try:
-            child, run_s = _run_tests(plan, ws.src, _and(plan.selection, m.tests), run_dir)
+            tests = plan.selection if plan.whole_suite else _and(plan.selection, m.tests)
+            child, run_s = _run_tests(plan, ws.src, tests, run_dir)
         finally:
             _forget(k.vmlinuz.parent)
         r.run_s = round(run_s, 1)
@@ -365,10 +370,30 @@ def render(doc: dict) -> str:
         if len(r["killed_by"]) > 1:
             lines.append(f"    also failed: {', '.join(k.split('::')[-1] for k in r['killed_by'][1:])}"[:300])
     rate = f"{100 * t['kill_rate']:.0f}%" if t["kill_rate"] is not None else "n/a"
+    if doc.get("whole_suite"):
+        lines += ["", cost_line(doc)]
     lines += ["", f"killed {t[KILLED]} of {t['judged']} judged ({rate}); survived {t[SURVIVED]};"
               f" not built {t[NOT_BUILT]}; not booted {t[NOT_BOOTED]}; not run {t[NOT_RUN]}; "
               f"wall {doc['wall_s'] / 60:.1f} min"]
     return "\n".join(lines) + "\n"
+
+
+def cost_line(doc: dict) -> str:
+    """What a mutant costs against the unmutated kernel, each run on the same tests: the
+    run-time ratio min / median / max and the slowest mutant (a kernel under review or bisect
+    is such a kernel)."""
+    base = doc["unmutated"]["run_s"]
+    ran = sorted((r["run_s"], r["id"]) for r in doc["mutants"] if r["run_s"] > 0)
+    if not ran or base <= 0:
+        return "run time against the unmutated kernel: no mutant ran"
+    ratios = [s / base for s, _ in ran]
+    mid = ratios[len(ratios) // 2] if len(ratios) % 2 else \
+        (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
+    slow_s, slow_id = ran[-1]
+    over = [i for s, i in ran if s > 1.3 * base]
+    return (f"run time against the unmutated kernel ({base:.0f} s), {len(ran)} mutants: "
+            f"{ratios[0]:.2f} / {mid:.2f} / {ratios[-1]:.2f}x (min / median / max); slowest "
+            f"{slow_id} {slow_s:.0f} s; over 1.3x: {', '.join(over) or 'none'}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -379,6 +404,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "('003', '01*'), kernel files ('trace.c'), or .patch files (default: all)")
     options.selection(mu, "only tests matching EXPR (pytest -k); a mutant's Tests: header "
                       "narrows it further")
+    mu.add_argument("--whole-suite", action="store_true", help="run every mutant on the "
+                    "tests of the unmutated kernel, ignoring its Tests: header: slower, but "
+                    "measures what a broken kernel costs the whole suite")
     mu.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="accepted, but "
                     "mutants run serially for now (one build at a time: on 2 cores parallel "
                     "kernel builds only slow each other)")
@@ -398,5 +426,6 @@ def main(args: argparse.Namespace) -> int:
         log.warning("-j %d: mutants run one at a time for now (on 2 cores two kernel builds "
                     "only slow each other; make already uses every core)", args.jobs)
     out = run_folder.open_run(cfg, args, f"mutate-{lab_config.file_safe(name)}")
-    return run(Plan(cfg, name, mutants, args.k, args.pytest_args, out))
+    return run(Plan(cfg, name, mutants, args.k, args.pytest_args, out,
+                    whole_suite=args.whole_suite))
 
