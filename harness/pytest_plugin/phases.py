@@ -25,7 +25,11 @@ class Phases:
         self.health = health
         self.sender = sender
 
-    @pytest.hookimpl(wrapper=True)
+    # trylast: the innermost wrapper, so every other plugin's wrapper sees the report as the
+    # lab judged it. pytest-rerunfailures records a phase's failure inside its own wrapper; as
+    # the outer one, this turned a passing body whose guest died into a failure it had not
+    # recorded, and it dropped that report (neither rerun nor logged): the test vanished.
+    @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
                                   ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield

@@ -158,6 +158,21 @@ def test_totals_rate_only_mutants_the_suite_could_judge() -> None:
     assert text.count("\n    f: r") == 6
 
 
+def test_whole_suite_run_reports_what_each_mutant_cost_against_the_unmutated_run() -> None:
+    runs = {"001-a": 55.0, "002-b": 60.0, "003-c": 66.0, "004-d": 90.0, "005-e": 0.0}
+    rs = [MutantResult(i, "f", "r", KILLED, run_s=s) for i, s in runs.items()]
+    doc = {"kernel": "k", "release": "6.12.107", "selection": None, "whole_suite": True,
+           "wall_s": 600, "unmutated": {"counts": {"passed": 3}, "build_s": 300, "run_s": 60},
+           "totals": mutate.totals(rs), "mutants": [dict(vars(r)) for r in rs]}
+    # 005 never ran (run_s 0: not built) and is no ratio; the median of 4 is the mean of two.
+    line = mutate.cost_line(doc)
+    assert line == ("run time against the unmutated kernel (60 s), 4 mutants: "
+                    "0.92 / 1.05 / 1.50x (min / median / max); slowest 004-d 90 s; "
+                    "over 1.3x: 004-d")
+    assert line in mutate.render(doc)
+    assert line not in mutate.render({**doc, "whole_suite": False})
+
+
 # --- applying and reverting ------------------------------------------------------------------
 
 CORE = "kernel/events/core.c"

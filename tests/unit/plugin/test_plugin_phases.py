@@ -232,3 +232,25 @@ def test_the_record_crosses_xdist_as_json(lab_run, pytester: pytest.Pytester) ->
     assert record.of(back) == rec
     assert record.of(TestReport("t.py::u", ("t.py", 2, "u"), {}, "passed", None,
                                 "call")) == record.Record()
+
+
+def test_a_guest_that_dies_under_a_passing_test_body_is_rerun_not_lost(lab_run) -> None:
+    # The body returns before anything notices the guest is gone: only the plugin's check
+    # after the call finds it. pytest-rerunfailures must still see a failed attempt (it
+    # records failures inside its own makereport wrapper) and rerun it on a fresh guest.
+    result, doc, text, booted = lab_run('''
+died = []
+
+def test_dies_quietly(guest):
+    if not died:
+        died.append(1)
+        guest.dead = "QEMU exited (status -9)"
+
+def test_after(guest):
+    assert guest.run("true").exit_status == 0
+''')
+    r = [(x["test"].split("::")[-1], x["outcome"]) for x in doc["results"]]
+    assert r == [("test_dies_quietly", "rerun"), ("test_dies_quietly", "passed"),
+                 ("test_after", "passed")]
+    assert doc["results"][0]["broke"] == ["emulator", "QEMU exited (status -9)"]
+    assert len(booted) == 2
