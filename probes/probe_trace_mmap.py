@@ -473,6 +473,19 @@ def check_first_mapping(args: list[str]) -> dict:
     return out
 
 
+def _pipe_fds_of(inst: Instance) -> list[str]:
+    """The trace pipe files of inst this process holds open (each holds tr->trace_ref)."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the fd listdir itself used, closed since
+            continue
+        if target.startswith(inst.path + "/") and "trace_pipe" in target:
+            held.append(target)
+    return held
+
+
 def _refusals_left(inst: Instance) -> dict:
     """What refused mappings must not leave behind, with nothing mapped: the buffer is not
     "mapped" (GET_READER on a fresh fd: ENODEV), it resizes (ring_buffer_resize(): EBUSY
@@ -480,6 +493,10 @@ def _refusals_left(inst: Instance) -> dict:
     tr->mapped back to 0: tracing_arm_snapshot_locked() refuses while it is not), and so
     does a latency tracer where the kernel has one. Each change is undone. The caller holds
     no trace_pipe_raw fd of the instance: one open fd alone makes a tracer switch EBUSY."""
+    held = _pipe_fds_of(inst)
+    if held:  # the probe's own mistake: every tracer switch below would be EBUSY for it
+        raise RuntimeError(f"_refusals_left() called with trace pipe files of the instance "
+                           f"open: {', '.join(held)}")
     out: dict[str, Any] = {}
     fd = inst.open_cpu(0)
     out["get_reader"] = _ioctl_result(fd, abi.TRACE_MMAP_IOCTL_GET_READER)

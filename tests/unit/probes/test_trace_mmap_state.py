@@ -1,0 +1,37 @@
+"""probes/probe_trace_mmap.py's own bookkeeping on the host: the refusal checks look at an
+instance only with none of its trace pipe files held open (each open one makes a tracer
+switch EBUSY), and say so instead of reporting the kernel."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "probes"))
+import probe_trace_mmap  # noqa: E402  (guest-side module: stdlib only, imported by path)
+
+
+class FakeInstance:
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+
+
+def test_refusals_left_refuses_to_look_while_a_pipe_file_is_held(tmp_path: Path) -> None:
+    inst_dir = tmp_path / "instances" / "x"
+    (inst_dir / "per_cpu" / "cpu0").mkdir(parents=True)
+    pipe = inst_dir / "per_cpu" / "cpu0" / "trace_pipe_raw"
+    pipe.touch()
+    inst = FakeInstance(inst_dir)
+    other = FakeInstance(tmp_path / "instances" / "y")
+    assert probe_trace_mmap._pipe_fds_of(inst) == []
+    fd = os.open(pipe, os.O_RDONLY)
+    try:
+        assert probe_trace_mmap._pipe_fds_of(inst) == [str(pipe)]
+        assert probe_trace_mmap._pipe_fds_of(other) == []
+        with pytest.raises(RuntimeError, match="trace pipe files of the instance open: "
+                           + str(pipe)):
+            probe_trace_mmap._refusals_left(inst)  # type: ignore[arg-type]
+    finally:
+        os.close(fd)
