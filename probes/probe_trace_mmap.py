@@ -475,15 +475,7 @@ def check_first_mapping(args: list[str]) -> dict:
 
 def _pipe_fds_of(inst: Instance) -> list[str]:
     """The trace pipe files of inst this process holds open (each holds tr->trace_ref)."""
-    held = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # the fd listdir itself used, closed since
-            continue
-        if target.startswith(inst.path + "/") and "trace_pipe" in target:
-            held.append(target)
-    return held
+    return [f for f in tracefs.open_fds_under(inst.path).values() if "trace_pipe" in f]
 
 
 def _refusals_left(inst: Instance) -> dict:

@@ -8,6 +8,7 @@ instance_mkdir()/instance_rmdir()). Stdlib only: this runs in the guest.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -111,6 +112,41 @@ class Instance:
         return read_file(f"{self.path}/{name}").strip()
 
 
+def open_fds_under(path: str) -> dict[int, str]:
+    """This process's open fds on files under path: {fd: the file}."""
+    held = {}
+    for fd in os.listdir("/proc/self/fd"):
+        with suppress(OSError):  # the fd listdir itself used, closed since
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith(path + "/"):
+                held[int(fd)] = target
+    return held
+
+
+def mappings_under(path: str) -> list[tuple[int, int]]:
+    """This process's mappings of files under path: (start, end) of each VMA."""
+    spans = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            parts = line.split(maxsplit=5)
+            if len(parts) == 6 and parts[5].rstrip("\n").startswith(path + "/"):
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                spans.append((lo, hi))
+    return spans
+
+
+def release(path: str) -> None:
+    """Unmap and close all this process holds of files under path. For a probe that raised
+    with an instance's buffer mapped or open: the frames being unwound still hold them, and
+    rmdir of the instance is EBUSY until they go, which left the instance behind for the next
+    test (a guest changed, so replaced)."""
+    for lo, hi in mappings_under(path):
+        probelib.libc.munmap(ctypes.c_void_p(lo), hi - lo)
+    for fd in open_fds_under(path):
+        with suppress(OSError):
+            os.close(fd)
+
+
 InstanceT = TypeVar("InstanceT", bound=Instance)
 
 
@@ -122,5 +158,8 @@ def instance(name: str, make: Callable[[str, str], InstanceT]) -> Iterator[Insta
     inst.create()
     try:
         yield inst
+    except BaseException:
+        release(inst.path)  # so that the instance can go (below) and the guest is as it was
+        raise
     finally:
         inst.remove()

@@ -2,6 +2,8 @@
 noexec, and instances made and removed, on folders standing in for tracefs."""
 from __future__ import annotations
 
+import mmap
+import os
 import sys
 from pathlib import Path
 
@@ -132,3 +134,38 @@ def test_instance_without_tracefs_skips(roots: tuple[Path, Path]) -> None:
     with pytest.raises(probelib.Skip, match="no tracefs mounted"):
         with tracefs.instance("ringlab-1", tracefs.Instance):
             pass
+
+
+def test_a_probe_that_raises_lets_go_of_its_instance_so_it_can_be_removed(roots) -> None:
+    # A mapped or open buffer makes rmdir of an instance EBUSY: a probe that raised with one
+    # held left the instance behind, and the next test found the guest changed.
+    tracing, _ = roots
+    mount(tracing)
+    held: dict[str, int] = {}
+    with pytest.raises(ValueError):
+        with tracefs.instance("x", tracefs.Instance) as inst:
+            buf = Path(inst.path) / "trace_pipe_raw"
+            buf.write_bytes(b"\0" * 4096)
+            held["fd"] = os.open(buf, os.O_RDONLY)
+            addr = probelib.libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_SHARED, held["fd"], 0)
+            assert tracefs.mappings_under(inst.path) == [(addr, addr + 4096)]
+            assert tracefs.open_fds_under(inst.path) == {held["fd"]: str(buf)}
+            os.unlink(buf)  # an instance's files go with it; here rmdir needs it gone
+            raise ValueError("the probe failed")
+    assert tracefs.mappings_under(inst.path) == []
+    assert tracefs.open_fds_under(inst.path) == {}
+    assert not Path(inst.path).exists()
+
+
+def test_an_instance_left_normally_keeps_what_the_probe_holds(roots) -> None:
+    tracing, _ = roots
+    mount(tracing)
+    with tracefs.instance("x", tracefs.Instance) as inst:
+        buf = Path(inst.path) / "trace"
+        buf.touch()
+        fd = os.open(buf, os.O_RDONLY)
+        os.unlink(buf)
+    try:
+        os.fstat(fd)  # still open: only a raising probe is tidied up after
+    finally:
+        os.close(fd)
