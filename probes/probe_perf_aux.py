@@ -337,6 +337,28 @@ def watermark_cases(page: int) -> tuple[tuple[str, int, int, int, int, bool], ..
 WATERMARK_CASES = watermark_cases(PAGE)
 
 
+# How long aux_head may stand still before a wait for the PMU's writes gives up: the PMU
+# writes a chunk every 2-20 ms, so a second and a half without progress is a kernel that
+# does not publish aux_head, not a slow guest. A probe that waits on the kernel stops
+# itself and says what it waited for, instead of running into its deadline (issue 23 §3).
+STALL_S = 1.5
+
+
+def _wait_for_head(aux: AuxArea, want: int, keep_tail: bool = False) -> str | None:
+    """Wait until aux_head reaches want (keeping aux_tail at it if keep_tail); None once it
+    has, else what stopped the wait."""
+    last, since = aux.head, time.monotonic()
+    while (head := aux.head) < want:
+        if keep_tail:
+            aux.tail = head
+        if head != last:
+            last, since = head, time.monotonic()
+        elif time.monotonic() - since > STALL_S:
+            return f"aux_head stood at {head} for {STALL_S} s, waiting for {want}"
+        time.sleep(0.005)
+    return None
+
+
 def _pollin_after(chunk: int, chunks: int, watermark: int, pages: int, writable: bool) -> dict:
     """The test PMU writes exactly `chunks` chunks (its chunk budget) and stops; once aux_head
     has settled, poll(0) tells whether a wakeup is pending (perf_poll() hands out rb->poll,
@@ -346,9 +368,7 @@ def _pollin_after(chunk: int, chunks: int, watermark: int, pages: int, writable:
     rb = RingBuffer(fd, 16)
     aux = AuxArea(fd, rb, pages, writable=writable)
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
-    deadline = time.monotonic() + 10
-    while aux.head < chunk * chunks and time.monotonic() < deadline:
-        time.sleep(0.005)
+    stalled = _wait_for_head(aux, chunk * chunks)
     time.sleep(0.02)  # ten periods: a chunk past the budget would be there by now
     head = aux.head
     p = select.poll()
@@ -357,6 +377,8 @@ def _pollin_after(chunk: int, chunks: int, watermark: int, pages: int, writable:
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
     out = {"aux_head": head, "pollin": pollin, "aux_size": aux.size,
            "truncated": any(r.flags & AUX_FLAG_TRUNCATED for r in aux_records(_drain(rb)))}
+    if stalled:
+        out["stalled"] = stalled
     aux.close()
     rb.close()
     os.close(fd)
@@ -380,16 +402,15 @@ def _wakeups_counted(chunk: int, chunks: int, watermark: int, pages: int = 16) -
     fcntl.fcntl(fd, F_SETSIG, sig)
     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
-    deadline = time.monotonic() + 20
-    while aux.head < chunk * chunks and time.monotonic() < deadline:
-        aux.tail = aux.head
-        time.sleep(0.005)
+    stalled = _wait_for_head(aux, chunk * chunks, keep_tail=True)
     time.sleep(0.1)  # five periods: a chunk past the budget would be there by now
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
     signals = 0
     while signal.sigtimedwait([sig], 0) is not None:
         signals += 1
     out = {"aux_head": aux.head, "signals": signals, "aux_size": aux.size}
+    if stalled:
+        out["stalled"] = stalled
     aux.close()
     rb.close()
     os.close(fd)
