@@ -82,8 +82,10 @@ def _summary(*results: tuple[str, str, str], boots: list | None = None) -> dict:
             "results": [{"test": t, "outcome": o, "reason": r} for t, o, r in results]}
 
 
+D = "tests/kernel/test_b.py::test_known"
 BASELINE = child_run.of(_summary(
-    (A, "passed", ""), (B, "failed", "AssertionError: broken already"), (C, "passed", "")), 1)
+    (A, "passed", ""), (B, "failed", "AssertionError: broken already"), (C, "passed", ""),
+    (D, "xfailed", "known kernel issue k")), 1)
 
 
 def judge(summary: dict | None, no_guest: frozenset[str] | set[str] = frozenset()
@@ -91,6 +93,16 @@ def judge(summary: dict | None, no_guest: frozenset[str] | set[str] = frozenset(
     """mutate.judge of a mutant's run with this summary.json and these tests without a
     guest."""
     return mutate.judge(BASELINE, child_run.of(summary, 1, no_guest))
+
+
+def test_a_known_issue_test_that_fails_outside_its_symptom_kills_the_mutant() -> None:
+    # xfailed unmutated: the known issue excused exactly its symptom; failed on the mutant:
+    # something the known issue does not excuse broke.
+    run = _summary((A, "passed", ""), (C, "passed", ""),
+                   (D, "failed", "check resize: expected ok, got EBUSY"))
+    assert judge(run) == (KILLED, [D], "test_known: check resize: expected ok, got EBUSY")
+    assert judge(_summary((A, "passed", ""), (D, "xfailed", "known kernel issue k")))[0] \
+        == SURVIVED
 
 
 def test_a_test_that_passed_unmutated_and_fails_on_the_mutant_kills_it() -> None:
