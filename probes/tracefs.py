@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Set as AbstractSet
 from contextlib import contextmanager, suppress
 from typing import TypeVar
 
@@ -108,6 +108,11 @@ class Instance:
     def set(self, name: str, value: str | int) -> str:
         return write_file(f"{self.path}/{name}", str(value))
 
+    def own_fds(self) -> set[int]:
+        """The fds this object itself keeps open on the instance's files (and closes in
+        remove()): release() leaves them to it."""
+        return set()
+
     def get(self, name: str) -> str:
         return read_file(f"{self.path}/{name}").strip()
 
@@ -135,14 +140,14 @@ def mappings_under(path: str) -> list[tuple[int, int]]:
     return spans
 
 
-def release(path: str) -> None:
+def release(path: str, keep: AbstractSet[int] = frozenset()) -> None:
     """Unmap and close all this process holds of files under path. For a probe that raised
     with an instance's buffer mapped or open: the frames being unwound still hold them, and
     rmdir of the instance is EBUSY until they go, which left the instance behind for the next
     test (a guest changed, so replaced)."""
     for lo, hi in mappings_under(path):
         probelib.libc.munmap(ctypes.c_void_p(lo), hi - lo)
-    for fd in open_fds_under(path):
+    for fd in set(open_fds_under(path)) - set(keep):
         with suppress(OSError):
             os.close(fd)
 
@@ -159,7 +164,7 @@ def instance(name: str, make: Callable[[str, str], InstanceT]) -> Iterator[Insta
     try:
         yield inst
     except BaseException:
-        release(inst.path)  # so that the instance can go (below) and the guest is as it was
+        release(inst.path, inst.own_fds())  # so that the instance can go (below) and the guest is as it was
         raise
     finally:
         inst.remove()

@@ -169,3 +169,29 @@ def test_an_instance_left_normally_keeps_what_the_probe_holds(roots) -> None:
         os.fstat(fd)  # still open: only a raising probe is tidied up after
     finally:
         os.close(fd)
+
+
+class MarkerInstance(tracefs.Instance):
+    """Like probe_trace_mmap's: keeps an fd of its own open, closed in remove()."""
+
+    def create(self) -> None:
+        super().create()
+        self.marker = os.open(f"{self.path}/trace_marker", os.O_WRONLY | os.O_CREAT)
+        os.unlink(f"{self.path}/trace_marker")
+
+    def remove(self) -> str:
+        os.close(self.marker)  # EBADF if release() had closed it
+        return super().remove()
+
+    def own_fds(self) -> set[int]:
+        return {self.marker}
+
+
+def test_a_skip_keeps_its_reason_and_the_instance_its_own_fds(roots) -> None:
+    # A Skip raised inside the instance (no latency tracer, say) must reach the caller as
+    # the Skip, not as the EBADF of the instance closing an fd release() took from it.
+    tracing, _ = roots
+    mount(tracing)
+    with pytest.raises(probelib.Skip, match="no latency tracer"):
+        with tracefs.instance("x", MarkerInstance):
+            raise probelib.Skip("no latency tracer")
