@@ -375,8 +375,9 @@ def _pollin_after(chunk: int, chunks: int, watermark: int, pages: int, writable:
     p.register(fd, select.POLLIN)
     pollin = any(ev & select.POLLIN for _, ev in p.poll(0))
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
-    out = {"aux_head": head, "pollin": pollin, "aux_size": aux.size,
-           "truncated": any(r.flags & AUX_FLAG_TRUNCATED for r in aux_records(_drain(rb)))}
+    truncated = any(r.flags & AUX_FLAG_TRUNCATED for r in aux_records(_drain(rb)))
+    out: dict[str, Any] = {"aux_head": head, "pollin": pollin, "aux_size": aux.size,
+                           "truncated": truncated}
     if stalled:
         out["stalled"] = stalled
     aux.close()
@@ -408,7 +409,7 @@ def _wakeups_counted(chunk: int, chunks: int, watermark: int, pages: int = 16) -
     signals = 0
     while signal.sigtimedwait([sig], 0) is not None:
         signals += 1
-    out = {"aux_head": aux.head, "signals": signals, "aux_size": aux.size}
+    out: dict[str, Any] = {"aux_head": aux.head, "signals": signals, "aux_size": aux.size}
     if stalled:
         out["stalled"] = stalled
     aux.close()

@@ -65,8 +65,8 @@ class Instance(tracefs.Instance):
             self._marker = -1
         return super().remove()
 
-    def own_fds(self) -> set[int]:
-        return {self._marker} if self._marker >= 0 else set()
+    def own_fds(self) -> frozenset[int]:
+        return frozenset({self._marker} if self._marker >= 0 else ())
 
     def mark(self, text: str) -> None:
         os.write(self._marker, text.encode())

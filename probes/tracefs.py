@@ -108,10 +108,10 @@ class Instance:
     def set(self, name: str, value: str | int) -> str:
         return write_file(f"{self.path}/{name}", str(value))
 
-    def own_fds(self) -> set[int]:
+    def own_fds(self) -> frozenset[int]:
         """The fds this object itself keeps open on the instance's files (and closes in
         remove()): release() leaves them to it."""
-        return set()
+        return frozenset()
 
     def get(self, name: str) -> str:
         return read_file(f"{self.path}/{name}").strip()
@@ -164,7 +164,8 @@ def instance(name: str, make: Callable[[str, str], InstanceT]) -> Iterator[Insta
     try:
         yield inst
     except BaseException:
-        release(inst.path, inst.own_fds())  # so that the instance can go (below) and the guest is as it was
+        # so that the instance can go (below) and the guest is as it was
+        release(inst.path, inst.own_fds())
         raise
     finally:
         inst.remove()

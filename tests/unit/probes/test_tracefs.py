@@ -183,8 +183,8 @@ class MarkerInstance(tracefs.Instance):
         os.close(self.marker)  # EBADF if release() had closed it
         return super().remove()
 
-    def own_fds(self) -> set[int]:
-        return {self.marker}
+    def own_fds(self) -> frozenset[int]:
+        return frozenset({self.marker})
 
 
 def test_a_skip_keeps_its_reason_and_the_instance_its_own_fds(roots) -> None:
