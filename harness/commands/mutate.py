@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import time
 from collections.abc import Iterator
@@ -394,8 +395,7 @@ def cost_line(doc: dict) -> str:
     if not ran or base <= 0:
         return "run time against the unmutated kernel: no mutant ran"
     ratios = [s / base for s, _ in ran]
-    mid = ratios[len(ratios) // 2] if len(ratios) % 2 else \
-        (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
+    mid = statistics.median(ratios)
     slow_s, slow_id = ran[-1]
     over = [i for s, i in ran if s > 1.3 * base]
     return (f"run time against the unmutated kernel ({base:.0f} s), {len(ran)} mutants: "
