@@ -32,7 +32,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
 # in exc_debug_kernel right after a cmpxchg16b (qemu64 with cx16; harness/guest/qemu.py now turns
 # cx16 off). A failure after one is rerun in a fresh guest before anyone calls it a kernel bug.
 TCG_ARTEFACTS = (re.compile(r"Oops: int3"),
-                 re.compile(r"WARNING: .* at arch/x86/kernel/traps\.c:\d+ exc_debug_kernel"))
+                 # 6.x "WARNING: CPU: 0 PID: 1 at arch/x86/kernel/traps.c:1 exc_debug_kernel+...",
+                 # 7.x "WARNING: arch/x86/kernel/traps.c:1 at exc_debug_kernel+..., CPU#0: ..."
+                 re.compile(r"WARNING: .*arch/x86/kernel/traps\.c:\d+ (?:at )?exc_debug_kernel"))
 
 
 def tcg_artefact_in(line: str) -> str | None:

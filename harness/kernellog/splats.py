@@ -1,8 +1,15 @@
-"""Kernel splats in a kernel log: WARNING, BUG, Oops, GPF, KASAN, UBSAN, lockdep, stalls.
+"""Kernel splats in a kernel log: WARNING, BUG, Oops, GPF, KASAN, KFENCE, UBSAN, lockdep, stalls,
+lockups, hung tasks, list corruption, refcount_t, bad page state, allocation failures, panics.
 
 A splat is what the kernel prints when it catches itself misbehaving; a probe that passes while
 the kernel WARNs has still found a bug. Pure functions over log lines (dmesg records or console
-lines, printk timestamps allowed), tested on real logs in tests/unit/data.
+lines, printk timestamps allowed), tested on real logs of every kernel line the lab runs
+(tests/unit/data/console-*). The banner of each kind, per kernel line and with the commit that
+changed it, is in docs/splats.md.
+
+A splat's title names its kind and its site (file:line and function, or the function the CPU
+was in), never the banner's shape, addresses, PIDs or timings: the same bug has the same title
+on 6.12 and 7.x, so a known issue and the explorer tell failures apart by it.
 """
 from __future__ import annotations
 
@@ -11,34 +18,88 @@ from dataclasses import dataclass, field
 
 from harness.kernellog import console
 
-# The first line of each kind of report (lib/bug.c, kernel/panic.c, arch/x86/kernel/traps.c,
-# mm/kasan/report.c, lib/ubsan.c, kernel/locking/lockdep.c, kernel/rcu/tree_stall.h,
-# kernel/watchdog.c, kernel/hung_task.c, lib/refcount.c).
-_STARTS = re.compile(
-    r"^(?:WARNING: CPU: \d+ PID: \d+ at (?P<warn_at>\S+) (?P<warn_fn>\S+)"
-    r"|WARNING: (?:possible |inconsistent lock state|suspicious RCU usage|bad unlock balance)"
-    r"|(?:kernel )?BUG: |kernel BUG at |Oops: |general protection fault|UBSAN: "
-    r"|rcu: INFO: .*detected stalls|watchdog: BUG: soft lockup|watchdog: Watchdog detected hard"
-    r"|INFO: task .* blocked for more than |refcount_t: |Kernel panic - not syncing: )")
-# The reports of a CPU or task that stopped making progress (kernel/rcu/tree_stall.h,
-# kernel/watchdog.c, kernel/hung_task.c): the kernel will not finish what the test asked, so
-# the harness ends the test at once instead of waiting for its command timeout.
-_LOCKUP = re.compile(r"rcu: INFO: .*detected stalls|rcu: .*self-detected stall"
-                     r"|watchdog: BUG: soft lockup|watchdog: Watchdog detected hard LOCKUP"
-                     r"|INFO: task .* blocked for more than ")
+# The banner of each kind of report, in the order tried. Sources (7.2.13; docs/splats.md says
+# what differs on 6.12 and why): kernel/panic.c __warn(), lib/bug.c, arch/x86/mm/fault.c,
+# arch/x86/kernel/{dumpstack,traps}.c, arch/arm64/{mm/fault.c,kernel/traps.c},
+# mm/kasan/report.c, mm/kfence/report.c, lib/ubsan.c, kernel/locking/lockdep.c,
+# kernel/rcu/{tree_stall.h,tree_exp.h,update.c}, kernel/watchdog.c, kernel/hung_task.c,
+# lib/list_debug.c, lib/refcount.c, mm/page_alloc.c, mm/vmalloc.c, kernel/sched/core.c.
+_FN = r"(?P<fn>[\w.]+)(?:\+0x[0-9a-f]+/0x[0-9a-f]+)?(?: \[[\w-]+(?: [0-9a-f]+)?\])?"
+_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((k, re.compile(p)) for k, p in (
+    # 7.x (28ea295f941e, v6.19-rc1): "WARNING: %s:%d at %pS, CPU#%d: %s/%d", file optional.
+    ("WARNING", rf"^WARNING: (?:(?P<file>[^\s:]+):(?P<line>\d+) )?at {_FN}, CPU#\d+: "),
+    # 6.x: "WARNING: CPU: %d PID: %d at %s:%d %pS", or "... at %pS" without a file.
+    ("WARNING", rf"^WARNING: CPU: \d+ PID: \d+ at (?:(?P<file>[^\s:]+):(?P<line>\d+) )?{_FN}"),
+    ("lockdep", r"^WARNING: (?:possible |inconsistent lock state|suspicious RCU usage"
+                r"|bad unlock balance|bad contention|held lock freed|lock held when returning"
+                r"|Nested lock was not taken|chain_key collision|\S+/\d+ still has locks held"
+                r"|\w+-safe -> \w+-unsafe lock order)"),
+    ("lockdep", r"^BUG: (?:Invalid wait context|MAX_\w+ too low|key \S+ has not been registered"
+                r"|looking up invalid subclass)"),
+    ("KASAN", rf"^BUG: KASAN: (?P<what>[\w-]+) in {_FN}"),
+    ("KFENCE", rf"^BUG: KFENCE: (?P<what>[\w -]+?) in {_FN}"),
+    ("UBSAN", r"^UBSAN: (?P<what>[\w-]+) in (?P<file>\S+?):(?P<line>\d+)(?::\d+)?"),
+    ("BUG", r"^kernel BUG at (?P<file>[^\s:]+):(?P<line>\d+)!"),
+    ("soft lockup", r"^watchdog: BUG: soft lockup"),
+    # 6.12: "Watchdog detected hard LOCKUP on cpu %u"; 7.x adds "CPU%u: " before it.
+    ("hard lockup", r"^(?:watchdog: )?(?:CPU\d+: )?Watchdog detected hard LOCKUP"),
+    ("RCU stall", r"^rcu: INFO: \S+ (?:detected (?:expedited )?stalls|self-detected stall)"),
+    ("hung task", r"^INFO: task \S+ blocked.* for more than \d+ seconds"),
+    ("BUG", r"^BUG: |^Oops: |^Internal error: |^Unable to handle kernel |^general protection fault"),
+    ("list corruption", r"^list_(?:add|del) corruption|^list_\w+ corruption"),
+    ("refcount_t", r"^refcount_t: "),
+    ("allocation failure", r"^\S+: (?:page allocation failure: order:\d+|vmalloc error: )"),
+    ("panic", r"^Kernel panic - not syncing: "),
+))
+# A banner that is part of the report open before it, not a splat of its own: the Oops line
+# after "BUG: kernel NULL pointer dereference", the WARNING or BUG that lib/refcount.c and
+# lib/list_debug.c raise after their own line (CHECK_DATA_CORRUPTION: WARN, or BUG with
+# CONFIG_BUG_ON_DATA_CORRUPTION).
+_PART_OF = {"BUG": ("BUG",), "refcount_t": ("WARNING", "BUG"),
+            "list corruption": ("WARNING", "BUG")}
+_PART_WITHIN = 12  # lines: a second banner further on is another report
+_LOCKUPS = ("soft lockup", "hard lockup", "RCU stall", "hung task")
 _TRACE_END = re.compile(r"---\[ end (?:trace|Kernel panic)")
 # The "CPU: 0 UID: 0 PID: 168 Comm: x Tainted: G        W          6.12.107" line of a report.
 _TAINT = re.compile(r"\b(?:(?P<none>Not tainted)|Tainted: (?P<flags>[A-Z ]+?)\s+\d)")
-
+# Parts of a banner that change from one occurrence of the same bug to the next.
+_VOLATILE: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), r) for p, r in (
+    (r"\+0x[0-9a-f]+/0x[0-9a-f]+(?: \[[\w-]+(?: [0-9a-f]+)?\])?", ""),   # fn+0x1/0x2 [mod]
+    (r", probably for non-canonical address 0x[0-9a-f]+", ""),         # GPF
+    (r",? (?:address|for address|at virtual address):? [0-9a-fx]+", ""),
+    (r"(?:: [0-9a-f]{4,})?(?: \[#\d+\].*)?$", ""),                        # Oops: 0000 [#1] SMP
+    (r" - CPU#\d+ stuck for \d+s! \[.*\]$", ""),                         # soft lockup
+    (r"^(?:watchdog: )?(?:CPU\d+: )?(Watchdog detected hard LOCKUP) on cpu \d+", r"\1"),
+    (r"^(INFO: task \S+?):\d+ (blocked.*?) for more than \d+ seconds\.", r"\1 \2"),
+    (r" in process \S+ +(?:pfn|\S+):\S+$", ""),                          # Bad page state
+    (r"^\S+: (page allocation failure: order:\d+).*", r"\1"),
+    (r"^\S+: (vmalloc error): .*", r"\1"),
+    (r": [^\s/]+/\d+(?:/0x[0-9a-f]+|/\d+)?$", ""),                       # : comm/pid
+    (r"^(WARNING: )\S+/\d+ (still has locks held)", r"\1\2"),
+    (r" \[[0-9a-f]{8}\]", ""),                                           # preempt count
+    (r"^rcu: INFO: \S+ (detected (?:expedited )?stalls on CPUs/tasks).*", r"rcu: INFO: \1"),
+    (r"^rcu: INFO: \S+ (self-detected stall on CPU)", r"rcu: INFO: \1"),
+))
+# Frames that report a bug rather than make it: the site is the first frame past them.
+_REPORTERS = re.compile(r"^(?:dump_stack|show_stack|__dump_stack|warn_alloc|__alloc_pages"
+                        r"|alloc_pages|__vmalloc|vmalloc|__warn|warn_slowpath|report_bug"
+                        r"|handle_bug|exc_invalid_op|asm_exc|refcount_warn_saturate"
+                        r"|__refcount|__list_\w+_valid|__list_\w+_report|kasan_|__kasan"
+                        r"|print_report|ubsan_|__ubsan|panic|check_panic_on_warn|die\b)")
 
 # "Modules linked in: ringlab_aux(OE) virtio_net": a flag in parentheses marks a module that
 # taints the kernel (O out of tree, E unsigned, P proprietary, ...: kernel/panic.c taint_flags).
 _MODULES = re.compile(r"^Modules linked in:(?P<mods>.*)$")
 _MODULE = re.compile(r"(?P<name>[\w-]+)(?:\((?P<flags>[A-Z]+)\))?")
-# A call trace frame: " remove_vma+0x2f/0x70" (a "? " prefix marks an unreliable one).
-# Where a CPU was in kernel mode: "RIP: 0010:hang_set+0x3f/0x60 [ringlab_splat]".
-_RIP = re.compile(r"^RIP: 0010:(?P<fn>[\w.]+\+0x[0-9a-f]+/0x[0-9a-f]+(?: \[\w+\])?)")
-_FRAME = re.compile(r"^\s*(?:\? )?(?P<fn>[\w.]+)\+0x[0-9a-f]+/0x[0-9a-f]+(?: \[(?P<mod>\w+)\])?")
+# Where a CPU was in kernel mode: x86 "RIP: 0010:hang_set+0x3f/0x60 [ringlab_splat]", arm64
+# "pc : hang_set+0x3c/0x50 [ringlab_splat]".
+_RIP = re.compile(r"^(?:RIP: 0010:|pc : )(?P<fn>[\w.]+\+0x[0-9a-f]+/0x[0-9a-f]+)"
+                  r"(?: \[(?P<mod>[\w-]+)(?: [0-9a-f]+)?\])?")
+# A call trace frame: " remove_vma+0x2f/0x70" (a "? " prefix marks an unreliable one; arm64
+# may add " (P)" and a module's build id: " f+0x1/0x2 [mod 0123abcd] (P)").
+_FRAME = re.compile(r"^\s*(?:\? )?(?P<fn>[\w.]+)\+0x[0-9a-f]+/0x[0-9a-f]+"
+                    r"(?: \[(?P<mod>[\w-]+)(?: [0-9a-f]+)?\])?")
+_TRACE_HEADERS = ("Call Trace:", "Call trace:")  # x86, arm64 (arch/*/kernel/*stack*.c)
 
 
 @dataclass
@@ -46,6 +107,7 @@ class Splat:
     title: str
     first_line: int                     # index in the lines given
     lines: list[str] = field(default_factory=list)
+    kind: str = "BUG"                   # WARNING, BUG, KASAN, lockdep, RCU stall, ...
 
     @property
     def text(self) -> str:
@@ -61,8 +123,15 @@ class Splat:
         """The first kernel-mode instruction pointer of the report ("fn+0x3f/0x60 [mod]")."""
         for line in self.lines:
             if (m := _RIP.match(line.strip())):
-                return m.group("fn")
+                return m.group("fn") + (f" [{m.group('mod')}]" if m.group("mod") else "")
         return None
+
+    @property
+    def site(self) -> str | None:
+        """The function the bug is in: where the CPU was, or the first frame that is not the
+        kernel's own reporting code (warn_alloc, refcount_warn_saturate, ...)."""
+        fns = ([self.rip.split("+")[0]] if self.rip else []) + self.call_trace
+        return next((f for f in fns if not _REPORTERS.match(f)), None)
 
     @property
     def modules(self) -> dict[str, str]:
@@ -80,7 +149,8 @@ class Splat:
         return [name for name, flags in self.modules.items() if flags]
 
     def as_dict(self) -> dict:
-        return {"title": self.title, "rip": self.rip, "call_trace": self.call_trace[:16],
+        return {"title": self.title, "kind": self.kind, "rip": self.rip,
+                "call_trace": self.call_trace[:16],
                 "tainting_modules": self.tainting_modules, "text": self.text}
 
 
@@ -90,7 +160,7 @@ def trace_frames(lines: list[str]) -> list[str]:
     frames, inside = [], False
     for line in lines:
         text = line.strip()
-        if text == "Call Trace:":
+        if text in _TRACE_HEADERS:
             inside = True
         elif inside and (text == "</TASK>" or text.startswith("---[ end")):
             break
@@ -99,33 +169,71 @@ def trace_frames(lines: list[str]) -> list[str]:
     return frames
 
 
+def banner(line: str) -> tuple[str, re.Match[str]] | None:
+    """(kind, match) if the cleaned line starts a splat report."""
+    for kind, pattern in _KINDS:
+        if (m := pattern.match(line)):
+            return kind, m
+    return None
+
+
 def find(lines: list[str]) -> list[Splat]:
     """Every splat in order, each with its report lines up to its end marker (or 60 lines)."""
     out: list[Splat] = []
     current: Splat | None = None
     for i, raw in enumerate(lines):
         line = console.clean(raw)
-        m = _STARTS.match(line)
-        if m:
-            current = Splat(_title(m, line), i, [line])
+        found = banner(line)
+        if found and not _part_of(current, found[0]):
+            current = Splat("", i, [line], found[0])
             out.append(current)
         elif current is not None:
             current.lines.append(line)
             if _TRACE_END.search(line) or len(current.lines) >= 60:
                 current = None
+    for s in out:
+        s.title = title(s)
     return out
+
+
+def _part_of(current: Splat | None, kind: str) -> bool:
+    return current is not None and kind in _PART_OF.get(current.kind, ()) and \
+        len(current.lines) <= _PART_WITHIN
+
+
+def title(s: Splat) -> str:
+    """The splat's kind and site, the same for the same bug on every kernel line: "WARNING at
+    kernel/trace/ring_buffer.c:7802 __rb_map_vma", "BUG: kernel NULL pointer dereference in
+    ring_buffer_map", "KASAN: use-after-free in rb_free_aux"."""
+    kind, m = banner(s.lines[0]) or ("BUG", None)
+    groups = m.groupdict() if m else {}
+    if kind == "WARNING":
+        where = f"{groups['file']}:{groups['line']} " if groups.get("file") else ""
+        return f"WARNING at {where}{groups['fn']}"
+    if kind in ("KASAN", "KFENCE"):
+        return f"{kind}: {groups['what']} in {groups['fn']}"
+    if kind == "UBSAN":
+        return f"UBSAN: {groups['what']} at {groups['file']}:{groups['line']}"
+    text = s.lines[0]
+    for pattern, repl in _VOLATILE:
+        text = pattern.sub(repl, text)
+    text = text.rstrip(" .!:")
+    if kind in ("panic", "lockdep") or " at " in text:
+        return text
+    return f"{text} in {s.site}" if s.site else text
 
 
 def lockup_in(line: str) -> str | None:
     """The cleaned line if it starts a lockup, stall or hung-task report, else None."""
     text = console.clean(line)
-    return text if _LOCKUP.search(text) else None
-
-
-def _title(m: re.Match[str], line: str) -> str:
-    if m.group("warn_at"):
-        return f"WARNING at {m.group('warn_at')} {m.group('warn_fn')}"
-    return line
+    found = banner(text)
+    if found and found[0] in _LOCKUPS:
+        return text
+    # The watchdog's "rcu: INFO: ... self-detected stall" or another CPU's stall report can
+    # come after other output on the same console line.
+    return text if re.search(r"rcu: INFO: \S+ (?:detected (?:expedited )?stalls|self-detected "
+                             r"stall)|watchdog: BUG: soft lockup|Watchdog detected hard LOCKUP",
+                             text) else None
 
 
 def taint(lines: list[str]) -> str | None:
