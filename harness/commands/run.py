@@ -5,15 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from harness import config as lab_config
+from harness import splat_proof
 from harness.commands import child_run, options, run_folder
 from harness.errors import LabError
 from harness.resources import Lab
-from harness.results import history, known_issues, matrix
+from harness.results import history, known_issues, matrix, summary
 
 log = logging.getLogger("ringlab")
 SUITE = run_folder.REPO / "tests" / "kernel"
@@ -62,7 +64,8 @@ def main(args: argparse.Namespace) -> int:
     else:
         report_dir = run_folder.open_run(cfg, args, lab_config.file_safe(names[0]))
         req = child_run.RunRequest(**{**req.__dict__, "report_dir": report_dir})
-    prepare_kernel(cfg, req)
+    lab = prepare_kernel(cfg, req)
+    prove_splats(lab, req)
     return run_suite(cfg, req)
 
 
@@ -74,7 +77,7 @@ def kernel_names(cfg: lab_config.LabConfig, arg: str | None) -> list[str]:
     return [cfg.kernel(n).name for n in names]  # each checked: unknown names are an error
 
 
-def prepare_kernel(cfg: lab_config.LabConfig, req: child_run.RunRequest) -> None:
+def prepare_kernel(cfg: lab_config.LabConfig, req: child_run.RunRequest) -> Lab:
     """Fetch, build and prepare the kernel before pytest collects anything: progress on
     screen, and a kernel that cannot be had is one `lab: error:` naming it, not an error per
     test. A multi-kernel table and a nightly cell say "not run: why" from the summary.json
@@ -82,12 +85,29 @@ def prepare_kernel(cfg: lab_config.LabConfig, req: child_run.RunRequest) -> None
     prepared = cfg
     if isinstance(cfg.kernel(req.kernel).source, lab_config.BuildKernel):
         prepared = lab_config.with_build(cfg, req.kernel, req.series, req.tree)
+    lab = Lab(prepared, refresh=req.refresh)
     try:
-        Lab(prepared, refresh=req.refresh).kernel(req.kernel)
+        lab.kernel(req.kernel)
     except LabError as e:
         (req.report_dir / "summary.json").write_text(json.dumps(
             {"kernel": req.kernel, "not_run": e.message, "counts": {}}, indent=2))
         raise
+    return lab
+
+
+def prove_splats(lab: Lab, req: child_run.RunRequest) -> None:
+    """The lab proves it sees this kernel's splats before it judges anything on it
+    (harness/splat_proof.py): the proof goes to splat-proof.json, which the run's summary
+    reads; a parser blind to what the kernel reported stops the run (exit 2)."""
+    log.info("proving splat detection on %s ...", req.kernel)
+    try:
+        proof = splat_proof.prove(lab, req.kernel, req.report_dir / "splat-proof")
+    except splat_proof.Blind as e:
+        (req.report_dir / "summary.json").write_text(json.dumps(
+            {"kernel": req.kernel, "not_run": e.message, "counts": {}}, indent=2))
+        raise
+    splat_proof.write(proof, req.report_dir)
+    (log.info if proof.proved else log.warning)("%s", summary.detection_line(asdict(proof)))
 
 
 def run_suite(cfg: lab_config.LabConfig, req: child_run.RunRequest) -> int:

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from harness import splat_proof
 from harness.pytest_plugin import record
 from harness.pytest_plugin.context import RunContext
 from harness.pytest_plugin.guests import Guests
@@ -153,7 +154,8 @@ class Ledger:
     def _write_summary(self, exitstatus: int) -> None:
         doc = summary.build(self.ctx.kernel, self.kernel_info, self.boots, self.facts,
                             self.between_tests, self.results, exitstatus,
-                            time.time() - self.ctx.started)
+                            time.time() - self.ctx.started,
+                            splat_proof.read(self.ctx.report_dir))
         text = summary.render(doc)
         # Decode the splats no test report carried decoded (between tests, at boot), now
         # that the run is over: only reported splats cost a decode.

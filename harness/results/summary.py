@@ -12,8 +12,9 @@ from harness.results import history
 
 def build(kernel: str, kernel_info: dict[str, Any], boots: list[dict], facts: dict[str, str],
           between_tests: list[dict], results: list[dict], exit_status: int,
-          duration_s: float) -> dict[str, Any]:
-    """summary.json's document: what ran on which kernel, every result in order, the counts."""
+          duration_s: float, splat_detection: dict | None = None) -> dict[str, Any]:
+    """summary.json's document: what ran on which kernel, every result in order, the counts,
+    and whether the lab proved it sees this kernel's splats (harness/splat_proof.py)."""
     counts: dict[str, int] = {}
     for r in results:
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
@@ -22,7 +23,8 @@ def build(kernel: str, kernel_info: dict[str, Any], boots: list[dict], facts: di
             "kernel_commit": kernel_info.get("commit"), "series": kernel_info.get("series", []),
             "boots": boots, "counts": counts, "exit_status": int(exit_status),
             "duration_s": round(duration_s, 1), "kernel_facts": facts,
-            "splats_between_tests": between_tests, "results": results}
+            "splats_between_tests": between_tests, "splat_detection": splat_detection,
+            "results": results}
 
 
 def render(doc: dict[str, Any]) -> str:
@@ -34,6 +36,7 @@ def render(doc: dict[str, Any]) -> str:
              "boots: " + (", ".join(_boot(b) for b in doc["boots"]) or "none"),
              "results: " + (", ".join(f"{v} {k}" for k, v in sorted(doc["counts"].items()))
                             or "no tests ran")]
+    lines.append(detection_line(doc.get("splat_detection")))
     if doc["kernel_commit"]:
         lines.append(f"kernel commit: {doc['kernel_commit']}")
     lines += [f"series: {s}" for s in doc["series"]]
@@ -58,6 +61,19 @@ def render(doc: dict[str, Any]) -> str:
             if r.get("replaced"):
                 lines.append(f"  GUEST REPLACED after {r['test']}: {r['replaced']}")
     return "\n".join(lines) + "\n"
+
+
+def detection_line(proof: dict | None) -> str:
+    """Whether the lab saw the splats it fired on this kernel before the run: a run that
+    cannot show it sees them says so in its header."""
+    if proof is None:
+        return "WARNING: splat detection not proved on this kernel: this run did not try " \
+               "(only ./lab run does)"
+    if not proof.get("proved"):
+        return f"WARNING: splat detection not proved on this kernel: {proof.get('why')}"
+    titles = "; ".join(t for ts in proof.get("seen", {}).values() for t in ts)
+    return f"splat detection: proved on this kernel ({titles})" + \
+        (", cached" if proof.get("cached") else "")
 
 
 def _boot(b: dict) -> str:

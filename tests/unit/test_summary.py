@@ -36,9 +36,10 @@ def test_a_real_run_reads_as_its_header_and_each_test_that_did_not_pass() -> Non
     assert lines[1] == ("boots: 1 cpu 1024 MB 8.29 s (tcg), 2 cpu 1024 MB 9.71 s (tcg), "
                         "1 cpu 256 MB 8.12 s (tcg)")
     assert lines[2] == "results: 92 passed, 2 skipped, 4 xfailed"
+    assert lines[3].startswith("WARNING: splat detection not proved on this kernel: ")
     assert "kernel commit: abc123" in lines and "series: /s/0001.patch" in lines
     assert "kernel: trace_pipe_raw mmap ABI: mainline (GET_READER _IO('R',0x20) answers)" in lines
-    outcomes = [line.split()[0] for line in lines[6:] if not line.startswith(" " * 10)]
+    outcomes = [line.split()[0] for line in lines[7:] if not line.startswith(" " * 10)]
     assert outcomes == ["SKIPPED", "XFAILED", "SKIPPED", "XFAILED", "XFAILED", "XFAILED"], text
     assert sum(line.startswith(" " * 10 + "splat: WARNING at") for line in lines) == 2
     assert "PASSED" not in text
@@ -52,7 +53,24 @@ def test_a_real_run_reads_as_its_header_and_each_test_that_did_not_pass() -> Non
 def test_no_boot_no_tests_and_no_kernel_are_said_so() -> None:
     doc = summary.build("k", {}, [], {}, [], [], 2, 0.0)
     assert summary.render(doc).splitlines() == [
-        "ringlab run on kernel k (not prepared)", "boots: none", "results: no tests ran"]
+        "ringlab run on kernel k (not prepared)", "boots: none", "results: no tests ran",
+        "WARNING: splat detection not proved on this kernel: this run did not try (only "
+        "./lab run does)"]
+
+
+def test_the_splat_proof_is_in_the_header_proved_or_why_not() -> None:
+    proved = {"proved": True, "cached": True, "seen": {
+        "warn": ["WARNING at x/ringlab_splat.c:30 ringlab_splat_warn"],
+        "bug": ["kernel BUG at x/ringlab_splat.c:160"]}}
+    doc = summary.build("k", {}, [], {}, [], [], 0, 0.0, proved)
+    assert summary.render(doc).splitlines()[3] == (
+        "splat detection: proved on this kernel (WARNING at x/ringlab_splat.c:30 "
+        "ringlab_splat_warn; kernel BUG at x/ringlab_splat.c:160), cached")
+    doc = summary.build("k", {}, [], {}, [], [], 0, 0.0,
+                        {"proved": False, "why": "ringlab_splat cannot be built for it"})
+    assert summary.render(doc).splitlines()[3] == (
+        "WARNING: splat detection not proved on this kernel: ringlab_splat cannot be built "
+        "for it")
 
 
 def test_the_first_failure_is_the_reason_and_a_later_one_its_second_line() -> None:

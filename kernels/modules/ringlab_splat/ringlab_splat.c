@@ -14,14 +14,41 @@
  *                                                          fast as the console takes them;
  *                                                          parameters/flood reads the lines
  *                                                          still to print
+ *   echo KIND > /sys/module/ringlab_splat/parameters/fire  one splat of that kind (below);
+ *                                                          parameters/fire reads the kinds
+ *                                                          this kernel's config can fire
+ *
+ * The kinds `fire` knows, each the kernel's own reporting path (not a printk that looks like
+ * one), so the lab proves it reads what this kernel really prints:
+ *   warn       WARN(): lib/bug.c, kernel/panic.c __warn()
+ *   bug        BUG() in a kernel thread of its own: "kernel BUG at" and the Oops; the thread
+ *              dies, nothing it held is left locked (the writer gets its answer first)
+ *   null       a NULL dereference in a kernel thread: the page-fault Oops
+ *   refcount   refcount_inc() of a zero refcount_t: "refcount_t: addition on 0" (a WARN)
+ *   list       list_add() between entries that do not point at each other: lib/list_debug.c
+ *              (CONFIG_DEBUG_LIST or CONFIG_LIST_HARDENED); the add is refused, nothing broken
+ *   alloc      vmalloc() of more than the machine has: warn_alloc()'s "vmalloc error"
+ *   ubsan      an array index past the end (CONFIG_UBSAN_BOUNDS)
+ *   kasan      a read past a kmalloc()ed object (CONFIG_KASAN)
+ *   lockdep    two mutexes taken in both orders, one after the other: a possible circular
+ *              locking dependency (CONFIG_PROVE_LOCKING), no deadlock
+ *   hung       a kernel thread in D state for parameters/hung_s seconds (CONFIG_DETECT_HUNG_TASK;
+ *              set /proc/sys/kernel/hung_task_timeout_secs lower first)
  */
-#include <linux/bug.h>
 #include <linux/atomic.h>
+#include <linux/bug.h>
 #include <linux/irqflags.h>
 #include <linux/kthread.h>
+#include <linux/list.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/mutex.h>
+#include <linux/refcount.h>
 #include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <linux/vmalloc.h>
 #include <linux/workqueue.h>
 
 static noinline void ringlab_splat_warn(void)
@@ -145,6 +172,166 @@ static const struct kernel_param_ops flood_ops = {
 
 module_param_cb(flood, &flood_ops, NULL, 0600);
 MODULE_PARM_DESC(flood, "write N to printk N lines from a kernel thread; reads lines to go");
+
+/* --- fire: one splat of a named kind ------------------------------------------------------ */
+
+static noinline int fire_bug(void *unused)
+{
+	BUG();
+	return 0;
+}
+
+static noinline int fire_null(void *unused)
+{
+	int *volatile p = NULL;
+
+	return *p;
+}
+
+static noinline void fire_refcount(void)
+{
+	refcount_t r = REFCOUNT_INIT(0);
+
+	refcount_inc(&r);
+}
+
+static noinline int fire_list(void *unused)
+{
+	struct list_head a, b, new;
+
+	/* a and b are not neighbours: list_add(&new, &a) must refuse and report. */
+	INIT_LIST_HEAD(&a);
+	INIT_LIST_HEAD(&b);
+	a.next = &b;
+	list_add(&new, &a);
+	module_put_and_kthread_exit(0);
+}
+
+static noinline void fire_alloc(void)
+{
+	void *p = vmalloc(totalram_pages() * 2 * PAGE_SIZE + PAGE_SIZE);
+
+	vfree(p);
+}
+
+static int ubsan_index = 4;
+module_param(ubsan_index, int, 0600);
+
+static noinline int fire_ubsan(void)
+{
+	int a[4] = { 1, 2, 3, 4 };
+
+	return a[READ_ONCE(ubsan_index)];
+}
+
+static noinline int fire_kasan(void)
+{
+	char *p = kmalloc(24, GFP_KERNEL);
+	int v;
+
+	if (!p)
+		return -ENOMEM;
+	OPTIMIZER_HIDE_VAR(p);
+	v = READ_ONCE(p[24]);	/* the slot's redzone (kmalloc-32) */
+	kfree(p);
+	return v;
+}
+
+static DEFINE_MUTEX(lock_a);
+static DEFINE_MUTEX(lock_b);
+
+static noinline void fire_lockdep(void)
+{
+	mutex_lock(&lock_a);
+	mutex_lock(&lock_b);
+	mutex_unlock(&lock_b);
+	mutex_unlock(&lock_a);
+	mutex_lock(&lock_b);
+	mutex_lock(&lock_a);
+	mutex_unlock(&lock_a);
+	mutex_unlock(&lock_b);
+}
+
+static unsigned int hung_s = 6;
+module_param(hung_s, uint, 0600);
+
+static int fire_hung(void *unused)
+{
+	schedule_timeout_uninterruptible(hung_s * HZ);
+	module_put_and_kthread_exit(0);
+}
+
+struct fire_kind {
+	const char *name;
+	bool available;
+	void (*now)(void);		/* in the writer's context */
+	int (*thread)(void *);		/* in a kernel thread of its own, which may die: it
+					 * holds a reference on the module until it ends */
+};
+
+static void fire_warn(void) { ringlab_splat_warn(); }
+static void fire_ubsan_v(void) { fire_ubsan(); }
+static void fire_kasan_v(void) { fire_kasan(); }
+
+static const struct fire_kind fire_kinds[] = {
+	{ "warn", true, fire_warn, NULL },
+	{ "bug", true, NULL, fire_bug },
+	{ "null", true, NULL, fire_null },
+	{ "refcount", true, fire_refcount, NULL },
+	/* A thread: CONFIG_BUG_ON_DATA_CORRUPTION makes the report a BUG(). */
+	{ "list", IS_ENABLED(CONFIG_DEBUG_LIST) || IS_ENABLED(CONFIG_LIST_HARDENED),
+	  NULL, fire_list },
+	{ "alloc", true, fire_alloc, NULL },
+	{ "ubsan", IS_ENABLED(CONFIG_UBSAN_BOUNDS), fire_ubsan_v, NULL },
+	{ "kasan", IS_ENABLED(CONFIG_KASAN), fire_kasan_v, NULL },
+	{ "lockdep", IS_ENABLED(CONFIG_PROVE_LOCKING), fire_lockdep, NULL },
+	{ "hung", IS_ENABLED(CONFIG_DETECT_HUNG_TASK), NULL, fire_hung },
+};
+
+static int fire_set(const char *val, const struct kernel_param *kp)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(fire_kinds); i++) {
+		const struct fire_kind *k = &fire_kinds[i];
+		struct task_struct *t;
+
+		if (!sysfs_streq(val, k->name))
+			continue;
+		if (!k->available)
+			return -EOPNOTSUPP;
+		if (k->now) {
+			k->now();
+			return 0;
+		}
+		__module_get(THIS_MODULE);
+		t = kthread_run(k->thread, NULL, "ringlab_%s", k->name);
+		if (IS_ERR(t))
+			module_put(THIS_MODULE);
+		return PTR_ERR_OR_ZERO(t);
+	}
+	return -EINVAL;
+}
+
+static int fire_get(char *buffer, const struct kernel_param *kp)
+{
+	int n = 0;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(fire_kinds); i++)
+		if (fire_kinds[i].available)
+			n += sysfs_emit_at(buffer, n, "%s%s", n ? " " : "", fire_kinds[i].name);
+	return n + sysfs_emit_at(buffer, n, "\n");
+}
+
+static const struct kernel_param_ops fire_ops = {
+	.set = fire_set,
+	.get = fire_get,
+};
+
+module_param_cb(fire, &fire_ops, NULL, 0600);
+MODULE_PARM_DESC(fire, "write a kind (warn bug null refcount list alloc ubsan kasan lockdep "
+		 "hung) to make the kernel report one; reads the kinds this kernel can fire");
 
 static void __exit ringlab_splat_exit(void)
 {

@@ -1,0 +1,162 @@
+"""The lab proves its eyes on each kernel: before a run, a throw-away guest fires one WARN and
+one BUG from kernels/modules/ringlab_splat, and the lab checks that its splat parser
+(harness/kernellog/splats.py) saw both, with their titles.
+
+A lab that cannot see a splat must not report green (issue 33: every 7.x WARNING was invisible
+until the parser learned the v6.19 banner). The proof is cached with the kernel: its key is the
+kernel image, the parser's sources and the module's, so it is redone when any of them changes.
+Three outcomes:
+- proved: both splats seen; the run's summary says so.
+- not proved: the lab could not fire them (no modules for this kernel, the kernel did not
+  report); the run goes on and its summary says why, as a run-level warning.
+- blind: the kernel reported (its taint mask says so) and the parser saw nothing: a lab error
+  (exit 2), never a green run.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from harness import cache
+from harness.errors import LabError, ModuleUnavailable
+from harness.guest.guest import Guest
+from harness.kernellog import splats
+from harness.kernels import modules
+from harness.resources import Lab
+
+log = logging.getLogger(__name__)
+
+PARSER = [Path(splats.__file__), Path(splats.console.__file__)]
+MODULE = "ringlab_splat"
+VERSION = 1
+# What fires, how the kernel's taint mask shows it fired (kernel/panic.c taint_flags), and the
+# kind and title the parser must give it: (fire, taint bit, kind, title pattern).
+FIRED = (("warn", 9, "WARNING", r"^WARNING at \S*ringlab_splat\.c:\d+ ringlab_splat_warn$"),
+         ("bug", 7, "BUG", r"^kernel BUG at \S*ringlab_splat\.c:\d+$"))
+
+
+class Blind(LabError):
+    """The kernel reported a splat and the parser saw none."""
+
+
+@dataclass
+class Proof:
+    """What the lab saw on one kernel when it fired its splats."""
+    kernel: str
+    release: str
+    proved: bool
+    why: str = ""                                      # not proved: why
+    seen: dict[str, list[str]] = field(default_factory=dict)  # fired kind -> titles seen
+    console: str = ""                                  # the guest's kernel log while firing
+    cached: bool = False
+
+
+FILE = "splat-proof.json"
+
+
+def write(proof: Proof, report_dir: Path) -> None:
+    """The proof into a run's report folder, where its summary reads it (read())."""
+    (report_dir / FILE).write_text(json.dumps(asdict(proof), indent=2))
+
+
+def read(report_dir: Path) -> dict | None:
+    """A run's proof as written by write() (without the console), None if it has none."""
+    try:
+        d = json.loads((report_dir / FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    d.pop("console", None)
+    return d
+
+
+def key(image: Path) -> str:
+    """The proof's cache key: the kernel image, the parser, the module's sources."""
+    h = hashlib.sha256(f"v{VERSION}\0".encode())
+    h.update(hashlib.sha256(image.read_bytes()).digest())
+    for p in PARSER:
+        h.update(p.read_bytes())
+    h.update(modules.source_hash(modules.sources(MODULE)).encode())
+    return h.hexdigest()[:16]
+
+
+def prove(lab: Lab, kernel_name: str, work: Path) -> Proof:
+    """The proof for this kernel, from the cache or fired now in a throw-away guest (its
+    console log in `work`). Raises Blind if the parser missed what the kernel reported."""
+    k = lab.kernel(kernel_name)
+    where = lab.layout.root / "splat-proofs" / f"{key(k.vmlinuz)}.json"
+    if where.exists():
+        proof = Proof(**json.loads(where.read_text()))
+        proof.cached = True
+        return proof
+    try:
+        ko = lab.module(MODULE, kernel_name)
+    except ModuleUnavailable as e:
+        return Proof(k.name, k.release, False, f"{MODULE} cannot be built for it ({e.message})")
+    proof = fire(lab, kernel_name, ko, work)
+    if proof.proved:
+        cache.write_atomic(where, json.dumps(asdict(proof), indent=2).encode())
+    return proof
+
+
+def fire(lab: Lab, kernel_name: str, ko: Path, work: Path) -> Proof:
+    """Fire each kind of FIRED in a fresh guest and judge what the parser saw."""
+    work.mkdir(parents=True, exist_ok=True)
+    k = lab.kernel(kernel_name)
+    seen: dict[str, list[str]] = {}
+    missed: list[str] = []
+    with lab.boot(kernel_name, work / "console-splat-proof.log") as g:
+        g.insmod(ko)
+        g.kmsg()
+        start = len(g.kernel_log)
+        for kind, bit, want_kind, _ in FIRED:
+            before = len(g.kernel_log)
+            r = g.run(f"echo {kind} > /sys/module/{MODULE}/parameters/fire", timeout=60)
+            if r.exit_status != 0:
+                return Proof(k.name, k.release, False, f"'echo {kind} > .../fire' failed in "
+                             f"the guest: {(r.stderr or r.stdout).strip()}")
+            lines = _settled(g)[before:]
+            found = [s for s in splats.find(lines) if s.kind == want_kind]
+            seen[kind] = [s.title for s in found]
+            reported = bool(g.tainted is not None and g.tainted >> bit & 1)
+            if not found:
+                if reported:
+                    raise Blind(f"kernel {k.name} ({k.release}) reported the '{kind}' splat "
+                                f"(taint bit {bit} set) and the lab's splat parser saw "
+                                f"nothing in its log: every splat of a run on it would go "
+                                f"unseen", hint=f"the guest's console is in {work}")
+                missed.append(kind)
+        console = "\n".join(g.kernel_log[start:])
+    if missed:
+        return Proof(k.name, k.release, False, f"the kernel did not report "
+                     f"{' and '.join(missed)} when fired", seen, console)
+    return _judged(Proof(k.name, k.release, True, "", seen, console))
+
+
+def _settled(g: Guest) -> list[str]:
+    """The guest's kernel log once the report is whole: a BUG in a kernel thread is printed
+    after the writer got its answer, so read until two reads in a row add nothing."""
+    last = -1
+    for _ in range(20):
+        g.kmsg()
+        if len(g.kernel_log) == last:
+            break
+        last = len(g.kernel_log)
+        time.sleep(0.3)
+    return g.kernel_log
+
+
+def _judged(proof: Proof) -> Proof:
+    """A proof whose titles do not say what fired is no proof: the title is what known issues
+    and the explorer go by."""
+    for kind, _, _, pattern in FIRED:
+        if not any(re.match(pattern, t) for t in proof.seen.get(kind, [])):
+            return Proof(proof.kernel, proof.release, False,
+                         f"the '{kind}' splat was seen with the title "
+                         f"{proof.seen.get(kind)!r}, not one that names where it fired",
+                         proof.seen, proof.console)
+    return proof
