@@ -38,6 +38,7 @@ class ConsoleLog:
     def __init__(self, path: Path, limit: int) -> None:
         self.path = path
         self._file = path.open("ab")
+        self.start = self._file.tell()  # where this boot's share begins (boots append)
         self._head_room = limit - limit // 4
         self._tail_limit = limit // 4
         self._tail = bytearray()
@@ -180,9 +181,13 @@ class VM:
         return self._child_alive()
 
     def console_text(self) -> str:
-        """The console log as written so far, with the kept tail of a flood after it."""
+        """This boot's console log as written so far, with the kept tail of a flood after it
+        (the guests of a run share one file: an earlier boot's splat is not this one's)."""
+        start = self._log_file.start if self._log_file is not None else 0
         try:
-            text = self.console_log.read_text(errors="replace")
+            with self.console_log.open("rb") as f:
+                f.seek(start)
+                text = f.read().decode("utf-8", "replace")
         except OSError:
             return ""
         pending = self._log_file.unwritten() if self._log_file is not None else b""

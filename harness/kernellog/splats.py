@@ -34,12 +34,15 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((k, re.compile(p)) for k
                 r"|bad unlock balance|bad contention|held lock freed|lock held when returning"
                 r"|Nested lock was not taken|chain_key collision|\S+/\d+ still has locks held"
                 r"|\w+-safe -> \w+-unsafe lock order)"),
-    ("lockdep", r"^BUG: (?:Invalid wait context|MAX_\w+ too low|key \S+ has not been registered"
-                r"|looking up invalid subclass)"),
+    ("lockdep", r"^(?:\[ )?BUG: (?:Invalid wait context|MAX_\w+ too low"
+                r"|key \S+ has not been registered|looking up invalid subclass)"),
     ("KASAN", rf"^BUG: KASAN: (?P<what>[\w-]+) in {_FN}"),
     ("KFENCE", rf"^BUG: KFENCE: (?P<what>[\w -]+?) in {_FN}"),
     ("UBSAN", r"^UBSAN: (?P<what>[\w-]+) in (?P<file>\S+?):(?P<line>\d+)(?::\d+)?"),
-    ("BUG", r"^kernel BUG at (?P<file>[^\s:]+):(?P<line>\d+)!"),
+    # CONFIG_UBSAN_TRAP on x86: "UBSAN: array index out of bounds at f+0x1/0x2", then an Oops.
+    ("UBSAN", rf"^UBSAN: (?P<what>.+?) at {_FN}"),
+    # 6.12 prints "Kernel BUG at %pB [verbose debug info unavailable]" without a file.
+    ("BUG", rf"^[Kk]ernel BUG at (?:(?P<file>[^\s:]+):(?P<line>\d+)!|{_FN} \[verbose debug)"),
     ("soft lockup", r"^watchdog: BUG: soft lockup"),
     # 6.12: "Watchdog detected hard LOCKUP on cpu %u"; 7.x adds "CPU%u: " before it.
     ("hard lockup", r"^(?:watchdog: )?(?:CPU\d+: )?Watchdog detected hard LOCKUP"),
@@ -55,7 +58,7 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((k, re.compile(p)) for k
 # after "BUG: kernel NULL pointer dereference", the WARNING or BUG that lib/refcount.c and
 # lib/list_debug.c raise after their own line (CHECK_DATA_CORRUPTION: WARN, or BUG with
 # CONFIG_BUG_ON_DATA_CORRUPTION).
-_PART_OF = {"BUG": ("BUG",), "refcount_t": ("WARNING", "BUG"),
+_PART_OF = {"BUG": ("BUG",), "UBSAN": ("BUG",), "refcount_t": ("WARNING", "BUG"),
             "list corruption": ("WARNING", "BUG")}
 _PART_WITHIN = 12  # lines: a second banner further on is another report
 _LOCKUPS = ("soft lockup", "hard lockup", "RCU stall", "hung task")
@@ -72,6 +75,9 @@ _VOLATILE: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), r) fo
     (r"^(?:watchdog: )?(?:CPU\d+: )?(Watchdog detected hard LOCKUP) on cpu \d+", r"\1"),
     (r"^(INFO: task \S+?):\d+ (blocked.*?) for more than \d+ seconds\.", r"\1 \2"),
     (r" in process \S+ +(?:pfn|\S+):\S+$", ""),                          # Bad page state
+    (r"^\[ (BUG: .*) \]$", r"\1"),                                       # lockdep box
+    (r"kernel NULL pointer dereference 0x[0-9a-f]+", "kernel NULL pointer dereference"),
+    (r"^(list_\w+ corruption)(\. [^,(]*?)?\s*[,(].*$", r"\1\2"),          # addresses
     (r"^\S+: (page allocation failure: order:\d+).*", r"\1"),
     (r"^\S+: (vmalloc error): .*", r"\1"),
     (r": [^\s/]+/\d+(?:/0x[0-9a-f]+|/\d+)?$", ""),                       # : comm/pid
@@ -85,7 +91,8 @@ _REPORTERS = re.compile(r"^(?:dump_stack|show_stack|__dump_stack|warn_alloc|__al
                         r"|alloc_pages|__vmalloc|vmalloc|__warn|warn_slowpath|report_bug"
                         r"|handle_bug|exc_invalid_op|asm_exc|refcount_warn_saturate"
                         r"|__refcount|__list_\w+_valid|__list_\w+_report|kasan_|__kasan"
-                        r"|print_report|ubsan_|__ubsan|panic|check_panic_on_warn|die\b)")
+                        r"|print_report|ubsan_|__ubsan|panic|check_panic_on_warn|die\b"
+                        r"|__schedule|schedule|io_schedule)")
 
 # "Modules linked in: ringlab_aux(OE) virtio_net": a flag in parentheses marks a module that
 # taints the kernel (O out of tree, E unsigned, P proprietary, ...: kernel/panic.c taint_flags).
@@ -213,11 +220,15 @@ def title(s: Splat) -> str:
     if kind in ("KASAN", "KFENCE"):
         return f"{kind}: {groups['what']} in {groups['fn']}"
     if kind == "UBSAN":
-        return f"UBSAN: {groups['what']} at {groups['file']}:{groups['line']}"
+        where = f"at {groups['file']}:{groups['line']}" if groups.get("file") else \
+            f"in {groups['fn']}"
+        return f"UBSAN: {groups['what']} {where}"
     text = s.lines[0]
     for pattern, repl in _VOLATILE:
         text = pattern.sub(repl, text)
     text = text.rstrip(" .!:")
+    if kind == "BUG" and groups.get("fn"):  # kernel BUG at fn+0x1/0x2 [verbose debug ...]
+        return f"kernel BUG in {groups['fn']}"
     if kind in ("panic", "lockdep") or " at " in text:
         return text
     return f"{text} in {s.site}" if s.site else text

@@ -63,3 +63,18 @@ def test_a_qemu_reaped_by_the_other_thread_first_is_simply_not_alive(tmp_path) -
     vm._child.isalive = lost_the_race  # type: ignore[union-attr]
     assert vm.alive() is False
     vm.stop()  # and stopping it says nothing either
+
+
+def test_a_boots_console_text_is_its_own_not_the_earlier_boots(tmp_path: Path) -> None:
+    """The guests of a run append to one console log: a guest that dies is judged on what it
+    printed, not on an earlier guest's splat (which had failed its own test already)."""
+    from harness.guest.vm import VM
+
+    path = tmp_path / "console.log"
+    path.write_text("WARNING: CPU: 0 PID: 1 at a.c:1 earlier+0x1/0x2\n")
+    vm = VM(["sh", "-c", "echo this boot"], path, 1 << 20)
+    vm.start()
+    assert vm.exited.wait(10)
+    vm.stop()
+    assert "this boot" in vm.console_text() and "earlier" not in vm.console_text()
+    assert path.read_text().startswith("WARNING: CPU: 0 PID: 1 at a.c:1 earlier")
