@@ -103,11 +103,13 @@ class VM:
         self._reaping = threading.Lock()
         self._recent: deque[str] = deque(maxlen=80)
         self._log_file: ConsoleLog | None = None
+        self._console_start = 0
 
     def start(self) -> None:
         log.debug("qemu: %s", " ".join(self.argv))
         self.console_log.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = ConsoleLog(self.console_log, self.console_log_bytes)
+        self._console_start = self._log_file.start
         self.started_at = self.last_output_at = time.monotonic()
         self._child = pexpect.spawn(self.argv[0], self.argv[1:], logfile=None, echo=False,
                                     timeout=None, preexec_fn=_die_with_parent,
@@ -183,7 +185,7 @@ class VM:
     def console_text(self) -> str:
         """This boot's console log as written so far, with the kept tail of a flood after it
         (the guests of a run share one file: an earlier boot's splat is not this one's)."""
-        start = self._log_file.start if self._log_file is not None else 0
+        start = self._console_start
         try:
             with self.console_log.open("rb") as f:
                 f.seek(start)
