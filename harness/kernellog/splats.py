@@ -75,6 +75,7 @@ _VOLATILE: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), r) fo
     (r"^(?:watchdog: )?(?:CPU\d+: )?(Watchdog detected hard LOCKUP) on cpu \d+", r"\1"),
     (r"^(INFO: task \S+?):\d+ (blocked.*?) for more than \d+ seconds\.", r"\1 \2"),
     (r" in process \S+ +(?:pfn|\S+):\S+$", ""),                          # Bad page state
+    (r" at /\S*/([^/\s]+:\d+)", r" at \1"),                                # a module's path
     (r"^\[ (BUG: .*) \]$", r"\1"),                                       # lockdep box
     (r"kernel NULL pointer dereference 0x[0-9a-f]+", "kernel NULL pointer dereference"),
     (r"^(list_\w+ corruption)(\. [^,(]*?)?\s*[,(].*$", r"\1\2"),          # addresses
@@ -215,12 +216,12 @@ def title(s: Splat) -> str:
     kind, m = banner(s.lines[0]) or ("BUG", None)
     groups = m.groupdict() if m else {}
     if kind == "WARNING":
-        where = f"{groups['file']}:{groups['line']} " if groups.get("file") else ""
+        where = f"{_file(groups['file'])}:{groups['line']} " if groups.get("file") else ""
         return f"WARNING at {where}{groups['fn']}"
     if kind in ("KASAN", "KFENCE"):
         return f"{kind}: {groups['what']} in {groups['fn']}"
     if kind == "UBSAN":
-        where = f"at {groups['file']}:{groups['line']}" if groups.get("file") else \
+        where = f"at {_file(groups['file'])}:{groups['line']}" if groups.get("file") else \
             f"in {groups['fn']}"
         return f"UBSAN: {groups['what']} {where}"
     text = s.lines[0]
@@ -232,6 +233,13 @@ def title(s: Splat) -> str:
     if kind in ("panic", "lockdep") or " at " in text:
         return text
     return f"{text} in {s.site}" if s.site else text
+
+
+def _file(path: str) -> str:
+    """A source file as the title names it: the kernel's own files as printed (relative to the
+    tree), an out-of-tree module's by its name alone (6.12 prints the absolute path of an M=
+    build, 7.x a relative one)."""
+    return path.rsplit("/", 1)[-1] if path.startswith("/") else path
 
 
 def lockup_in(line: str) -> str | None:

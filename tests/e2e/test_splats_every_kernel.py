@@ -13,26 +13,21 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suites"))
+from suite_splat_kinds import ALWAYS, TITLES  # noqa: E402  (the kinds and their titles)
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = REPO / "tests" / "suites" / "suite_splat_kinds.py"
 DEBIAN_X86 = ("trixie-cloud", "sid-cloud", "bpo-cloud")
-# The title of each kind: the same on every kernel line (harness/kernellog/splats.py title()).
-TITLES = {
-    "warn": r"WARNING at \S*ringlab_splat\.c:\d+ ringlab_splat_warn",
-    "bug": r"kernel BUG at \S*ringlab_splat\.c:\d+",
-    "null": r"BUG: kernel NULL pointer dereference in fire_null",
-    "refcount": r"refcount_t: addition on 0; use-after-free in fire_refcount",
-    "list": r"list_add corruption\. next->prev should be prev in fire_list",
-    "alloc": r"vmalloc error in fire_alloc",
-    "ubsan": r"UBSAN: array-index-out-of-bounds at \S*ringlab_splat\.c:\d+",
-    "kasan": r"KASAN: slab-out-of-bounds in fire_kasan",
-    "lockdep": r"WARNING: possible circular locking dependency detected",
-    "hung": r"INFO: task ringlab_hung blocked in fire_hung",
-}
-# Kinds every kernel the lab runs must fire: no config option of theirs is optional on a
-# kernel with modules (the others need UBSAN_BOUNDS, KASAN, PROVE_LOCKING, DEBUG_LIST).
-ALWAYS = ("warn", "bug", "null", "refcount", "alloc", "hung")
+# The 7.2 build of the e2e tier: sid's linux-source-7.2 as src-7.2-min pins it, tinyconfig +
+# minimal.config (what a bisect step builds) + line-number debug info to decode frames with.
+SRC_72 = yaml.safe_load((REPO / "lab.yaml").read_text())["kernels"]["src-7.2-min"]["build"]
+BUILD_72 = {"debian_source": SRC_72["debian_source"],
+            "config": {"base": "tinyconfig", "fragments": [
+                str(REPO / "kernels/fragments/minimal.config"),
+                str(REPO / "kernels/fragments/debuginfo.config")]}}
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800),
               pytest.mark.usefixtures("no_stray_qemu")]
@@ -50,11 +45,14 @@ def fire_every_kind(kernel: str, tmp_path: Path, lab_yaml: Path) -> dict[str, di
             for r in summary["results"] if r["outcome"] != "rerun"}
 
 
-def check_kinds(results: dict[str, dict], build_kernel: bool) -> None:
+def check_kinds(results: dict[str, dict], build_kernel: bool,
+                required: tuple[str, ...] = ALWAYS) -> None:
+    """Each kind fired failed its test with its title (decoded on a build kernel); a kind not
+    fired was skipped because the kernel cannot report it, and is not one it must."""
     assert set(results) == set(TITLES), sorted(results)
     for kind, r in results.items():
         if r["outcome"] == "skipped":
-            assert kind not in ALWAYS and "cannot fire" in r["reason"], (kind, r)
+            assert kind not in required and "cannot fire" in r["reason"], (kind, r)
             continue
         assert r["outcome"] == "failed", (kind, r["outcome"], r["reason"][:500])
         titles = [s["title"] for s in r.get("splats", [])]
@@ -63,7 +61,7 @@ def check_kinds(results: dict[str, dict], build_kernel: bool) -> None:
         if build_kernel:  # a vmlinux to decode with: the frames as file:line
             assert any(s.get("decoded") for s in r["splats"]), (kind, r["splats"][0])
     fired = [k for k, r in results.items() if r["outcome"] == "failed"]
-    assert set(ALWAYS) <= set(fired), fired
+    assert set(required) <= set(fired), fired
 
 
 @pytest.mark.parametrize("kernel", DEBIAN_X86)
@@ -86,3 +84,18 @@ def test_lab_run_proves_it_sees_the_kernels_splats(kernel: str, tmp_path: Path,
     assert "ringlab_splat_warn; kernel BUG at " in header, header
     proof = json.loads((run / "splat-proof.json").read_text())
     assert proof["proved"] and proof["release"] and proof["kernel"] == kernel, proof
+
+
+@pytest.mark.kbuild
+def test_every_splat_kind_on_the_7_2_build_fails_its_test_decoded(tmp_path: Path,
+                                                                  make_lab_yaml) -> None:
+    """The 7.2 tree the lab builds: each splat fails its test with its title, and its frames
+    decoded to file:line with the build's vmlinux. A tinyconfig kernel has no hung-task
+    detector or list checks: the kinds it must fire are those of the proof and the Oops."""
+    cfg = make_lab_yaml(kernels={"src-7.2-splats": {"build": BUILD_72}})
+    env = dict(os.environ, RINGLAB_CONFIG=str(cfg))
+    p = subprocess.run(["./lab", "build", "--kernel", "src-7.2-splats"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=3000)
+    assert p.returncode == 0 and "src-7.2-splats: 7.2." in p.stdout, p.stderr[-3000:]
+    results = fire_every_kind("src-7.2-splats", tmp_path, cfg)
+    check_kinds(results, build_kernel=True, required=("warn", "bug", "null", "refcount"))

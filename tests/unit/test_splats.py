@@ -2,6 +2,8 @@
 kind."""
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -159,3 +161,36 @@ def test_real_rcu_stall_names_where_the_cpu_spins() -> None:
     assert stall.call_trace[:2] == ["param_attr_store", "module_attr_store"]
     assert splats.taint(stall.lines) == "GOE"
     assert [i for i, line in enumerate(lines) if splats.lockup_in(line)] == [stall.first_line]
+
+
+# Real console logs of tests/suites/suite_splat_kinds.py, one per kernel line (its README): each
+# kind ringlab_splat fires, as that line prints it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suites"))
+from suite_splat_kinds import ALWAYS, TITLES  # noqa: E402
+CORPUS = sorted(DATA.glob("console-splat-kinds-*.log"))
+
+
+def _titles(path: Path) -> list[str]:
+    return [s.title for s in splats.find(path.read_text().splitlines())]
+
+
+def test_the_corpus_holds_every_kernel_line_the_lab_claims() -> None:
+    lines = {p.name.removeprefix("console-splat-kinds-").removesuffix(".log") for p in CORPUS}
+    assert {"6.12", "7.2", "7.3", "7.2-build"} <= lines, lines
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
+def test_every_kind_fired_on_a_kernel_line_is_seen_with_its_title(path: Path) -> None:
+    titles = _titles(path)
+    for kind in ALWAYS:
+        assert any(re.fullmatch(TITLES[kind], t) for t in titles), (kind, titles)
+    # Nothing else: every splat in the log is one of the kinds fired, each titled as such.
+    assert all(any(re.fullmatch(p, t) for p in TITLES.values()) for t in titles), titles
+
+
+def test_one_site_has_one_title_on_every_kernel_line() -> None:
+    by_line = {p.name: set(_titles(p)) for p in CORPUS}
+    always = [t for t in set.union(*by_line.values())
+              if any(re.fullmatch(TITLES[k], t) for k in ALWAYS)]
+    for name, titles in by_line.items():
+        assert set(always) <= titles, (name, sorted(set(always) - titles))
