@@ -113,28 +113,32 @@ def fire(lab: Lab, kernel_name: str, ko: Path, work: Path) -> Proof:
         g.insmod(ko)
         g.kmsg()
         start = len(g.kernel_log)
-        for kind, bit, want_kind, _ in FIRED:
+        for kind, *_ in FIRED:
             before = len(g.kernel_log)
             r = g.run(f"echo {kind} > /sys/module/{MODULE}/parameters/fire", timeout=60)
             if r.exit_status != 0:
                 return Proof(k.name, k.release, False, f"'echo {kind} > .../fire' failed in "
                              f"the guest: {(r.stderr or r.stdout).strip()}")
-            lines = _settled(g)[before:]
-            found = [s for s in splats.find(lines) if s.kind == want_kind]
-            seen[kind] = [s.title for s in found]
-            reported = bool(g.tainted is not None and g.tainted >> bit & 1)
-            if not found:
-                if reported:
-                    raise Blind(f"kernel {k.name} ({k.release}) reported the '{kind}' splat "
-                                f"(taint bit {bit} set) and the lab's splat parser saw "
-                                f"nothing in its log: every splat of a run on it would go "
-                                f"unseen", hint=f"the guest's console is in {work}")
+            seen[kind] = judge(kind, _settled(g)[before:], g.tainted, k.name, work)
+            if not seen[kind]:
                 missed.append(kind)
         console = "\n".join(g.kernel_log[start:])
     if missed:
         return Proof(k.name, k.release, False, f"the kernel did not report "
                      f"{' and '.join(missed)} when fired", seen, console)
     return _judged(Proof(k.name, k.release, True, "", seen, console))
+
+
+def judge(kind: str, lines: list[str], tainted: int, kernel: str, work: Path) -> list[str]:
+    """The titles the parser gives the splats of `kind` in these lines; raises Blind if it
+    gives none while the taint mask says the kernel reported one (-1: mask unknown)."""
+    _, bit, want_kind, _ = next(f for f in FIRED if f[0] == kind)
+    titles = [s.title for s in splats.find(lines) if s.kind == want_kind]
+    if not titles and tainted >= 0 and tainted >> bit & 1:
+        raise Blind(f"kernel {kernel} reported the '{kind}' splat (taint bit {bit} set) and "
+                    f"the lab's splat parser saw nothing in its log: every splat of a run on "
+                    f"it would go unseen", hint=f"the guest's console is in {work}")
+    return titles
 
 
 def _settled(g: Guest) -> list[str]:

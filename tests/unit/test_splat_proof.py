@@ -1,0 +1,72 @@
+"""harness/splat_proof.py without a guest: judging what a fired splat left in a real kernel log,
+the cache, and the blind parser that must stop a run."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness import splat_proof
+
+DATA = Path(__file__).parent / "data"
+TAINT_WARN, TAINT_DIE = 1 << 9, 1 << 7
+
+
+def _lines(line: str) -> list[str]:
+    return (DATA / f"console-splat-kinds-{line}.log").read_text().splitlines()
+
+
+@pytest.mark.parametrize("line", ["6.12", "7.2", "7.3"])
+def test_a_real_warn_and_bug_are_judged_seen_with_titles_naming_the_module(line: str) -> None:
+    lines = _lines(line)
+    warn = splat_proof.judge("warn", lines, TAINT_WARN, "k", Path("w"))
+    bug = splat_proof.judge("bug", lines, TAINT_DIE, "k", Path("w"))
+    proof = splat_proof.Proof("k", "r", True, seen={"warn": warn[:1], "bug": bug[:1]})
+    assert splat_proof._judged(proof).proved, (warn, bug)
+
+
+def test_a_parser_that_sees_nothing_where_the_kernel_warned_is_blind() -> None:
+    # What a 7.x WARNING looked like to the 6.x parser: nothing.
+    quiet = ["------------[ cut here ]------------", "ringlab_splat: warning requested",
+             "Modules linked in: ringlab_splat(OE)", "---[ end trace 0000000000000000 ]---"]
+    with pytest.raises(splat_proof.Blind, match="taint bit 9 set"):
+        splat_proof.judge("warn", quiet, TAINT_WARN, "sid-cloud", Path("w"))
+    # The kernel did not report (or its taint mask is unknown): not proved, not blind.
+    assert splat_proof.judge("warn", quiet, 0, "k", Path("w")) == []
+    assert splat_proof.judge("warn", quiet, -1, "k", Path("w")) == []
+
+
+def test_a_title_that_does_not_name_the_site_proves_nothing() -> None:
+    proof = splat_proof.Proof("k", "r", True, seen={"warn": ["WARNING at somewhere_else"],
+                                                    "bug": ["kernel BUG at ringlab_splat.c:9"]})
+    judged = splat_proof._judged(proof)
+    assert not judged.proved and "'warn' splat was seen with the title" in judged.why
+
+
+def test_a_cached_proof_is_used_without_a_guest_and_the_key_follows_the_image(
+        tmp_path: Path) -> None:
+    image = tmp_path / "vmlinuz"
+    image.write_bytes(b"kernel one")
+    lab = SimpleNamespace(kernel=lambda name: SimpleNamespace(vmlinuz=image, name=name,
+                                                              release="7.2.13"),
+                          layout=SimpleNamespace(root=tmp_path / "cache"))
+    stored = splat_proof.Proof("k", "7.2.13", True, seen={"warn": ["w"], "bug": ["b"]})
+    where = tmp_path / "cache" / "splat-proofs" / f"{splat_proof.key(image)}.json"
+    where.parent.mkdir(parents=True)
+    where.write_text(json.dumps(asdict(stored)))
+    proof = splat_proof.prove(lab, "k", tmp_path / "work")  # type: ignore[arg-type]
+    assert proof.proved and proof.cached and proof.seen == stored.seen
+    first = splat_proof.key(image)
+    image.write_bytes(b"kernel two")
+    assert splat_proof.key(image) != first
+
+
+def test_a_run_reads_its_proof_back_without_the_console(tmp_path: Path) -> None:
+    splat_proof.write(splat_proof.Proof("k", "r", False, "no modules", console="x" * 100),
+                      tmp_path)
+    assert splat_proof.read(tmp_path) == {"kernel": "k", "release": "r", "proved": False,
+                                          "why": "no modules", "seen": {}, "cached": False}
+    assert splat_proof.read(tmp_path / "none") is None
