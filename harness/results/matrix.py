@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.results.history import outcomes
+from harness.results.summary import detection_line
 
 CELL = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip",
         "xfailed": "xfail", "xpassed": "XPASS", "flaky": "flaky"}
@@ -31,7 +32,8 @@ def build(summaries: dict[str, Path]) -> dict:
         kernels[name] = {"release": s.get("release"), "arch": s.get("arch"),
                          "page_size": s.get("kernel_facts", {}).get("page size"),
                          "counts": s.get("counts", {}),
-                         "boots": s.get("boots", []), "report": str(path.parent)}
+                         "boots": s.get("boots", []), "report": str(path.parent),
+                         "splat_detection": s.get("splat_detection")}
         for test, outcome in outcomes(s).items():
             tests.setdefault(test, {})[name] = outcome
     return {"kernels": kernels, "tests": dict(sorted(tests.items()))}
@@ -53,6 +55,10 @@ def render(table: dict) -> str:
     cols = [max(len(n), 6) for n in names]
     lines = ["ringlab run on " + ", ".join(
         f"{n} ({_described(k)})" for n, k in table["kernels"].items())]
+    # A column whose kernel the lab could not prove it sees splats on is said once, up front.
+    lines += [f"{n}: {detection_line(k.get('splat_detection'))}"
+              for n, k in table["kernels"].items()
+              if k.get("release") and not (k.get("splat_detection") or {}).get("proved")]
     lines.append(" " * width + "  " + "  ".join(n.ljust(c) for n, c in zip(names, cols)))
     differ = 0
     for test, by_kernel in table["tests"].items():

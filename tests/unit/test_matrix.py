@@ -67,3 +67,15 @@ def test_a_test_another_column_did_not_run_is_no_different_outcome(tmp_path: Pat
         {"test": "t.py::test_y", "outcome": "passed"}, {"test": "t.py::test_z", "outcome": "failed"}])
     text = matrix.render(matrix.build({"a": a, "b": b}))
     assert "3 tests, 0 with different outcomes across kernels" in text
+
+
+def test_a_column_the_lab_could_not_prove_it_sees_splats_on_is_said_up_front(
+        tmp_path: Path) -> None:
+    a = write(tmp_path / "a" / "summary.json", "6.12.117", [])
+    b = tmp_path / "b" / "summary.json"
+    b.parent.mkdir()
+    b.write_text(json.dumps({"release": "7.2.13", "counts": {}, "results": [],
+                             "splat_detection": {"proved": True, "seen": {"warn": ["w"]}}}))
+    lines = matrix.render(matrix.build({"a": a, "b": b})).splitlines()
+    assert lines[1].startswith("a: WARNING: splat detection not proved on this kernel: ")
+    assert not any(line.startswith("b: ") for line in lines)
