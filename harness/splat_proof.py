@@ -91,13 +91,18 @@ def prove(lab: Lab, kernel_name: str, work: Path) -> Proof:
     where = lab.layout.root / "splat-proofs" / f"{key(k.vmlinuz)}.json"
     if where.exists():
         proof = Proof(**json.loads(where.read_text()))
-        proof.cached = True
+        proof.kernel, proof.cached = k.name, True  # the same image under another name
         return proof
     try:
         ko = lab.module(MODULE, kernel_name)
     except ModuleUnavailable as e:
         return Proof(k.name, k.release, False, f"{MODULE} cannot be built for it ({e.message})")
-    proof = fire(lab, kernel_name, ko, work)
+    try:
+        proof = fire(lab, kernel_name, ko, work)
+    except Blind:
+        raise
+    except LabError as e:  # the suite's own guests will say what is wrong with this kernel
+        return Proof(k.name, k.release, False, f"the proof's guest failed: {e.message}")
     if proof.proved:
         cache.write_atomic(where, json.dumps(asdict(proof), indent=2).encode())
     return proof
