@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness import cache
-from harness.errors import LabError, ModuleUnavailable
+from harness.errors import LabError, ModuleError
 from harness.guest.guest import Guest
 from harness.kernellog import splats
 from harness.kernels import modules
@@ -95,7 +95,7 @@ def prove(lab: Lab, kernel_name: str, work: Path) -> Proof:
         return proof
     try:
         ko = lab.module(MODULE, kernel_name)
-    except ModuleUnavailable as e:
+    except ModuleError as e:  # no headers or no module support; or our module's own error
         return Proof(k.name, k.release, False, f"{MODULE} cannot be built for it ({e.message})")
     try:
         proof = fire(lab, kernel_name, ko, work)
