@@ -75,7 +75,8 @@ class Health:
         item.stash[BROKE_KEY] = broke
         record.broke = list(broke)
         report.outcome = "failed"
-        said = "".join(f"the kernel splatted: {s.title}\n" for s in kernel_said)
+        said = "".join(f"the kernel splatted: {t}\n"
+                       for t in dict.fromkeys(s.title for s in kernel_said))
         report.longrepr = f"the guest died during this test: {dead}\n{said}" \
                           f"last console lines:\n{tail}"
         self.guests.discard(g, f"the guest died during {item.nodeid}")
