@@ -60,7 +60,7 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((k, re.compile(p)) for k
 # CONFIG_BUG_ON_DATA_CORRUPTION).
 _PART_OF = {"BUG": ("BUG",), "UBSAN": ("BUG",), "refcount_t": ("WARNING", "BUG"),
             "list corruption": ("WARNING", "BUG")}
-_PART_WITHIN = 12  # lines: a second banner further on is another report
+_PART_WITHIN = 30  # lines (arm64 prints ~15 of "Mem abort info" first): further on, another
 _LOCKUPS = ("soft lockup", "hard lockup", "RCU stall", "hung task")
 _TRACE_END = re.compile(r"---\[ end (?:trace|Kernel panic)")
 # The "CPU: 0 UID: 0 PID: 168 Comm: x Tainted: G        W          6.12.107" line of a report.
@@ -69,6 +69,9 @@ _TAINT = re.compile(r"\b(?:(?P<none>Not tainted)|Tainted: (?P<flags>[A-Z ]+?)\s+
 _VOLATILE: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), r) for p, r in (
     (r"\+0x[0-9a-f]+/0x[0-9a-f]+(?: \[[\w-]+(?: [0-9a-f]+)?\])?", ""),   # fn+0x1/0x2 [mod]
     (r", probably for non-canonical address 0x[0-9a-f]+", ""),         # GPF
+    # arm64's words for x86's (arch/arm64/mm/fault.c die_kernel_fault(), x86/mm/fault.c)
+    (r"^Unable to handle kernel NULL pointer dereference", "BUG: kernel NULL pointer dereference"),
+    (r"^Unable to handle kernel paging request", "BUG: unable to handle page fault"),
     (r",? (?:address|for address|at virtual address):? [0-9a-fx]+", ""),
     (r"(?:: [0-9a-f]{4,})?(?: \[#\d+\].*)?$", ""),                        # Oops: 0000 [#1] SMP
     (r" - CPU#\d+ stuck for \d+s! \[.*\]$", ""),                         # soft lockup
@@ -88,12 +91,13 @@ _VOLATILE: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), r) fo
     (r"^rcu: INFO: \S+ (self-detected stall on CPU)", r"rcu: INFO: \1"),
 ))
 # Frames that report a bug rather than make it: the site is the first frame past them.
-_REPORTERS = re.compile(r"^(?:dump_stack|show_stack|__dump_stack|warn_alloc|__alloc_pages"
+_REPORTERS = re.compile(r"^(?:dump_stack|show_stack|__dump_stack|dump_backtrace|warn_alloc"
+                        r"|__alloc_pages"
                         r"|alloc_pages|__vmalloc|vmalloc|__warn|warn_slowpath|report_bug"
                         r"|handle_bug|exc_invalid_op|asm_exc|refcount_warn_saturate"
                         r"|__refcount|__list_\w+_valid|__list_\w+_report|kasan_|__kasan"
                         r"|print_report|ubsan_|__ubsan|panic|check_panic_on_warn|die\b"
-                        r"|__schedule|schedule|io_schedule)")
+                        r"|__switch_to|__schedule|schedule|io_schedule)")
 
 # "Modules linked in: ringlab_aux(OE) virtio_net": a flag in parentheses marks a module that
 # taints the kernel (O out of tree, E unsigned, P proprietary, ...: kernel/panic.c taint_flags).
@@ -107,6 +111,7 @@ _RIP = re.compile(r"^(?:RIP: 0010:|pc : )(?P<fn>[\w.]+\+0x[0-9a-f]+/0x[0-9a-f]+)
 # may add " (P)" and a module's build id: " f+0x1/0x2 [mod 0123abcd] (P)").
 _FRAME = re.compile(r"^\s*(?:\? )?(?P<fn>[\w.]+)\+0x[0-9a-f]+/0x[0-9a-f]+"
                     r"(?: \[(?P<mod>[\w-]+)(?: [0-9a-f]+)?\])?")
+_CLONE = re.compile(r"(?:\.(?:isra|constprop|part|cold|llvm|lto_priv)(?:\.\d+)?)+$")
 _TRACE_HEADERS = ("Call Trace:", "Call trace:")  # x86, arm64 (arch/*/kernel/*stack*.c)
 
 
@@ -139,7 +144,7 @@ class Splat:
         """The function the bug is in: where the CPU was, or the first frame that is not the
         kernel's own reporting code (warn_alloc, refcount_warn_saturate, ...)."""
         fns = ([self.rip.split("+")[0]] if self.rip else []) + self.call_trace
-        return next((f for f in fns if not _REPORTERS.match(f)), None)
+        return next((_fn(f) for f in fns if not _REPORTERS.match(f)), None)
 
     @property
     def modules(self) -> dict[str, str]:
@@ -217,22 +222,29 @@ def title(s: Splat) -> str:
     groups = m.groupdict() if m else {}
     if kind == "WARNING":
         where = f"{_file(groups['file'])}:{groups['line']} " if groups.get("file") else ""
-        return f"WARNING at {where}{groups['fn']}"
+        return f"WARNING at {where}{_fn(groups['fn'])}"
     if kind in ("KASAN", "KFENCE"):
-        return f"{kind}: {groups['what']} in {groups['fn']}"
+        return f"{kind}: {groups['what']} in {_fn(groups['fn'])}"
     if kind == "UBSAN":
         where = f"at {_file(groups['file'])}:{groups['line']}" if groups.get("file") else \
-            f"in {groups['fn']}"
+            f"in {_fn(groups['fn'])}"
         return f"UBSAN: {groups['what']} {where}"
     text = s.lines[0]
     for pattern, repl in _VOLATILE:
         text = pattern.sub(repl, text)
     text = text.rstrip(" .!:")
     if kind == "BUG" and groups.get("fn"):  # kernel BUG at fn+0x1/0x2 [verbose debug ...]
-        return f"kernel BUG in {groups['fn']}"
+        return f"kernel BUG in {_fn(groups['fn'])}"
     if kind in ("panic", "lockdep") or " at " in text:
         return text
     return f"{text} in {s.site}" if s.site else text
+
+
+def _fn(name: str) -> str:
+    """A function as the title names it: without the suffix of a copy GCC made of it
+    (ct_kernel_exit.isra.0, rb_wake_up_waiters.constprop.0, f.cold), which one build makes
+    and another does not."""
+    return _CLONE.sub("", name)
 
 
 def _file(path: str) -> str:
