@@ -92,9 +92,8 @@ _VOLATILE: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), r) fo
 ))
 # Frames that report a bug rather than make it: the site is the first frame past them.
 _REPORTERS = re.compile(r"^(?:dump_stack|show_stack|__dump_stack|dump_backtrace|warn_alloc"
-                        r"|__alloc_pages"
-                        r"|alloc_pages|__vmalloc|vmalloc|__warn|warn_slowpath|report_bug"
-                        r"|handle_bug|exc_invalid_op|asm_exc|refcount_warn_saturate"
+                        r"|__alloc_pages|alloc_pages|__vmalloc|vmalloc|__warn|warn_slowpath"
+                        r"|report_bug|handle_bug|exc_invalid_op|asm_exc|refcount_warn_saturate"
                         r"|__refcount|__list_\w+_valid|__list_\w+_report|kasan_|__kasan"
                         r"|print_report|ubsan_|__ubsan|panic|check_panic_on_warn|die\b"
                         r"|__switch_to|__schedule|schedule|io_schedule)")
