@@ -187,10 +187,14 @@ def test_the_corpus_holds_every_kernel_line_the_lab_claims() -> None:
     assert {"6.12", "7.2", "7.3", "7.2-build", "rt", "arm64"} <= lines, lines
 
 
+# A build on tinyconfig has no hung-task detector and no list checks.
+CAN_FIRE = {"console-splat-kinds-7.2-build.log": ("warn", "bug", "null", "refcount", "alloc")}
+
+
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
 def test_every_kind_fired_on_a_kernel_line_is_seen_with_its_title(path: Path) -> None:
     titles = _titles(path)
-    for kind in ALWAYS:
+    for kind in CAN_FIRE.get(path.name, ALWAYS):
         assert any(re.fullmatch(TITLES[kind], t) for t in titles), (kind, titles)
     # Nothing else: every splat in the log is one of the kinds fired, each titled as such.
     assert all(any(re.fullmatch(p, t) for p in (*TITLES.values(), *AFTERMATH))
@@ -198,8 +202,11 @@ def test_every_kind_fired_on_a_kernel_line_is_seen_with_its_title(path: Path) ->
 
 
 def test_one_site_has_one_title_on_every_kernel_line() -> None:
-    by_line = {p.name: set(_titles(p)) for p in CORPUS}
-    always = [t for t in set.union(*by_line.values())
-              if any(re.fullmatch(TITLES[k], t) for k in ALWAYS)]
-    for name, titles in by_line.items():
-        assert set(always) <= titles, (name, sorted(set(always) - titles))
+    by_kind: dict[str, set[str]] = {}
+    for path in CORPUS:
+        for t in _titles(path):
+            for kind, pattern in TITLES.items():
+                if re.fullmatch(pattern, t):
+                    by_kind.setdefault(kind, set()).add(t)
+    assert set(ALWAYS) <= set(by_kind)
+    assert {k: ts for k, ts in by_kind.items() if len(ts) > 1} == {}
