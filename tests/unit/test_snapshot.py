@@ -6,12 +6,20 @@ import dataclasses
 import json
 import logging
 import os
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from harness.guest import guest, qemu, snapshot
+
+
+@pytest.fixture(autouse=True)
+def guest_folders_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """guest.boot() makes the guest's folder with mkdtemp; the fake guests here are never
+    closed, so their folders go to tmp_path, not the host's /tmp (each run left three)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
 
 def key(**changes: object) -> snapshot.SnapshotKey:
