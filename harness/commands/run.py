@@ -89,8 +89,7 @@ def prepare_kernel(cfg: lab_config.LabConfig, req: child_run.RunRequest) -> Lab:
     try:
         lab.kernel(req.kernel)
     except LabError as e:
-        (req.report_dir / "summary.json").write_text(json.dumps(
-            {"kernel": req.kernel, "not_run": e.message, "counts": {}}, indent=2))
+        _not_run(req, e.message)
         raise
     return lab
 
@@ -103,11 +102,17 @@ def prove_splats(lab: Lab, req: child_run.RunRequest) -> None:
     try:
         proof = splat_proof.prove(lab, req.kernel, req.report_dir / "splat-proof")
     except splat_proof.Blind as e:
-        (req.report_dir / "summary.json").write_text(json.dumps(
-            {"kernel": req.kernel, "not_run": e.message, "counts": {}}, indent=2))
+        _not_run(req, e.message)
         raise
     splat_proof.write(proof, req.report_dir)
     (log.info if proof.proved else log.warning)("%s", summary.detection_line(asdict(proof)))
+
+
+def _not_run(req: child_run.RunRequest, why: str) -> None:
+    """summary.json of a run that stopped before its suite: "not run: why" for the multi-kernel
+    table and the nightly cell (harness/results/matrix.py)."""
+    (req.report_dir / "summary.json").write_text(json.dumps(
+        {"kernel": req.kernel, "not_run": why, "counts": {}}, indent=2))
 
 
 def run_suite(cfg: lab_config.LabConfig, req: child_run.RunRequest) -> int:
