@@ -62,6 +62,9 @@ _PART_OF = {"BUG": ("BUG",), "UBSAN": ("BUG",), "refcount_t": ("WARNING", "BUG")
             "list corruption": ("WARNING", "BUG")}
 _PART_WITHIN = 30  # lines (arm64 prints ~15 of "Mem abort info" first): further on, another
 _LOCKUPS = ("soft lockup", "hard lockup", "RCU stall", "hung task")
+# Their banners, found anywhere in a console line (lockup_in()).
+_LOCKUP_ANYWHERE = tuple(re.compile(p.pattern.removeprefix("^")) for k, p in _KINDS
+                         if k in _LOCKUPS)
 _TRACE_END = re.compile(r"---\[ end (?:trace|Kernel panic)")
 # The "CPU: 0 UID: 0 PID: 168 Comm: x Tainted: G        W          6.12.107" line of a report.
 _TAINT = re.compile(r"\b(?:(?P<none>Not tainted)|Tainted: (?P<flags>[A-Z ]+?)\s+\d)")
@@ -254,16 +257,10 @@ def _file(path: str) -> str:
 
 
 def lockup_in(line: str) -> str | None:
-    """The cleaned line if it starts a lockup, stall or hung-task report, else None."""
+    """The cleaned line if a lockup, stall or hung-task report starts in it (the watchdog's
+    report can come after other output on the same console line), else None."""
     text = console.clean(line)
-    found = banner(text)
-    if found and found[0] in _LOCKUPS:
-        return text
-    # The watchdog's "rcu: INFO: ... self-detected stall" or another CPU's stall report can
-    # come after other output on the same console line.
-    return text if re.search(r"rcu: INFO: \S+ (?:detected (?:expedited )?stalls|self-detected "
-                             r"stall)|watchdog: BUG: soft lockup|Watchdog detected hard LOCKUP",
-                             text) else None
+    return text if any(p.search(text) for p in _LOCKUP_ANYWHERE) else None
 
 
 def taint(lines: list[str]) -> str | None:
