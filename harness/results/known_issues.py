@@ -23,7 +23,13 @@ from harness.config import YamlReader
 from harness.errors import ConfigError
 
 KNOWN_ISSUES = Path(__file__).resolve().parents[2] / "kernels" / "known-issues.yaml"
-KEYS = {"id", "test", "checks", "when", "splats", "seen_on", "not_seen_on", "reason", "link"}
+KEYS = {"id", "test", "checks", "when", "splats", "seen_on", "not_seen_on", "reason", "link",
+        "explore"}
+# `explore:` binds a failure of `./lab explore` to the issue: its path, the check that failed
+# (fnmatch; "splat" with the issue's `splats`), and what the shrunk sequence did (a trait the
+# model names, any of them), e.g. {paths: [pinning], checks: [allowance], traits: [mapped-again]}
+EXPLORE_KEYS = {"paths", "checks", "traits"}
+EXPLORE_REPLAY = "tests/kernel/test_explore_replay.py::test_kept_failure"
 # What a `when` predicate may be made of: comparisons, and/or/not, arithmetic, names, literals.
 _PREDICATE_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not,
                     ast.USub, ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
@@ -50,17 +56,40 @@ class KnownIssue:
     reason: str
     link: str
     not_seen_on: tuple[str, ...] = ()  # releases a run found it NOT SEEN on (report only)
+    explore_paths: tuple[str, ...] = ()
+    explore_checks: tuple[str, ...] = ()
+    explore_traits: tuple[str, ...] = ()
 
     def covers(self, nodeid: str) -> bool:
+        """Its tests, and the suite's replays of the explore failures kept as this issue's
+        (tests/kernel/explore/<issue id>--*.json)."""
+        if self.explore_checks and fnmatch.fnmatchcase(nodeid, f"{EXPLORE_REPLAY}[[]{self.id}--*]"):
+            return True
         return any(fnmatch.fnmatchcase(nodeid, t) for t in self.tests)
 
     def explains_check(self, failure: CheckFailure) -> bool:
+        if failure.id.startswith("explore:"):   # a kept explore failure replayed
+            return self.explains_explore(failure.data.get("path", ""), failure.id[8:],
+                                         failure.data.get("traits", []))
         if not any(fnmatch.fnmatchcase(failure.id, c) for c in self.checks):
             return False
         return self.when is None or predicate_holds(self.when, failure.data)
 
     def explains_splat(self, title: str) -> bool:
         return any(re.search(p, title) for p in self.splats)
+
+    def explains_explore(self, path: str, check: str, traits: list[str] | tuple[str, ...],
+                         splat: str | None = None, got: object = None) -> bool:
+        """A failure `./lab explore` found is this issue: its path and check are the entry's
+        `explore:` ones, its shortest sequence did one of the traits, and a splat is one of
+        the entry's `splats`."""
+        if not self.explore_checks or path not in self.explore_paths:
+            return False
+        if not any(fnmatch.fnmatchcase(check, c) for c in self.explore_checks):
+            return False
+        if self.explore_traits and not set(traits) & set(self.explore_traits):
+            return False
+        return splat is None or self.explains_splat(splat)
 
     @property
     def summary(self) -> str:
@@ -126,9 +155,18 @@ def _issue(r: YamlReader, item: Any, key: str) -> KnownIssue:
                        "a list of kernel releases", empty=True)
     not_seen_on = _strings(r, d.get("not_seen_on", []), f"{key}.not_seen_on",
                            "a list of kernel releases", empty=True)
+    ex: dict[str, Any] = {}
+    if "explore" in d:
+        ex = r.mapping(d["explore"], f"{key}.explore", EXPLORE_KEYS, {"paths", "checks"})
+    ex_paths = _strings(r, ex.get("paths", []), f"{key}.explore.paths", "a list of explore "
+                        "paths (perf-ring, perf-aux, pinning, trace-mmap)", empty=True)
+    ex_checks = _strings(r, ex.get("checks", []), f"{key}.explore.checks", "a list of check "
+                         "ids", empty=True)
+    ex_traits = _strings(r, ex.get("traits", []), f"{key}.explore.traits", "a list of traits",
+                         empty=True)
     return KnownIssue(r.string(d["id"], f"{key}.id"), tests, checks, when, splat_res, seen_on,
                       r.string(d["reason"], f"{key}.reason"), r.string(d["link"], f"{key}.link"),
-                      not_seen_on)
+                      not_seen_on, ex_paths, ex_checks, ex_traits)
 
 
 def _check_predicate(r: YamlReader, text: Any, key: str) -> None:

@@ -1,0 +1,100 @@
+"""`./lab explore`: find ring-buffer bugs nobody wrote a test for (harness/explore/)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+
+from harness import splat_proof
+from harness.commands import options, run_folder
+from harness.errors import LabError
+from harness.explore import report
+from harness.explore.session import PATHS, Explore, ExploreRequest
+from harness.resources import Lab
+
+log = logging.getLogger("ringlab")
+DEFAULT_BUDGET = "60s"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    e = sub.add_parser("explore", help="random sequences of calls on the ring-buffer paths, "
+                       "checked against the ABI's model; failures shrunk, with reproducers",
+                       description=main.__doc__)
+    e.add_argument("paths", nargs="*", metavar="PATH", help=f"of {', '.join(PATHS)} (default: "
+                   "every one the kernel has)")
+    options.kernel(e)
+    e.add_argument("--budget", default=DEFAULT_BUDGET, help="time per path: 90s, 10m, 1h "
+                   f"(default {DEFAULT_BUDGET})")
+    e.add_argument("--seed", default="0", help="the sequences' seed (default 0): the same seed "
+                   "on the same kernel makes the same calls")
+    e.add_argument("--actors", default="1", help="1 (2, the same calls from two processes, is "
+                   "not built yet)")
+    e.add_argument("--keep", action="store_true", help="keep each confirmed failure under "
+                   "tests/kernel/explore/, which the suite replays on every run")
+    e.set_defaults(func=main)
+
+
+def parse_budget(text: str) -> float:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*", text)
+    if not m:
+        raise LabError(f"--budget {text!r}: expected a duration like 90s, 10m or 1h")
+    seconds = float(m[1]) * {"s": 1, "m": 60, "h": 3600, None: 1}[m[2]]
+    if seconds <= 0:
+        raise LabError(f"--budget {text!r}: the budget must be more than 0")
+    return seconds
+
+
+def request(args: argparse.Namespace) -> ExploreRequest:
+    """The command line, checked: one `lab: error:` naming the culprit."""
+    for p in args.paths:
+        if p not in PATHS:
+            raise LabError(f"unknown path {p!r}: expected one of {', '.join(PATHS)}")
+    try:
+        seed = int(args.seed)
+    except ValueError:
+        raise LabError(f"--seed {args.seed!r}: expected a whole number") from None
+    if args.actors not in ("1", "2"):
+        raise LabError(f"--actors {args.actors!r}: expected 1 or 2")
+    if args.actors == "2":
+        raise LabError("--actors 2 is not built yet: explore runs one process per sequence")
+    return ExploreRequest(kernel=args.kernel, paths=tuple(dict.fromkeys(args.paths)),
+                          budget_s=parse_budget(args.budget), seed=seed, keep=args.keep)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Random sequences of ordinary calls on each path for the budget, each step checked
+    against the model of the ABI (docs/explore.md); every distinct failure shrunk to its
+    shortest sequence, run again on a fresh guest, bound to a known issue or called new,
+    written to reports/<run>/explore.json with repro.py and repro.c. Exit 1 if a new failure
+    was confirmed, 0 otherwise."""
+    req = request(args)
+    cfg = run_folder.config(args)
+    out = run_folder.open_run(cfg, args, "explore")
+    lab = Lab(cfg)
+    kernel = lab.kernel(req.kernel)
+    log.info("proving splat detection on %s ...", kernel.name)
+    proof = splat_proof.prove(lab, kernel.name, out / "splat-proof")
+    splat_proof.write(proof, out)
+    run = Explore(lab, req, out, lambda s: log.info("%s", s))
+    interrupted = False
+    try:
+        run.run_all()
+    except KeyboardInterrupt:
+        interrupted = True
+        log.info("interrupted: keeping what was found")
+    finally:
+        run.stop_guest()
+        path = report.write(out, req, kernel.name, kernel.release, run.results, interrupted)
+    for line in report.lines(run.results):
+        print(line)
+    if req.keep:
+        for res in run.results:
+            for f in res.failures.values():
+                if f.confirmed and f.steps:
+                    print(f"kept: {report.keep(f, kernel.release)}")
+    print(f"report: {path}")
+    if interrupted:
+        raise KeyboardInterrupt
+    new = [f for r in run.results for f in r.failures.values() if f.confirmed and
+           not f.known_issue]
+    return 1 if new else 0

@@ -1,0 +1,85 @@
+"""What an explore leaves: explore.json (per path: sequences, steps, failures), a folder per
+distinct failure with failure.json, repro.py and repro.c, a kept copy under
+tests/kernel/explore/ when asked, and the lines printed at the end."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict
+from pathlib import Path
+
+from harness.explore import reproducer
+from harness.explore.session import ExploreRequest, Failure, PathResult
+
+KEPT = Path(__file__).resolve().parents[2] / "tests" / "kernel" / "explore"
+
+
+def slug(f: Failure) -> str:
+    text = f"{f.path}-{f.splat or f.check}"
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:70]
+
+
+def title(f: Failure) -> str:
+    what = f"splat {f.splat}" if f.splat else f"check {f.check}: expected {f.expected}, " \
+        f"got {f.got}"
+    return f"{f.path}: {what}, after {len(f.steps)} step(s)"
+
+
+def write(out_dir: Path, request: ExploreRequest, kernel: str, release: str,
+          results: list[PathResult], interrupted: bool) -> Path:
+    """explore.json and the failures' folders; written whole also after Ctrl-C."""
+    doc = {"kernel": kernel, "release": release, "request": asdict(request),
+           "interrupted": interrupted, "paths": []}
+    for res in results:
+        failures = []
+        for f in res.failures.values():
+            d = f.as_dict()
+            if f.steps:
+                folder = out_dir / "failures" / slug(f)
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / "failure.json").write_text(json.dumps(d, indent=2) + "\n")
+                d["reproducers"] = [str(p.relative_to(out_dir))
+                                    for p in reproducer.write(folder, f, title(f))]
+            failures.append(d)
+        doc["paths"].append({"path": res.path, "skipped": res.skipped,
+                             "sequences": res.sequences, "steps": res.steps,
+                             "seconds": round(res.seconds, 1),
+                             "steps_per_s": round(res.steps_per_s, 1),
+                             "crashes": res.crashes, "failures": failures})
+    path = out_dir / "explore.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def keep(f: Failure, release: str, kept_dir: Path = KEPT) -> Path:
+    """A failure as data the suite replays from then on (tests/kernel/test_explore_replay.py):
+    named after its known issue, or new-<what>."""
+    name = f"{f.known_issue or 'new'}--{slug(f)}"
+    doc = {"path": f.path, "check": f.splat and "splat" or f.check, "setup": f.setup,
+           "steps": f.steps, "traits": f.traits,
+           "found": {"kernel": release, "seed": f.seed, "sequence": f.sequence},
+           "why": title(f)}
+    kept_dir.mkdir(parents=True, exist_ok=True)
+    out = kept_dir / f"{name}.json"
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    return out
+
+
+def lines(results: list[PathResult]) -> list[str]:
+    out = []
+    for res in results:
+        if res.skipped:
+            out.append(f"{res.path}: skipped: {res.skipped}")
+            continue
+        out.append(f"{res.path}: {res.sequences} sequences, {res.steps} steps in "
+                   f"{res.seconds:.0f} s ({res.steps_per_s:.0f} steps/s), "
+                   f"{len(res.failures)} distinct failure(s), {res.crashes} crash(es)")
+        for f in res.failures.values():
+            state = "confirmed" if f.confirmed else f"NOT confirmed ({f.confirm_got})"
+            issue = f"known issue {f.known_issue}" if f.known_issue else "NEW"
+            out.append(f"  {issue}: {title(f)} [{state}; {f.seen} sequence(s)]")
+            for s in f.steps:
+                out.append(f"      {s['id']}: {s['op']} {' '.join(map(str, s.get('args', [])))}")
+    return out

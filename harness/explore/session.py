@@ -1,0 +1,246 @@
+"""An explore on one kernel: the guest runs probes/probe_explore.py in slices of a few seconds
+(one SSH round trip per slice, not per step), the host keeps the count, says how it goes,
+replaces a guest that died and blames the sequence the console names, then checks every
+distinct failure once more on a fresh guest and binds it to a known issue or calls it new."""
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from harness.errors import LabError, ModuleError, ProbeError, SSHError, GuestHang
+from harness.explore import reproducer
+from harness.guest.guest import Guest
+from harness.kernellog import splats
+from harness.results import known_issues
+from harness.resources import Lab
+
+log = logging.getLogger(__name__)
+
+PATHS = ("perf-ring", "perf-aux", "pinning", "trace-mmap")
+SLICE_S = 15.0       # one probe call: long enough that SSH costs nothing, short for progress
+SHRINK_S = 40.0      # a slice may also spend this shrinking its first failure of a check
+MARK = re.compile(r"ringlab-explore: (?P<path>\S+) seed (?P<seed>\d+) sequence (?P<k>\d+)")
+
+
+@dataclass(frozen=True)
+class ExploreRequest:
+    """What `./lab explore` was asked, checked where the command line is read."""
+    kernel: str | None
+    paths: tuple[str, ...]          # empty: every path the kernel has
+    budget_s: float                 # per path
+    seed: int
+    actors: int = 1
+    keep: bool = False              # write new failures under tests/kernel/explore/
+
+
+@dataclass
+class Failure:
+    """One distinct failure (a path and a check) with its shortest sequence."""
+    path: str
+    check: str
+    expected: object
+    got: object
+    at: object
+    seed: int
+    sequence: int | None            # its number in the seed's stream (replays it)
+    setup: dict
+    env: dict
+    steps: list[dict]               # shrunk, or as run when it could not be shrunk
+    shrunk: bool
+    traits: list[str]
+    kmsg: list[str] = field(default_factory=list)
+    splat: str | None = None        # the harness parser's title of the splat
+    seen: int = 1                   # sequences that failed this check
+    known_issue: str | None = None
+    confirmed: bool | None = None   # failed again from its shortest sequence, fresh guest
+    confirm_got: object = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.path}:{self.splat or self.check}"
+
+    def as_dict(self) -> dict:
+        return dict(asdict(self), key=self.key)
+
+
+@dataclass
+class PathResult:
+    path: str
+    skipped: str | None = None
+    sequences: int = 0
+    steps: int = 0
+    seconds: float = 0.0
+    crashes: int = 0
+    failures: dict[str, Failure] = field(default_factory=dict)
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.seconds if self.seconds else 0.0
+
+
+def _splat_title(lines: list[str]) -> str | None:
+    found = splats.find(lines)
+    return found[0].title if found else None
+
+
+def _failure(path: str, seed: int, rec: dict) -> Failure:
+    f = rec["failure"]
+    check = "splat" if f["check"].startswith("splat:") else f["check"]
+    steps = rec.get("shrunk") or [{k: v for k, v in s.items() if k != "result"}
+                                  for s in rec["steps"]]
+    return Failure(path=path, check=check, expected=f["expected"], got=f["got"], at=f["at"],
+                   seed=seed, sequence=rec.get("sequence"), setup=rec["setup"],
+                   env=rec.get("env", {}), steps=steps, shrunk="shrunk" in rec,
+                   traits=rec.get("traits", []), kmsg=rec.get("kmsg", []),
+                   splat=_splat_title(rec.get("kmsg", [])))
+
+
+class Explore:
+    """One kernel, the request's paths, one guest at a time."""
+
+    def __init__(self, lab: Lab, request: ExploreRequest, out_dir: Path,
+                 say: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> None:
+        self.lab, self.req, self.out_dir, self.say = lab, request, out_dir, say
+        self.kernel = lab.kernel(request.kernel)
+        self.console_log = out_dir / "console.log"
+        self.guest: Guest | None = None
+        self.boots = 0
+        self.results: list[PathResult] = []
+
+    # --- guests ---
+    def fresh_guest(self) -> Guest:
+        self.stop_guest()
+        self.guest = self.lab.boot(self.kernel.name, self.console_log)
+        self.boots += 1
+        try:
+            self.guest.insmod(self.lab.module("ringlab_aux", self.kernel.name))
+        except ModuleError as e:
+            log.info("no test PMU on %s (%s): perf-aux is skipped, pinning maps no AUX",
+                     self.kernel.name, e)
+        return self.guest
+
+    def stop_guest(self) -> None:
+        if self.guest is not None:
+            self.guest.stop()
+            self.guest = None
+
+    def _probe(self, args: list[str], timeout: float) -> dict:
+        g = self.guest or self.fresh_guest()
+        return g.probe("probe_explore", args, timeout=timeout).data
+
+    # --- one path ---
+    def run_path(self, path: str, res: PathResult) -> None:
+        first = 0
+        avail = self._probe(["run", path, "--available"], 60)
+        if avail.get("missing"):
+            res.skipped = avail["missing"]
+            self.say(f"{path}: skipped: {res.skipped}")
+            return
+        start = time.monotonic()
+        while (left := self.req.budget_s - (time.monotonic() - start)) > 0.5:
+            slice_s = min(SLICE_S, left)
+            try:
+                out = self._probe(["run", path, "--seed", str(self.req.seed), "--first",
+                                   str(first), "--budget", f"{slice_s:.1f}", "--shrink",
+                                   str(SHRINK_S)], slice_s + SHRINK_S + 90)
+            except (ProbeError, SSHError, GuestHang) as e:
+                first = self._crashed(path, res, first, e)
+                continue
+            first = out["next"]
+            res.sequences += out["sequences"]
+            res.steps += out["steps"]
+            res.seconds += out["seconds"]
+            for rec in out["failures"]:
+                f = _failure(path, self.req.seed, rec)
+                if f.key in res.failures:
+                    res.failures[f.key].seen += 1
+                else:
+                    res.failures[f.key] = f
+                    self.say(f"{path}: failure {f.key}: {f.got} after "
+                             f"{len(f.steps)} step(s)")
+            for check, n in out.get("failed", {}).items():
+                for f in res.failures.values():
+                    if f.check == check or check.startswith("splat:") and f.check == "splat":
+                        f.seen = max(f.seen, n)
+            self.say(f"{path}: {res.sequences} sequences, {res.steps} steps "
+                     f"({res.steps_per_s:.0f}/s), {len(res.failures)} distinct failure(s), "
+                     f"{max(0.0, self.req.budget_s - (time.monotonic() - start)):.0f} s left")
+
+    def _crashed(self, path: str, res: PathResult, first: int, error: LabError) -> int:
+        """The guest died (or stopped answering) in a slice: the console's last
+        `ringlab-explore:` line names the sequence; it is a failure of its own (a crash), the
+        guest is replaced, and the explore goes on after it. A probe that failed in a live
+        guest is the lab's own error and stops the explore."""
+        g = self.guest
+        dead = g.health() if g is not None else "no guest"
+        if g is not None and dead is None and isinstance(error, ProbeError):
+            raise error
+        console = g.vm.console_text() if g is not None else ""
+        marks = [m for m in MARK.finditer(console) if m["path"] == path]
+        k = int(marks[-1]["k"]) if marks else first
+        tail = console[marks[-1].end():] if marks else console[-8000:]
+        lines = tail.splitlines()
+        title = _splat_title(lines)
+        res.crashes += 1
+        f = Failure(path=path, check="crash", expected="the guest lives", got=str(dead or error),
+                    at="guest", seed=self.req.seed, sequence=k, setup={}, env={}, steps=[],
+                    shrunk=False, traits=[], kmsg=lines[-60:], splat=title)
+        res.failures.setdefault(f.key, f)
+        self.say(f"{path}: the guest died in sequence {k} ({dead or error}); a fresh guest "
+                 "goes on after it")
+        self.stop_guest()
+        return k + 1
+
+    def run_all(self) -> None:
+        """Every requested path for its budget, then each failure bound and confirmed; the
+        results so far stay in self.results when Ctrl-C stops it."""
+        issues = known_issues.load()
+        for path in self.req.paths or PATHS:
+            res = PathResult(path)
+            self.results.append(res)
+            self.run_path(path, res)
+        for res in self.results:
+            for f in res.failures.values():
+                self.bind(f, issues)
+                self.confirm(f)
+                self.say(f"{res.path}: {f.key}: "
+                         f"{'confirmed' if f.confirmed else 'NOT confirmed'} on a fresh guest"
+                         f"{' (known issue ' + f.known_issue + ')' if f.known_issue else ' (new)'}")
+
+    # --- after the explore ---
+    def bind(self, f: Failure, issues: list[known_issues.KnownIssue]) -> None:
+        for issue in issues:
+            if issue.explains_explore(f.path, f.check, f.traits, f.splat, f.got):
+                f.known_issue = issue.id
+                return
+
+    def confirm(self, f: Failure) -> None:
+        """The shortest sequence once more, on a fresh guest: the same check must fail."""
+        if f.check == "crash" and f.sequence is not None:
+            args = ["run", f.path, "--seed", str(f.seed), "--first", str(f.sequence),
+                    "--count", "1", "--shrink", "0"]
+        else:
+            args = ["replay", f.path, reproducer.replay_json(f)]
+        self.fresh_guest()
+        try:
+            out = self._probe(args, 300)
+        except (ProbeError, SSHError, GuestHang) as e:
+            f.confirmed = f.check == "crash"
+            f.confirm_got = f"the guest died: {self.guest.health() if self.guest else e}"
+            self.stop_guest()
+            return
+        runs = out.get("replays") or [{"failure": r["failure"], "kmsg": r.get("kmsg", [])}
+                                      for r in out.get("failures", [])]
+        got = runs[0]["failure"] if runs else None
+        if got is None:
+            f.confirmed, f.confirm_got = False, "no failure"
+            return
+        check = "splat" if got["check"].startswith("splat:") else got["check"]
+        title = _splat_title(runs[0].get("kmsg", []))
+        f.confirmed = check == f.check and (f.splat is None or title == f.splat)
+        f.confirm_got = got["got"] if not title else title

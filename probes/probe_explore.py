@@ -1,0 +1,334 @@
+"""Explore a ring-buffer path with random sequences of ordinary calls, each step checked against
+a model of what the ABI says must hold, every failure shrunk to its shortest sequence.
+
+By hand in a guest:
+  python3 probe_explore.py run PATH [--seed N] [--budget S] [--first K] [--count C]
+  python3 probe_explore.py replay FILE.json      (a failure's "setup" and "steps")
+PATH: perf-ring, perf-aux, pinning, trace-mmap (explore_perf.py, explore_trace.py).
+
+Each sequence runs in a forked child (its own mm, so VmPin starts at 0) under a user id no
+earlier sequence had (user_struct, and the perf_mlock it holds, starts at 0 too), so one
+sequence's leak cannot move the next one's baseline. A sequence is generated from (PATH, seed,
+its index) and the kernel's answers, so `--first K --count 1` on a fresh guest makes the same
+calls again. Before each sequence a `ringlab-explore:` line goes to /dev/kmsg: after a crash
+the console names the sequence that was running. After each sequence the kernel log is read:
+any splat banner is a failure of that sequence.
+
+Why our own generator and shrinker and not Hypothesis's stateful testing (which the guest could
+have): a sequence must run in a fresh process under a fresh uid, be replayable from its index
+after the guest died, and be shrunk by replays that each start from the same kernel state;
+Hypothesis keeps the example in-process and its database on a disk the guest throws away.
+Shrinking here is step deletion to a fixpoint (ddmin), references being the creating step's id.
+
+Output: one JSON document (sequences, steps, failures with the shrunk sequence). Stdlib only.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import sys
+import time
+from collections.abc import Callable
+
+import probelib
+
+PATHS = ("perf-ring", "perf-aux", "pinning", "trace-mmap")
+KMSG_MARK = "ringlab-explore:"
+# What a splat's first line looks like on 6.x and 7.x (harness/kernellog/splats.py titles it
+# on the host; here it only has to be noticed).
+_SPLAT = re.compile(r"WARNING:|BUG:|Oops|general protection|Kernel panic|UBSAN:|KASAN:|"
+                    r"list_(add|del) corruption|refcount_t:|kernel BUG at|Kernel BUG at|"
+                    r"INFO: (task .* blocked|rcu)|watchdog: .*(LOCKUP|lockup)|"
+                    r"possible recursive locking|circular locking|Invalid wait context")
+FIRST_UID = 20000   # sequences run as 20000, 20001, ...; never a real account
+
+
+def world_of(path: str) -> type:
+    if path in ("perf-ring", "perf-aux", "pinning"):
+        import explore_perf
+        return explore_perf.PerfWorld
+    if path == "trace-mmap":
+        import explore_trace
+        return explore_trace.TraceWorld
+    raise ValueError(f"unknown path {path!r}: one of {', '.join(PATHS)}")
+
+
+# --- one sequence, in a child -----------------------------------------------------------------
+
+def failure(check: str, at: int | str, expected: object, got: object) -> dict:
+    return {"check": check, "at": at, "expected": expected, "got": got}
+
+
+def compare(expected: dict, observed: dict, at: int | str) -> dict | None:
+    """The first key whose observed value is not the model's."""
+    for key, want in expected.items():
+        if observed.get(key) != want:
+            return failure(key, at, want, observed.get(key))
+    return None
+
+
+def run_sequence(world_cls: type, path: str, setup: dict, uid: int,
+                 steps: list[dict] | None = None, rng: random.Random | None = None,
+                 max_steps: int = 12) -> dict:
+    """Run given `steps` (a replay), or generate up to `max_steps` with `rng`, checking the
+    model after each; then undo everything and check the end state. In the caller's process:
+    run it in a child. Steps whose objects do not exist (a shrunk replay) are skipped."""
+    model = world_cls.model(path, setup)
+    world = world_cls(path, setup, uid)
+    done: list[dict] = []
+    fail = None
+    todo = list(steps) if steps is not None else None
+    index = 0
+    while fail is None:
+        if todo is not None:
+            if not todo:
+                break
+            step = todo.pop(0)
+            if not model.valid(step):
+                continue
+        else:
+            if index >= max_steps:
+                break
+            step = model.choose(rng, index)
+            if step is None:
+                break
+        step = dict(step, id=step.get("id", index))
+        allowed = model.expect(step)
+        result = world.do(step)
+        done.append(dict(step, result=result))
+        index += 1
+        if result not in allowed:
+            fail = failure("result:" + step["op"], len(done) - 1, sorted(allowed), result)
+            break
+        model.apply(step, result)
+        fail = compare(model.observe(), world.observe(model.observe()), len(done) - 1)
+    if fail is None:
+        world.release()
+        model.release()
+        fail = compare(model.end(), world.end(model.end()), "end")
+    else:
+        world.release()
+    return {"steps": done, "failure": fail}
+
+
+# --- the kernel log -------------------------------------------------------------------------------
+
+class Kmsg:
+    """/dev/kmsg from now on: what each sequence made the kernel say."""
+
+    def __init__(self) -> None:
+        self.fd = os.open("/dev/kmsg", os.O_RDWR | os.O_NONBLOCK)
+        os.lseek(self.fd, 0, os.SEEK_END)
+
+    def mark(self, text: str) -> None:
+        try:
+            os.write(self.fd, f"<5>{KMSG_MARK} {text}\n".encode())
+        except OSError:
+            pass
+
+    def new_lines(self) -> list[str]:
+        out = []
+        while True:
+            try:
+                rec = os.read(self.fd, 8192).decode(errors="replace")
+            except BlockingIOError:
+                return out
+            except OSError:     # EPIPE: overwritten records; go on from the next
+                continue
+            head, _, text = rec.partition(";")
+            if not text.startswith(KMSG_MARK):
+                out.append(text.rstrip("\n").split("\n")[0])
+
+    def splat(self) -> list[str] | None:
+        """The new lines, if any of them is a splat's banner."""
+        lines = self.new_lines()
+        return lines[:60] if any(_SPLAT.search(line) for line in lines) else None
+
+
+def splat_key(lines: list[str]) -> str:
+    """The first banner, numbers out: the same WARN is the same check across replays."""
+    first = next(line for line in lines if _SPLAT.search(line))
+    first = re.sub(r"(CPU#?|PID:|\bpid\b|/)\s*\d+", r"\1N", first)
+    first = re.sub(r"\+0x[0-9a-f]+/0x[0-9a-f]+", "", first)
+    return "splat:" + re.sub(r"\s+", " ", first).strip()
+
+
+# --- an explore --------------------------------------------------------------------------------
+
+class Explorer:
+    """Sequences of one path, each in a child under a fresh uid, the kernel log after each."""
+
+    def __init__(self, path: str, seed: int, max_steps: int = 12) -> None:
+        self.path, self.seed, self.max_steps = path, seed, max_steps
+        self.world_cls = world_of(path)
+        self.kmsg = Kmsg()
+        self.uid = FIRST_UID + (os.getpid() * 97) % 20000
+        self.steps_run = 0
+        self.runs = 0
+
+    def next_uid(self) -> int:
+        self.uid += 1
+        return self.uid
+
+    def setup(self, k: int) -> dict:
+        return self.world_cls.setup(self.path, random.Random(f"{self.path}/{self.seed}/{k}"))
+
+    def one(self, setup: dict, steps: list[dict] | None = None, k: int | None = None) -> dict:
+        """A sequence (generated as number k, or the given steps) in a child; its failure, or a
+        splat it caused."""
+        rng = random.Random(f"{self.path}/{self.seed}/{k}/ops") if steps is None else None
+        self.kmsg.new_lines()
+        self.kmsg.mark(f"{self.path} seed {self.seed} sequence {k if k is not None else 'replay'}")
+        with self.world_cls.prepared(self.path, setup) as env:
+            out = probelib.in_child(run_sequence, self.world_cls, self.path, dict(setup, **env),
+                                    self.next_uid(), steps, rng, self.max_steps)
+        out["env"] = env
+        self.runs += 1
+        if "steps" not in out:  # the child died or raised: the model's or the probe's fault
+            out = {"steps": [], "failure": failure("explorer", "child", "a result",
+                                                   out.get("error") or out.get("signal"))}
+        self.steps_run += len(out["steps"])
+        lines = self.kmsg.splat()
+        if lines and out["failure"] is None:
+            out["failure"] = failure(splat_key(lines), "kernel log", "no splat", lines[0])
+        if lines:
+            out["kmsg"] = lines
+        return out
+
+    def fails_same(self, setup: dict, steps: list[dict], check: str) -> bool:
+        out = self.one(setup, steps)
+        return out["failure"] is not None and out["failure"]["check"] == check
+
+    def explore(self, first: int, count: int, budget_s: float, shrink_s: float) -> dict:
+        with self.world_cls.session(self.path):
+            return self._explore(first, count, budget_s, shrink_s)
+
+    def _explore(self, first: int, count: int, budget_s: float, shrink_s: float) -> dict:
+        start = time.monotonic()
+        failures: list[dict] = []
+        seen: dict[str, int] = {}
+        k = first
+        while k < first + count and time.monotonic() - start < budget_s:
+            setup = self.setup(k)
+            out = self.one(setup, k=k)
+            f = out["failure"]
+            if f is not None:
+                record = {"sequence": k, "setup": setup, "env": out["env"], "failure": f,
+                          "steps": out["steps"], "kmsg": out.get("kmsg", [])}
+                seen[f["check"]] = seen.get(f["check"], 0) + 1
+                if seen[f["check"]] == 1:   # the first of each check is kept, and shrunk
+                    if f["check"] != "explorer":
+                        steps = shrink(out["steps"], lambda s: self.fails_same(
+                            setup, s, f["check"]), deadline=time.monotonic() + shrink_s,
+                            simpler=self.world_cls.simpler)
+                        record["shrunk"] = renumber(steps)
+                        record["traits"] = sorted(self.world_cls.traits(
+                            self.path, dict(setup, **out["env"]), record["shrunk"]))
+                    failures.append(record)
+            k += 1
+        return {"path": self.path, "seed": self.seed, "first": first, "next": k,
+                "sequences": self.runs, "steps": self.steps_run,
+                "seconds": round(time.monotonic() - start, 3), "failures": failures,
+                "failed": seen}
+
+
+# --- shrinking ----------------------------------------------------------------------------------
+
+def shrink(steps: list[dict], fails: Callable[[list[dict]], bool],
+           deadline: float = float("inf"),
+           simpler: Callable[[dict], list[dict]] = lambda s: []) -> list[dict]:
+    """The shortest sub-sequence found that still fails (ddmin: drop chunks, halving their
+    size, to a fixpoint), then each step's arguments made simpler where it still fails (a
+    software event for the test PMU's, a smaller buffer). Results are dropped: a replay asks
+    the kernel again."""
+    current = _drop_steps([{k: v for k, v in s.items() if k != "result"} for s in steps],
+                          fails, deadline)
+    for i in range(len(current)):
+        for alt in simpler(current[i]):
+            if time.monotonic() >= deadline:
+                return current
+            candidate = current[:i] + [dict(current[i], args=alt["args"])] + current[i + 1:]
+            if fails(candidate):
+                current = candidate
+                break
+    return current
+
+
+def _drop_steps(current: list[dict], fails: Callable[[list[dict]], bool],
+                deadline: float) -> list[dict]:
+    n = 2
+    while len(current) >= 2 and time.monotonic() < deadline:
+        chunk = max(1, len(current) // n)
+        smaller = False
+        for i in range(0, len(current), chunk):
+            candidate = current[:i] + current[i + chunk:]
+            if candidate and time.monotonic() < deadline and fails(candidate):
+                current, smaller = candidate, True
+                break
+        if smaller:
+            n = max(n - 1, 2)
+        elif chunk == 1:
+            break
+        else:
+            n = min(len(current), n * 2)
+    return current
+
+
+def renumber(steps: list[dict]) -> list[dict]:
+    """Steps with ids 0..n-1 and the references ("@ID" arguments) following them."""
+    ids = {s["id"]: i for i, s in enumerate(steps)}
+
+    def ref(a: object) -> object:
+        if isinstance(a, str) and a.startswith("@") and int(a[1:]) in ids:
+            return f"@{ids[int(a[1:])]}"
+        return a
+    return [dict(s, id=ids[s["id"]], args=[ref(a) for a in s.get("args", [])]) for s in steps]
+
+
+# --- command line --------------------------------------------------------------------------------
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="probe_explore.py", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="verb", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("path", choices=PATHS)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--budget", type=float, default=10.0, help="seconds of sequences")
+    r.add_argument("--shrink", type=float, default=30.0, help="seconds to shrink a failure")
+    r.add_argument("--first", type=int, default=0, help="the first sequence's number")
+    r.add_argument("--count", type=int, default=10**9)
+    r.add_argument("--max-steps", type=int, default=12)
+    r.add_argument("--available", action="store_true", help="only say whether this kernel "
+                   "has the path")
+    rp = sub.add_parser("replay")
+    rp.add_argument("path", choices=PATHS)
+    rp.add_argument("file", help="JSON with setup and steps: a file, '-' (stdin) or the JSON "
+                    "itself")
+    rp.add_argument("--times", type=int, default=1)
+    a = p.parse_args(argv)
+    world = world_of(a.path)
+    missing = world.missing(a.path)
+    if a.verb == "run" and a.available:
+        probelib.emit({"path": a.path, "missing": missing})
+        return 0
+    if missing:
+        probelib.emit({"path": a.path, "skip": missing})
+        return 0
+    if a.verb == "run":
+        e = Explorer(a.path, a.seed, a.max_steps)
+        probelib.emit(e.explore(a.first, a.count, a.budget, a.shrink))
+        return 0
+    doc = json.loads(a.file) if a.file.lstrip().startswith("{") else \
+        json.load(sys.stdin if a.file == "-" else open(a.file))
+    e = Explorer(a.path, 0)
+    with world.session(a.path):
+        outs = [e.one(doc["setup"], doc["steps"]) for _ in range(a.times)]
+    probelib.emit({"path": a.path, "replays": outs})
+    return 0
+
+
+if __name__ == "__main__":
+    probelib.run(main)
