@@ -32,6 +32,7 @@ import resource
 from contextlib import contextmanager
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 SAMPLE = 32                   # the probes' sample: header + IDENTIFIER, TID, TIME
 LOST_RECORD = 24              # PERF_RECORD_LOST: header, id, lost (no sample_id_all)
@@ -42,7 +43,7 @@ MREMAPS = ("move", "grow", "shrink", "dontunmap")
 FIRES = (1, 4, 20, 150)
 
 # Each path: which events it opens, the settings a sequence draws from, the ops it favours.
-PRESETS = {
+PRESETS: dict[str, dict[str, Any]] = {
     "perf-ring": {"kinds": ("tp", "tp", "dummy"), "mlock_pages": (129,), "rlimit_pages": (0,),
                   "who": ("user",), "aux": 0},
     "pinning": {"kinds": ("dummy", "dummy", "pmu"), "mlock_pages": (2, 3, 5, 9, 17),
@@ -51,6 +52,11 @@ PRESETS = {
     "perf-aux": {"kinds": ("pmu", "pmu", "dummy"), "mlock_pages": (5, 9, 17, 33),
                  "rlimit_pages": (0, 8), "who": ("user",), "aux": 3},
 }
+
+
+def ref_id(a: object) -> int | None:
+    """The step id an "@ID" argument names."""
+    return int(a[1:]) if isinstance(a, str) and a.startswith("@") else None
 
 
 def pow2(n: int) -> bool:
@@ -137,15 +143,29 @@ class PerfModel:
         return self.setup["mlock_kb"] // (self.page // 1024) * self.setup["ncpus"]
 
     # --- references ---
-    def _ref(self, a: object, table: dict) -> object:
-        return table.get(int(a[1:])) if isinstance(a, str) and a.startswith("@") else None
-
     def event(self, step: dict) -> Event | None:
-        return self._ref(step["args"][0], self.events)
+        i = ref_id(step["args"][0])
+        return self.events.get(i) if i is not None else None
+
+    def ev(self, step: dict) -> Event:
+        """The event a valid step names."""
+        e = self.event(step)
+        assert e is not None, step
+        return e
+
+    def rb(self, e: Event) -> Rb:
+        assert e.rb is not None, e
+        return self.rbs[e.rb]
 
     def vma(self, step: dict) -> Vma | None:
-        v = self._ref(step["args"][0], self.vmas)
+        i = ref_id(step["args"][0])
+        v = self.vmas.get(i) if i is not None else None
         return v if v is not None and v.live else None
+
+    def vm(self, step: dict) -> Vma:
+        v = self.vma(step)
+        assert v is not None, step
+        return v
 
     def rw_data_vma(self, rb: int | None) -> int | None:
         for sid, v in sorted(self.vmas.items()):
@@ -187,12 +207,12 @@ class PerfModel:
             pages, prot, share = args[1], args[2], args[3]
             if share == "private" or (pages - 1 != 0 and not pow2(pages - 1)):
                 return frozenset({"EINVAL"})
-            e = self.event(step)
+            e = self.ev(step)
             if e.rb is not None:
-                return frozenset({"ok" if self.rbs[e.rb].pages == pages else "EINVAL"})
+                return frozenset({"ok" if self.rb(e).pages == pages else "EINVAL"})
             return frozenset({"ok" if self.charge(pages)[0] else "EPERM"})
         if op == "aux":
-            rb = self.rbs[self.event(step).rb]
+            rb = self.rb(self.ev(step))
             pages = args[1]
             if rb.aux_pages:
                 return frozenset({"ok" if pages == rb.aux_pages else "EINVAL"})
@@ -200,7 +220,7 @@ class PerfModel:
                 return frozenset({"EINVAL"})
             if not self.charge(pages)[0]:
                 return frozenset({"EPERM"})
-            return frozenset({"ok" if self.event(step).kind == "pmu" else "EOPNOTSUPP"})
+            return frozenset({"ok" if self.ev(step).kind == "pmu" else "EOPNOTSUPP"})
         if op == "munmap-part":
             return frozenset({"EINVAL"})
         if op == "mremap":
@@ -220,10 +240,10 @@ class PerfModel:
         if op == "open":
             self.events[sid] = Event(args[0])
         elif op == "close":
-            self.event(step).fd_open = False
+            self.ev(step).fd_open = False
             self._drop_dead_events()
         elif op == "mmap":
-            e = self.event(step)
+            e = self.ev(step)
             if e.rb is not None:
                 self.traits.add("mapped-again")
             else:
@@ -233,11 +253,12 @@ class PerfModel:
                                    pinned=pinned)
                 self.perf_mlock += locked
                 self.pinned += pinned
-            self.rbs[e.rb].maps += 1
-            self.vmas[sid] = Vma(int(args[0][1:]), e.rb, "data", args[1], args[2] == "rw")
+            self.rb(e).maps += 1
+            self.vmas[sid] = Vma(int(args[0][1:]), self.rb_id(e), "data", args[1],
+                                 args[2] == "rw")
         elif op == "aux":
-            e = self.event(step)
-            rb = self.rbs[e.rb]
+            e = self.ev(step)
+            rb = self.rb(e)
             if rb.aux_pages:
                 self.traits.add("aux-mapped-again")
             else:
@@ -247,7 +268,7 @@ class PerfModel:
                 self.pinned += rb.aux_pinned
             rb.aux_maps += 1
             rb.maps += 1
-            self.vmas[sid] = Vma(int(args[0][1:]), e.rb, "aux", args[1], True)
+            self.vmas[sid] = Vma(int(args[0][1:]), self.rb_id(e), "aux", args[1], True)
         elif op == "munmap":
             self.unmap(int(args[0][1:]))
         elif op == "fork" and any(v.live and v.copies_on_fork for v in self.vmas.values()):
@@ -255,15 +276,19 @@ class PerfModel:
         elif op == "mremap":
             self.traits.add("moved")
         elif op == "madvise" and args[1] in ("dofork", "dontfork"):
-            self.vma(step).copies_on_fork = args[1] == "dofork"
+            self.vm(step).copies_on_fork = args[1] == "dofork"
         elif op == "fire":
             for e in self.events.values():
                 if e.kind == "tp" and e.rb is not None:
                     for _ in range(args[0]):
-                        self.rbs[e.rb].write()
+                        self.rb(e).write()
         elif op == "consume":
-            rb = self.rbs[self.vma(step).rb]
+            rb = self.rbs[self.vm(step).rb]
             rb.tail, rb.samples, rb.lost_reported = rb.head, 0, 0
+
+    def rb_id(self, e: Event) -> int:
+        assert e.rb is not None, e
+        return e.rb
 
     def unmap(self, sid: int) -> None:
         """perf_mmap_close(): the AUX charge back at the last AUX munmap, the buffer's at the
@@ -333,14 +358,14 @@ class PerfModel:
                                               {"op": "open", "args": [rng.choice(kinds)]})]
         for s in open_events:
             e = self.events[s]
-            same = self.rbs[e.rb].pages if e.rb is not None else None
+            same = self.rb(e).pages if e.rb is not None else None
             pages = same if same and rng.random() < 0.7 else rng.choice(SIZES)
             prot = "r" if rng.random() < 0.15 else "rw"
             share = "private" if rng.random() < 0.05 else "shared"
             options.append((4, {"op": "mmap", "args": [f"@{s}", pages, prot, share]}))
             options.append((0.7, {"op": "close", "args": [f"@{s}"]}))
             if self.rw_data_vma(e.rb) is not None and preset["aux"]:
-                rb = self.rbs[e.rb]
+                rb = self.rb(e)
                 aux = rb.aux_pages if rb.aux_pages and rng.random() < 0.6 else \
                     rng.choice(AUX_SIZES)
                 options.append((preset["aux"], {"op": "aux", "args": [f"@{s}", aux]}))
@@ -444,7 +469,7 @@ class PerfWorld:
 
     def __init__(self, path: str, setup: dict, uid: int) -> None:
         from probe_pinning import set_effective_caps
-        self.setup, self.page = setup, setup["page_size"]
+        self.cfg, self.page = setup, setup["page_size"]
         self.fds: dict[int, int] = {}
         self.vmas: dict[int, tuple[int, int, int, bool]] = {}   # id: addr, length, fd, rw
         self.stray: list[tuple[int, int]] = []
@@ -630,7 +655,7 @@ class PerfWorld:
         pinned = vm_pin_kb()
         self.set_caps(())
         resource.setrlimit(resource.RLIMIT_MEMLOCK, (0, 0))
-        limit = self.setup["mlock_kb"] // (self.page // 1024) * self.setup["ncpus"]
+        limit = self.cfg["mlock_kb"] // (self.page // 1024) * self.cfg["ncpus"]
         held, verdict = [], "ok"
         try:
             for size in allowance_sizes(limit):

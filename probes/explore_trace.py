@@ -37,6 +37,11 @@ WRITES = (1, 10, 60)
 MARKER = b"ringlab\n"
 
 
+def ref_id(a: object) -> int | None:
+    """The step id an "@ID" argument names."""
+    return int(a[1:]) if isinstance(a, str) and a.startswith("@") else None
+
+
 @dataclass
 class TraceVma:
     fd: int
@@ -65,11 +70,9 @@ class TraceModel:
     def mapped(self, cpu: int | None = None) -> int:
         return sum(v.live and (cpu is None or v.cpu == cpu) for v in self.vmas.values())
 
-    def _ref(self, a: object, table: dict) -> object:
-        return table.get(int(a[1:])) if isinstance(a, str) and a.startswith("@") else None
-
     def vma(self, step: dict) -> TraceVma | None:
-        v = self._ref(step["args"][0], self.vmas)
+        i = ref_id(step["args"][0])
+        v = self.vmas.get(i) if i is not None else None
         return v if v is not None and v.live else None
 
     def valid(self, step: dict) -> bool:
@@ -78,7 +81,7 @@ class TraceModel:
             return (op != "snapshot" or self.setup.get("has_snapshot", False)) and \
                 (op != "subbuf" or self.setup.get("has_subbuf", False))
         if op in ("close", "mmap", "get-reader"):
-            return self._ref(step["args"][0], self.fds) is not None
+            return ref_id(step["args"][0]) in self.fds
         v = self.vma(step)
         return v is not None and (op != "munmap-part" or v.whole)
 
@@ -126,7 +129,9 @@ class TraceModel:
         elif op == "munmap":
             self.vmas[int(args[0][1:])].live = False
         elif op == "madvise":
-            self.vma(step).copies_on_fork = True
+            v = self.vma(step)
+            assert v is not None
+            v.copies_on_fork = True
         elif op == "fork" and any(v.live and v.copies_on_fork for v in self.vmas.values()):
             self.traits.add("fork-inherits-a-mapping")
         elif op == "get-reader":
@@ -273,7 +278,7 @@ class TraceWorld:
                     pass    # the sequence's end check failed on it; the instance stays
 
     def __init__(self, path: str, setup: dict, uid: int) -> None:
-        self.setup, self.inst = setup, setup["instance"]
+        self.cfg, self.inst = setup, setup["instance"]
         self.page = os.sysconf("SC_PAGE_SIZE")
         self.fds: dict[int, int] = {}
         self.vmas: dict[int, tuple[int, int]] = {}
@@ -407,7 +412,7 @@ class TraceWorld:
 
     def end(self, expected: dict) -> dict:
         import probelib
-        resize = _write(f"{self.inst}/buffer_size_kb", self.setup["buffer_kb"] + 4)
+        resize = _write(f"{self.inst}/buffer_size_kb", self.cfg["buffer_kb"] + 4)
         try:
             os.rmdir(self.inst)
             rmdir = "ok"

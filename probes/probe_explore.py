@@ -32,6 +32,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import probelib
 
@@ -46,7 +47,9 @@ _SPLAT = re.compile(r"WARNING:|BUG:|Oops|general protection|Kernel panic|UBSAN:|
 FIRST_UID = 20000   # sequences run as 20000, 20001, ...; never a real account
 
 
-def world_of(path: str) -> type:
+def world_of(path: str) -> Any:
+    """The path's world class (explore_perf.PerfWorld, explore_trace.TraceWorld): its static
+    methods say what the path needs, its instances make the calls."""
     if path in ("perf-ring", "perf-aux", "pinning"):
         import explore_perf
         return explore_perf.PerfWorld
@@ -70,7 +73,7 @@ def compare(expected: dict, observed: dict, at: int | str) -> dict | None:
     return None
 
 
-def run_sequence(world_cls: type, path: str, setup: dict, uid: int,
+def run_sequence(world_cls: Any, path: str, setup: dict, uid: int,
                  steps: list[dict] | None = None, rng: random.Random | None = None,
                  max_steps: int = 12) -> dict:
     """Run given `steps` (a replay), or generate up to `max_steps` with `rng`, checking the
@@ -130,7 +133,7 @@ class Kmsg:
             pass
 
     def new_lines(self) -> list[str]:
-        out = []
+        out: list[str] = []
         while True:
             try:
                 rec = os.read(self.fd, 8192).decode(errors="replace")
@@ -151,8 +154,8 @@ class Kmsg:
 def splat_key(lines: list[str]) -> str:
     """The first banner, numbers out: the same WARN is the same check across replays."""
     first = next(line for line in lines if _SPLAT.search(line))
-    first = re.sub(r"(CPU#?|PID:|\bpid\b|/)\s*\d+", r"\1N", first)
     first = re.sub(r"\+0x[0-9a-f]+/0x[0-9a-f]+", "", first)
+    first = re.sub(r"(CPU#?|PID:|\bpid\b|/)\s*\d+", r"\1N", first)
     return "splat:" + re.sub(r"\s+", " ", first).strip()
 
 

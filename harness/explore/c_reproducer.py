@@ -80,7 +80,7 @@ static long vm_pin_kb(void)
 	return kb;
 }
 
-static void pin_is(int n, long want)
+static void __attribute__((unused)) pin_is(int n, long want)
 {
 	long got = vm_pin_kb();
 

@@ -7,6 +7,7 @@ import json
 import re
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from harness.explore import reproducer
 from harness.explore.session import ExploreRequest, Failure, PathResult
@@ -28,7 +29,7 @@ def title(f: Failure) -> str:
 def write(out_dir: Path, request: ExploreRequest, kernel: str, release: str,
           results: list[PathResult], interrupted: bool) -> Path:
     """explore.json and the failures' folders; written whole also after Ctrl-C."""
-    doc = {"kernel": kernel, "release": release, "request": asdict(request),
+    doc: dict[str, Any] = {"kernel": kernel, "release": release, "request": asdict(request),
            "interrupted": interrupted, "paths": []}
     for res in results:
         failures = []

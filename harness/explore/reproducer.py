@@ -335,9 +335,9 @@ def _py_step(n: int, step: dict, allowed: list[str], pin: int | None, path: str)
         lines += [f"got = write({name!r}, {a[0]})"]
     else:
         raise ValueError(f"no reproducer for the operation {op!r}")
-    if path != "trace-mmap" and op in ("open", "mmap", "aux"):
-        lines = ["try:"] + ["    " + x for x in lines] + \
-                ["except OSError as e:", "    got = errno.errorcode[e.errno]"]
+    lines = ["try:"] + ["    " + x for x in lines] + \
+            ["except OSError as e:", "    got = errno.errorcode[e.errno]",
+             "except KeyError:   # made by a step that failed", "    got = 'no such object'"]
     lines.append(f"step({n}, {what!r}, got, {allowed!r})")
     if pin is not None:
         lines += [f"if vm_pin_kb() != {pin}:",

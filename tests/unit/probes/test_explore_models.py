@@ -1,0 +1,244 @@
+"""The explorer's models (probes/explore_perf.py, explore_trace.py) and its shrinker
+(probes/probe_explore.py) on the host, without a guest: what the ABI allows after each
+step, the charges, the rings, and that a shrunk sequence keeps failing the same check."""
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "probes"))
+import explore_perf  # noqa: E402  (guest-side modules: stdlib only, imported by path)
+import explore_trace  # noqa: E402
+import probe_explore  # noqa: E402
+
+PAGE = 4096
+
+
+def perf(**kw: object) -> explore_perf.PerfModel:
+    setup = {"page_size": PAGE, "ncpus": 1, "mlock_kb": 9 * 4, "rlimit_pages": 0,
+             "who": "user", "has_pmu": True, "has_tp": True, **kw}
+    return explore_perf.PerfModel("pinning", setup)
+
+
+def run(model, steps: list[tuple]) -> list[frozenset]:
+    """Each step (op, *args), numbered on from the model's earlier steps, applied with the
+    model's own answer."""
+    out = []
+    for op, *args in steps:
+        i = model.__dict__.setdefault("_n", 0)
+        model._n = i + 1
+        step = {"id": i, "op": op, "args": list(args)}
+        assert model.valid(step), step
+        allowed = model.expect(step)
+        model.apply(step, "ok" if "ok" in allowed else min(allowed))
+        out.append(allowed)
+    return out
+
+
+def test_a_second_mapping_of_a_buffer_takes_a_reference_and_charges_nothing() -> None:
+    m = perf()
+    run(m, [("open", "dummy"), ("mmap", "@0", 3, "rw", "shared"),
+            ("mmap", "@0", 3, "rw", "shared")])
+    assert m.perf_mlock == 3 and m.rbs[1].maps == 2 and "mapped-again" in m.traits
+    run(m, [("munmap", "@1")])
+    assert m.perf_mlock == 3, "the charge comes back at the last munmap only"
+    m.unmap(2)
+    assert m.perf_mlock == 0 and m.rbs == {}
+
+
+@pytest.mark.parametrize("pages, share, want", [(4, "shared", "EINVAL"), (3, "private", "EINVAL"),
+                                                (1, "shared", "ok"), (17, "shared", "EPERM")])
+def test_a_first_mapping_answers_as_perf_mmap_does(pages: int, share: str, want: str) -> None:
+    m = perf()
+    run(m, [("open", "dummy")])
+    assert m.expect({"id": 1, "op": "mmap", "args": ["@0", pages, "rw", share]}) == {want}
+
+
+def test_past_the_allowance_the_rest_is_pinned_within_rlimit_or_refused() -> None:
+    m = perf(rlimit_pages=4)
+    run(m, [("open", "dummy"), ("mmap", "@0", 9, "rw", "shared"), ("open", "dummy")])
+    assert m.observe()["vm_pin_kb"] == 0
+    assert run(m, [("mmap", "@2", 3, "rw", "shared")]) == [{"ok"}]
+    assert m.pinned == 3 and m.observe()["vm_pin_kb"] == 12
+    run(m, [("open", "dummy")])
+    assert m.expect({"id": 5, "op": "mmap", "args": ["@4", 2, "rw", "shared"]}) == {"EPERM"}
+
+
+def test_cap_ipc_lock_is_exempt_from_rlimit() -> None:
+    m = perf(who="user+ipc_lock")
+    run(m, [("open", "dummy")])
+    assert m.expect({"id": 1, "op": "mmap", "args": ["@0", 17, "rw", "shared"]}) == {"ok"}
+
+
+def test_the_aux_area_is_charged_and_refused_by_a_pmu_without_one() -> None:
+    m = perf(mlock_kb=64 * 4)
+    run(m, [("open", "dummy"), ("mmap", "@0", 3, "rw", "shared"), ("open", "pmu"),
+            ("mmap", "@2", 3, "rw", "shared")])
+    assert m.expect({"id": 4, "op": "aux", "args": ["@0", 4]}) == {"EOPNOTSUPP"}
+    assert m.expect({"id": 4, "op": "aux", "args": ["@2", 3]}) == {"EINVAL"}
+    run(m, [("aux", "@2", 4), ("aux", "@2", 4)])
+    assert m.perf_mlock == 3 + 3 + 4 and "aux-mapped-again" in m.traits
+    m.unmap(3)   # the data mapping first: the AUX mappings still hold the buffer
+    assert m.perf_mlock == 10
+    m.unmap(4)
+    m.unmap(5)
+    assert m.perf_mlock == 3
+
+
+def test_a_writable_ring_stops_at_the_tail_and_reports_what_it_lost() -> None:
+    m = perf(mlock_kb=129 * 4)
+    run(m, [("open", "tp"), ("mmap", "@0", 2, "rw", "shared"), ("fire", 150)])
+    capacity = (PAGE - 1) // 32
+    assert m.observe()["ring@1"] == {"head": capacity * 32, "samples": capacity, "lost": 0}
+    run(m, [("consume", "@1"), ("fire", 1)])
+    assert m.observe()["ring@1"] == {"head": capacity * 32 + 24 + 32, "samples": 1,
+                                     "lost": 150 - capacity}
+
+
+def test_a_read_only_ring_overwrites_and_one_page_records_nothing() -> None:
+    m = perf(mlock_kb=129 * 4)
+    run(m, [("open", "tp"), ("mmap", "@0", 2, "r", "shared"), ("open", "tp"),
+            ("mmap", "@2", 1, "rw", "shared"), ("fire", 150)])
+    assert m.observe()["ring@1"] == {"head": 150 * 32}
+    assert m.observe()["ring@3"] == {"head": 0, "samples": 0, "lost": 0}
+
+
+def test_an_event_lives_while_a_mapping_holds_it() -> None:
+    m = perf()
+    run(m, [("open", "dummy"), ("mmap", "@0", 3, "rw", "shared"), ("close", "@0")])
+    assert 0 in m.events
+    run(m, [("munmap", "@1")])
+    assert m.events == {} and m.perf_mlock == 0
+
+
+@pytest.mark.parametrize("path", ["pinning", "perf-ring", "perf-aux"])
+def test_generated_perf_sequences_are_valid_and_seed_stable(path: str) -> None:
+    def sequence(seed: int) -> list[dict]:
+        m = explore_perf.PerfModel(path, dict(perf().setup))
+        rng, steps = random.Random(seed), []
+        for i in range(40):
+            step = dict(m.choose(rng, i), id=i)
+            assert m.valid(step)
+            allowed = m.expect(step)
+            m.apply(step, "ok" if "ok" in allowed else min(allowed))
+            steps.append(step)
+        return steps
+    assert sequence(3) == sequence(3) != sequence(4)
+
+
+def trace(**kw: object) -> explore_trace.TraceModel:
+    return explore_trace.TraceModel("trace-mmap", {"buffer_kb": 8, "subbuf_kb": 4, "ncpus": 2,
+                                                   "has_snapshot": True, "has_subbuf": True, **kw})
+
+
+def test_trace_writes_are_refused_while_any_cpu_is_mapped() -> None:
+    m = trace()
+    run(m, [("open", 1), ("mmap", "@0", "meta", "r", "shared")])
+    assert m.expect({"id": 2, "op": "resize", "args": [16]}) == {"EBUSY"}
+    assert m.expect({"id": 2, "op": "subbuf", "args": [8]}) == {"EBUSY"}
+    assert m.expect({"id": 2, "op": "subbuf", "args": [4]}) == {"ok"}, "the size in use"
+    assert m.expect({"id": 2, "op": "snapshot", "args": [1]}) == {"EBUSY"}
+    assert m.expect({"id": 2, "op": "snapshot", "args": [0]}) == {"ok"}
+    assert m.expect({"id": 2, "op": "get-reader", "args": ["@0"]}) == {"ok"}
+    run(m, [("open", 0)])
+    assert m.expect({"id": 3, "op": "get-reader", "args": ["@2"]}) == {"ENODEV"}
+    run(m, [("munmap", "@1")])
+    assert m.expect({"id": 4, "op": "resize", "args": [16]}) == {"ok"}
+
+
+@pytest.mark.parametrize("prot, share, want", [("r", "shared", "ok"), ("rw", "shared", "EACCES"),
+                                               ("rw", "private", "EPERM"),
+                                               ("r", "private", "EPERM")])
+def test_trace_mappings_are_read_only_and_shared(prot: str, share: str, want: str) -> None:
+    m = trace()
+    run(m, [("open", 0)])
+    assert m.expect({"id": 1, "op": "mmap", "args": ["@0", "all", prot, share]}) == {want}
+
+
+def test_trace_entries_are_checked_right_after_get_reader_only() -> None:
+    m = trace()
+    run(m, [("open", 0), ("mmap", "@0", "all", "r", "shared"), ("write", 10)])
+    assert m.observe() == {"meta@1": {"subbuf_size": 4096}}
+    run(m, [("get-reader", "@0")])
+    assert m.observe() == {"meta@1": {"subbuf_size": 4096, "entries": 10}}
+    run(m, [("munmap", "@1"), ("resize", 32), ("mmap", "@0", "all", "r", "shared"),
+            ("get-reader", "@0")])
+    assert "entries" not in m.observe()["meta@6"], "a resize makes the count unknown"
+
+
+def test_a_moved_trace_mapping_is_a_trait_a_known_issue_binds() -> None:
+    m = trace()
+    run(m, [("open", 0), ("mmap", "@0", "meta", "r", "shared"), ("mremap", "@1", "move")])
+    assert explore_trace.TraceWorld.traits("trace-mmap", m.setup, [
+        {"id": 0, "op": "open", "args": [0]},
+        {"id": 1, "op": "mmap", "args": ["@0", "meta", "r", "shared"]},
+        {"id": 2, "op": "mremap", "args": ["@1", "move"]}]) == set()
+    # mremap's trait is the perf model's; the trace model marks copies of a mapping by fork
+
+
+# --- the shrinker --------------------------------------------------------------------------------
+
+def steps_of(ops: list[str]) -> list[dict]:
+    return [{"id": i, "op": op, "args": []} for i, op in enumerate(ops)]
+
+
+def test_shrink_keeps_the_smallest_subsequence_that_still_fails() -> None:
+    seq = steps_of(["a", "x", "b", "y", "z", "c", "w"])
+    calls = []
+
+    def fails(s: list[dict]) -> bool:
+        calls.append(1)
+        ops = [x["op"] for x in s]
+        return all(o in ops for o in "abc") and ops.index("a") < ops.index("b") < ops.index("c")
+    assert [s["op"] for s in probe_explore.shrink(seq, fails)] == ["a", "b", "c"]
+    assert len(calls) < 40
+
+
+def test_shrink_tries_simpler_arguments_where_the_failure_stays() -> None:
+    seq = [{"id": 0, "op": "open", "args": ["pmu"]}, {"id": 1, "op": "mmap", "args": [9]}]
+
+    def simpler(step: dict) -> list[dict]:
+        return [{"args": ["dummy"]}] if step["op"] == "open" else [{"args": [1]}]
+    got = probe_explore.shrink(seq, lambda s: len(s) == 2 and s[-1]["args"] == [9],
+                               simpler=simpler)
+    assert [s["args"] for s in got] == [["dummy"], [9]]
+
+
+def test_shrink_stops_at_its_deadline() -> None:
+    seq = steps_of(list("abcdef"))
+    assert probe_explore.shrink(seq, lambda s: True, deadline=0) == \
+        [{"id": i, "op": o, "args": []} for i, o in enumerate("abcdef")]
+
+
+def test_renumber_follows_references() -> None:
+    got = probe_explore.renumber([{"id": 3, "op": "open", "args": []},
+                                  {"id": 7, "op": "mmap", "args": ["@3", 3]},
+                                  {"id": 9, "op": "munmap", "args": ["@7"]}])
+    assert [(s["id"], s["args"]) for s in got] == [(0, []), (1, ["@0", 3]), (2, ["@1"])]
+
+
+def test_splat_keys_ignore_pids_cpus_and_offsets() -> None:
+    a = probe_explore.splat_key(["WARNING: kernel/trace/x.c:831 at f+0x2c/0x40, CPU#0: p/162"])
+    b = probe_explore.splat_key(["WARNING: kernel/trace/x.c:831 at f+0x3c/0x40, CPU#1: p/7"])
+    assert a == b
+
+
+def test_run_sequence_reports_the_first_result_the_model_does_not_allow() -> None:
+    class World:
+        def __init__(self, path, setup, uid): pass
+        model = staticmethod(lambda path, setup: perf())
+        do = staticmethod(lambda step: "EPERM" if step["id"] == 2 else "ok")
+        observe = staticmethod(lambda expected: dict(expected))
+        release = staticmethod(lambda: None)
+        end = staticmethod(lambda expected: dict(expected))
+    steps = [{"id": 0, "op": "open", "args": ["dummy"]},
+             {"id": 1, "op": "mmap", "args": ["@0", 3, "rw", "shared"]},
+             {"id": 2, "op": "mmap", "args": ["@0", 3, "rw", "shared"]},
+             {"id": 3, "op": "munmap", "args": ["@1"]}]
+    out = probe_explore.run_sequence(World, "pinning", {}, 0, steps)
+    assert out["failure"] == {"check": "result:mmap", "at": 2, "expected": ["ok"],
+                              "got": "EPERM"}
+    assert len(out["steps"]) == 3

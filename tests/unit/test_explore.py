@@ -1,0 +1,125 @@
+"""./lab explore on the host: the command line checked, a failure bound to its known issue
+and to nothing else, reproducers that compile, the report written whole."""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.commands import explore as verb
+from harness.errors import LabError
+from harness.explore import report, reproducer
+from harness.explore.session import ExploreRequest, Failure, PathResult
+from harness.results import known_issues
+
+DOUBLE_CHARGE = [{"id": 0, "op": "open", "args": ["dummy"]},
+                 {"id": 1, "op": "mmap", "args": ["@0", 9, "rw", "shared"]},
+                 {"id": 2, "op": "mmap", "args": ["@0", 9, "rw", "shared"]}]
+MOVED = [{"id": 0, "op": "open", "args": [0]},
+         {"id": 1, "op": "mmap", "args": ["@0", "all", "r", "shared"]},
+         {"id": 2, "op": "mremap", "args": ["@1", "move"]}]
+PERF_ENV = {"page_size": 4096, "ncpus": 1, "mlock_kb": 36, "has_pmu": False, "has_tp": True}
+
+
+def failure(path: str = "pinning", check: str = "allowance", steps: list | None = None,
+            traits: tuple = ("mapped-again",), splat: str | None = None) -> Failure:
+    trace = path == "trace-mmap"
+    return Failure(path=path, check=check, expected="ok", got="EPERM", at="end", seed=1,
+                   sequence=0, setup={"buffer_kb": 8, "subbuf_kb": 4} if trace else
+                   {"mlock_pages": 9, "rlimit_pages": 8, "who": "user"},
+                   env={"ncpus": 1, "instance": "x"} if trace else PERF_ENV,
+                   steps=steps if steps is not None else (MOVED if trace else DOUBLE_CHARGE),
+                   shrunk=True, traits=list(traits), splat=splat)
+
+
+def args(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers()
+    verb.register(sub)
+    return p.parse_args(["explore", *argv])
+
+
+@pytest.mark.parametrize("argv, culprit", [(["nope"], "unknown path 'nope'"),
+                                           (["--budget", "0"], "more than 0"),
+                                           (["--budget", "ten"], "--budget 'ten'"),
+                                           (["--seed", "x"], "--seed 'x'"),
+                                           (["--actors", "3"], "--actors '3'")])
+def test_bad_input_is_one_error_naming_the_culprit(argv: list[str], culprit: str) -> None:
+    with pytest.raises(LabError, match=culprit):
+        verb.request(args(*argv))
+
+
+def test_a_request_from_the_command_line() -> None:
+    r = verb.request(args("trace-mmap", "pinning", "trace-mmap", "--budget", "2m", "--seed", "7"))
+    assert r == ExploreRequest(kernel=None, paths=("trace-mmap", "pinning"), budget_s=120.0,
+                               seed=7)
+    assert verb.parse_budget("90s") == 90 and verb.parse_budget("1h") == 3600
+
+
+def test_the_double_charge_binds_to_its_known_issue_and_only_there() -> None:
+    issues = {i.id: i for i in known_issues.load()}
+    charged = issues["perf-mmap-second-mapping-charged"]
+    assert charged.explains_explore("pinning", "allowance", ["mapped-again"])
+    assert not charged.explains_explore("pinning", "allowance", ["moved"]), \
+        "a leak without a second mapping is not this issue"
+    assert not charged.explains_explore("pinning", "result:munmap", ["mapped-again"])
+    assert not issues["trace-mmap-dofork-mapped-count"].explains_explore(
+        "pinning", "allowance", ["mapped-again"])
+
+
+def test_a_splat_binds_by_its_title() -> None:
+    issue = {i.id: i for i in known_issues.load()}["trace-mmap-dofork-mapped-count"]
+    assert issue.explains_explore("trace-mmap", "splat", ["moved"],
+                                  "WARNING at kernel/trace/trace_snapshot.c:831 put_snapshot_map")
+    assert not issue.explains_explore("trace-mmap", "splat", ["moved"],
+                                      "BUG at mm/page_alloc.c:1 free_pages")
+
+
+def test_a_kept_failures_replay_is_covered_by_its_issue_only() -> None:
+    issues = {i.id: i for i in known_issues.load()}
+    node = f"{known_issues.EXPLORE_REPLAY}[perf-mmap-second-mapping-charged--pinning-allowance]"
+    assert issues["perf-mmap-second-mapping-charged"].covers(node)
+    assert not issues["trace-mmap-dofork-mapped-count"].covers(node)
+    check = known_issues.CheckFailure("explore:allowance", "", {"path": "pinning",
+                                                                "traits": ["mapped-again"]})
+    assert issues["perf-mmap-second-mapping-charged"].explains_check(check)
+
+
+def test_the_model_says_what_each_step_of_a_reproducer_must_give() -> None:
+    exp = reproducer.expectations(failure())
+    assert [e["allowed"] for e in exp] == [["ok"], ["ok"], ["ok"]]
+    assert [e["vm_pin_kb"] for e in exp] == [0, 0, 0]
+
+
+@pytest.mark.parametrize("path", ["pinning", "trace-mmap"])
+def test_reproducers_compile(tmp_path: Path, path: str) -> None:
+    f = failure(path)
+    py, c = reproducer.write(tmp_path, f, report.title(f))
+    subprocess.run([sys.executable, "-m", "py_compile", str(py)], check=True)
+    if shutil.which("gcc") is None:
+        pytest.skip("no gcc on this host")
+    r = subprocess.run(["gcc", "-Wall", "-Werror", "-o", str(tmp_path / "repro"), str(c)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_the_report_is_written_whole_and_keeps_failures_as_data(tmp_path: Path) -> None:
+    res = PathResult("pinning", sequences=10, steps=100, seconds=2.0)
+    f = failure()
+    f.known_issue, f.confirmed = "perf-mmap-second-mapping-charged", True
+    res.failures[f.key] = f
+    out = report.write(tmp_path, ExploreRequest(None, (), 60, 1), "sid-cloud", "7.2.13", [res],
+                       interrupted=False)
+    doc = json.loads(out.read_text())
+    assert doc["paths"][0]["steps_per_s"] == 50.0
+    assert doc["paths"][0]["failures"][0]["reproducers"] == [
+        "failures/pinning-allowance/repro.py", "failures/pinning-allowance/repro.c"]
+    kept = report.keep(f, "7.2.13", tmp_path / "kept")
+    assert kept.name == "perf-mmap-second-mapping-charged--pinning-allowance.json"
+    assert json.loads(kept.read_text())["steps"] == DOUBLE_CHARGE
+    assert any("known issue perf-mmap-second-mapping-charged" in x for x in report.lines([res]))
