@@ -455,7 +455,8 @@ class PerfWorld:
         env = {"page_size": page, "ncpus": os.sysconf("SC_NPROCESSORS_ONLN"),
                "mlock_kb": setup["mlock_pages"] * page // 1024,
                "has_pmu": os.path.exists("/sys/bus/event_source/devices/ringlab_aux"),
-               "has_tp": _tracepoint_id() is not None}
+               "tp_id": _tracepoint_id()}
+        env["has_tp"] = env["tp_id"] is not None
         with sysctls({"perf_event_mlock_kb": env["mlock_kb"], "perf_event_paranoid": 1}):
             yield env
 
@@ -471,7 +472,9 @@ class PerfWorld:
         from probe_pinning import set_effective_caps
         self.cfg, self.page = setup, setup["page_size"]
         self.fds: dict[int, int] = {}
-        self.vmas: dict[int, tuple[int, int, int, bool]] = {}   # id: addr, length, fd, rw
+        # id: addr, length, fd, and whether it is a writable data mapping (its control page
+        # takes aux_offset and data_tail; an AUX page written gives SIGBUS)
+        self.vmas: dict[int, tuple[int, int, int, bool]] = {}
         self.stray: list[tuple[int, int]] = []
         rl = setup["rlimit_pages"] * self.page
         resource.setrlimit(resource.RLIMIT_MEMLOCK, (rl, rl))
@@ -495,10 +498,13 @@ class PerfWorld:
 
     def op_open(self, sid: int, kind: str) -> str:
         import perf_abi as perf
-        from perf_events import open_counter, open_dummy
+        from perf_events import SAMPLE_TYPE, open_dummy
         from probe_pinning import open_test_pmu_task
-        if kind == "tp":
-            fd = open_counter(flags=0)
+        if kind == "tp":   # the id was read as root: tracefs is root's
+            a = perf.attr(perf.PERF_TYPE_TRACEPOINT, self.cfg["tp_id"], 0)
+            a.sample_period = 1
+            a.sample_type = SAMPLE_TYPE
+            fd = perf.perf_event_open(a, 0, -1)
         elif kind == "pmu":
             fd = open_test_pmu_task()
         else:
@@ -517,7 +523,7 @@ class PerfWorld:
                          fd, offset)
         if not mapped(addr):
             return errno_result(False)
-        self.vmas[sid] = (addr, length, fd, rw)
+        self.vmas[sid] = (addr, length, fd, rw and offset == 0)
         return "ok"
 
     def op_mmap(self, sid: int, e: str, pages: int, prot: str, share: str) -> str:

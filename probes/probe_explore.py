@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import mmap
 import os
 import random
 import re
@@ -75,7 +76,7 @@ def compare(expected: dict, observed: dict, at: int | str) -> dict | None:
 
 def run_sequence(world_cls: Any, path: str, setup: dict, uid: int,
                  steps: list[dict] | None = None, rng: random.Random | None = None,
-                 max_steps: int = 12) -> dict:
+                 max_steps: int = 12, trail: mmap.mmap | None = None) -> dict:
     """Run given `steps` (a replay), or generate up to `max_steps` with `rng`, checking the
     model after each; then undo everything and check the end state. In the caller's process:
     run it in a child. Steps whose objects do not exist (a shrunk replay) are skipped."""
@@ -100,6 +101,8 @@ def run_sequence(world_cls: Any, path: str, setup: dict, uid: int,
                 break
         step = dict(step, id=step.get("id", index))
         allowed = model.expect(step)
+        if trail is not None:   # what the parent reads if a signal kills this child
+            trail.write(json.dumps(step).encode() + b"\n")
         result = world.do(step)
         done.append(dict(step, result=result))
         index += 1
@@ -171,6 +174,7 @@ class Explorer:
         self.uid = FIRST_UID + (os.getpid() * 97) % 20000
         self.steps_run = 0
         self.runs = 0
+        self.trail = mmap.mmap(-1, 1 << 20)   # shared with each sequence's child
 
     def next_uid(self) -> int:
         self.uid += 1
@@ -185,14 +189,24 @@ class Explorer:
         rng = random.Random(f"{self.path}/{self.seed}/{k}/ops") if steps is None else None
         self.kmsg.new_lines()
         self.kmsg.mark(f"{self.path} seed {self.seed} sequence {k if k is not None else 'replay'}")
+        self.trail.seek(0)
+        self.trail.write(b"\0" * 4096)
+        self.trail.seek(0)
         with self.world_cls.prepared(self.path, setup) as env:
             out = probelib.in_child(run_sequence, self.world_cls, self.path, dict(setup, **env),
-                                    self.next_uid(), steps, rng, self.max_steps)
-        out["env"] = env
+                                    self.next_uid(), steps, rng, self.max_steps, self.trail)
         self.runs += 1
-        if "steps" not in out:  # the child died or raised: the model's or the probe's fault
+        if "signal" in out:     # a signal killed the sequence in a step: the trail says which
+            done = [json.loads(line) for line in
+                    self.trail[:].split(b"\0", 1)[0].decode().splitlines()]
+            out = {"steps": [dict(s, result="ok") for s in done[:-1]] +
+                   [dict(done[-1], result=out["signal"])] if done else [],
+                   "failure": failure(f"signal:{done[-1]['op'] if done else '?'}",
+                                      len(done) - 1, "no signal", out["signal"])}
+        elif "steps" not in out:    # the child raised: the model's or the probe's own error
             out = {"steps": [], "failure": failure("explorer", "child", "a result",
-                                                   out.get("error") or out.get("signal"))}
+                                                   out.get("error"))}
+        out["env"] = env
         self.steps_run += len(out["steps"])
         lines = self.kmsg.splat()
         if lines and out["failure"] is None:

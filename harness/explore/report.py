@@ -78,6 +78,10 @@ def lines(results: list[PathResult]) -> list[str]:
                    f"{res.seconds:.0f} s ({res.steps_per_s:.0f} steps/s), "
                    f"{len(res.failures)} distinct failure(s), {res.crashes} crash(es)")
         for f in res.failures.values():
+            if f.check == "explorer":
+                out.append(f"  LAB ERROR (the explorer's own, not the kernel's): {f.got} "
+                           f"[{f.seen} sequence(s)]")
+                continue
             state = "confirmed" if f.confirmed else f"NOT confirmed ({f.confirm_got})"
             issue = f"known issue {f.known_issue}" if f.known_issue else "NEW"
             out.append(f"  {issue}: {title(f)} [{state}; {f.seen} sequence(s)]")
