@@ -472,8 +472,9 @@ class PerfWorld:
         from probe_pinning import set_effective_caps
         self.cfg, self.page = setup, setup["page_size"]
         self.fds: dict[int, int] = {}
-        # id: addr, length, fd, and whether it is a writable data mapping (its control page
-        # takes aux_offset and data_tail; an AUX page written gives SIGBUS)
+        # id: addr, length, the event's id (not its fd: a closed fd's number comes back with
+        # the next open), and whether it is a writable data mapping (its control page takes
+        # aux_offset and data_tail; an AUX page written gives SIGBUS)
         self.vmas: dict[int, tuple[int, int, int, bool]] = {}
         self.stray: list[tuple[int, int]] = []
         rl = setup["rlimit_pages"] * self.page
@@ -516,28 +517,31 @@ class PerfWorld:
         os.close(self.fds.pop(int(e[1:])))
         return "ok"
 
-    def _mmap(self, sid: int, fd: int, length: int, rw: bool, shared: bool, offset: int) -> str:
+    def _mmap(self, sid: int, event: int, length: int, rw: bool, shared: bool,
+              offset: int) -> str:
         from probelib import errno_result, libc, mapped
         prot = mmap.PROT_READ | (mmap.PROT_WRITE if rw else 0)
         addr = libc.mmap(None, length, prot, mmap.MAP_SHARED if shared else mmap.MAP_PRIVATE,
-                         fd, offset)
+                         self.fds[event], offset)
         if not mapped(addr):
             return errno_result(False)
-        self.vmas[sid] = (addr, length, fd, rw and offset == 0)
+        self.vmas[sid] = (addr, length, event, rw and offset == 0)
         return "ok"
 
     def op_mmap(self, sid: int, e: str, pages: int, prot: str, share: str) -> str:
-        return self._mmap(sid, self._fd(e), pages * self.page, prot == "rw", share == "shared", 0)
+        return self._mmap(sid, int(e[1:]), pages * self.page, prot == "rw", share == "shared",
+                          0)
 
     def op_aux(self, sid: int, e: str, pages: int) -> str:
         """aux_offset (right past the data buffer) and aux_size into the control page of a
         writable data mapping of the event's buffer, then the mmap at that offset."""
         import perf_abi as perf
-        fd = self._fd(e)
-        addr, length = next((a, n) for a, n, f, rw in self.vmas.values() if f == fd and rw)
+        event = int(e[1:])
+        addr, length = next((a, n) for a, n, ev, rw in self.vmas.values()
+                            if ev == event and rw)
         ctl = perf.PerfEventMmapPage.from_address(addr)
         ctl.aux_offset, ctl.aux_size = length, pages * self.page
-        return self._mmap(sid, fd, pages * self.page, True, True, length)
+        return self._mmap(sid, event, pages * self.page, True, True, length)
 
     def op_munmap(self, sid: int, m: str) -> str:
         from probelib import errno_result, libc

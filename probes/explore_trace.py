@@ -128,6 +128,8 @@ class TraceModel:
                                       args[1] == "all")
         elif op == "munmap":
             self.vmas[int(args[0][1:])].live = False
+        elif op == "mremap":
+            self.traits.add("moved")
         elif op == "madvise":
             v = self.vma(step)
             assert v is not None
