@@ -88,10 +88,8 @@ def main(args: argparse.Namespace) -> int:
     for line in report.lines(run.results):
         print(line)
     if req.keep:
-        for res in run.results:
-            for f in res.failures.values():
-                if f.confirmed and f.steps:
-                    print(f"kept: {report.keep(f, kernel.release)}")
+        for f in report.worth_keeping(run.results):
+            print(f"kept: {report.keep(f, kernel.release)}")
     print(f"report: {path}")
     if interrupted:
         raise KeyboardInterrupt

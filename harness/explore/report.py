@@ -54,10 +54,24 @@ def write(out_dir: Path, request: ExploreRequest, kernel: str, release: str,
     return path
 
 
+def worth_keeping(results: list[PathResult]) -> list[Failure]:
+    """The confirmed failures, one per known issue (its shortest sequence), every new one."""
+    best: dict[str, Failure] = {}
+    for res in results:
+        for f in res.failures.values():
+            if not (f.confirmed and f.steps):
+                continue
+            key = f.known_issue or f.key
+            if key not in best or len(f.steps) < len(best[key].steps):
+                best[key] = f
+    return list(best.values())
+
+
 def keep(f: Failure, release: str, kept_dir: Path = KEPT) -> Path:
     """A failure as data the suite replays from then on (tests/kernel/test_explore_replay.py):
     named after its known issue, or new-<what>."""
-    name = f"{f.known_issue or 'new'}--{slug(f)}"
+    what = f.splat.split()[-1] if f.splat else f.check
+    name = re.sub(r"[^a-z0-9-]+", "-", f"{f.known_issue or 'new'}--{f.path}-{what}".lower())
     doc = {"path": f.path, "check": f.splat and "splat" or f.check, "setup": f.setup,
            "steps": f.steps, "traits": f.traits,
            "found": {"kernel": release, "seed": f.seed, "sequence": f.sequence},
