@@ -535,6 +535,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.runs(bc, 3, "boots per model")
     bc.add_argument("--models", help="';'-separated -cpu values (default for arm64: "
                     "max;max,pauth-impdef=on;cortex-a72;neoverse-n1)")
+    bx = bsub.add_parser("explore", help="the explorer's steps/s and sequences/min per path",
+                         description="RUNS runs of SECONDS per path of `./lab explore` in one "
+                         "guest (the paths taking turns, a seed per run, shrinking off): "
+                         "steps/s and sequences/min, min/median/max; target 50 steps/s per "
+                         "path. Exit 1 if a path missed it.")
+    options.kernel(bx)
+    options.runs(bx, 3, "runs per path")
+    bx.add_argument("--seconds", type=float, default=20.0, help="of each run (default 20)")
     bn = bsub.add_parser("nightly", help="a 2-cell nightly on a LocalCluster vs the same two "
                          "./lab runs in turn, wall time",
                          description="Wall time of a nightly of one kernel with two test "
@@ -574,6 +582,9 @@ def main(args: argparse.Namespace) -> int:
         arch = cfg.kernel(args.kernel).arch
         return bench_cpu.cpu_models_bench(cfg, args.kernel,
                                           bench_cpu.parse_models(args.models, arch), args.runs)
+    if args.bench == "explore":
+        from harness.explore import bench as explore_bench
+        return explore_bench.run(Lab(cfg), args.kernel, runs=args.runs, seconds=args.seconds)
     if args.bench == "nightly":
         return nightly_bench(cfg, args.kernel, tuple(args.k or NIGHTLY_SELECTIONS))
     return boot_bench(cfg, args.kernel, runs=args.runs, probe_runs=args.probe_runs,
