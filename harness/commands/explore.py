@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 
 from harness import splat_proof
 from harness.commands import options, run_folder
 from harness.errors import LabError
 from harness.explore import report
-from harness.explore.session import PATHS, Explore, ExploreRequest
+from harness.explore.session import PATHS, Explore, ExploreRequest, parse_budget
 from harness.resources import Lab
 
 log = logging.getLogger("ringlab")
@@ -32,16 +31,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--keep", action="store_true", help="keep each confirmed failure under "
                    "tests/kernel/explore/, which the suite replays on every run")
     e.set_defaults(func=main)
-
-
-def parse_budget(text: str) -> float:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*", text)
-    if not m:
-        raise LabError(f"--budget {text!r}: expected a duration like 90s, 10m or 1h")
-    seconds = float(m[1]) * {"s": 1, "m": 60, "h": 3600, None: 1}[m[2]]
-    if seconds <= 0:
-        raise LabError(f"--budget {text!r}: the budget must be more than 0")
-    return seconds
 
 
 def request(args: argparse.Namespace) -> ExploreRequest:

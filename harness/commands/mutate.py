@@ -218,6 +218,43 @@ class Plan:
     # Every mutant on the same tests as the unmutated kernel, its Tests: header ignored: what
     # a broken kernel costs the whole suite (issue 23 §3), not only which tests kill it.
     whole_suite: bool = False
+    # Judge with `./lab explore` instead of the suite: this many seconds per path the
+    # mutant's file serves (EXPLORE_PATHS), seed 1; a kill is a confirmed failure the
+    # unmutated kernel's explore did not have.
+    explore_s: float | None = None
+
+
+# The explorer's paths a kernel file serves.
+EXPLORE_PATHS = {"kernel/events/core.c": ("pinning", "perf-ring", "perf-aux"),
+                 "kernel/events/ring_buffer.c": ("perf-ring", "perf-aux"),
+                 "kernel/trace/ring_buffer.c": ("trace-mmap",),
+                 "kernel/trace/trace.c": ("trace-mmap",)}
+
+
+def _explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path
+             ) -> tuple[dict[str, str], float]:
+    """`./lab explore` of the kernel built from `tree` on `paths`: {failure key: what failed}
+    of its confirmed failures, and the wall time."""
+    from harness.explore.session import Explore, ExploreRequest
+    from harness.resources import Lab
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lab = Lab(with_build(plan.cfg, plan.name, tree=tree))
+    run = Explore(lab, ExploreRequest(plan.name, paths, plan.explore_s or 60, seed=1), out_dir,
+                  say=lambda line: log.debug("%s", line))
+    start = time.monotonic()
+    try:
+        run.run_all()
+    finally:
+        run.stop_guest()
+    found = {f.key: f"{f.key}: {f.got}"[:200] for r in run.results
+             for f in r.failures.values() if f.confirmed}
+    (out_dir / "explore.json").write_text(json.dumps(found, indent=2) + "\n")
+    return found, time.monotonic() - start
+
+
+def _explore_paths(mutants: list[Mutant]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(p for m in mutants for p in EXPLORE_PATHS.get(m.file, ())))
 
 
 def _and(a: str | None, b: str | None) -> str | None:
@@ -283,6 +320,8 @@ def run(plan: Plan) -> int:
         base_build = time.monotonic() - t
         outs = [report.out] if report.out else ([k.build_dir] if k.build_dir else [])
         base_dir = plan.report_dir / "unmutated"
+        if plan.explore_s:
+            return _run_explore(plan, ws, k, outs, base_dir, base_build, start, tree)
         log.info("mutate: running the tests on the unmutated kernel %s (%s)", k.release,
                  plan.selection or "the whole suite")
         base, base_run = _run_tests(plan, ws.src, plan.selection, base_dir)
@@ -312,6 +351,63 @@ def run(plan: Plan) -> int:
     (plan.report_dir / "mutate.txt").write_text(text)
     print(text, end="")
     log.info("mutate reports in %s", plan.report_dir)
+    return 1 if doc["totals"][SURVIVED] else 0
+
+
+def _run_explore(plan: Plan, ws: Workspace, k, outs: list[Path], base_dir: Path,
+                 base_build: float, start: float, tree: Path) -> int:
+    """The mutation run judged by the explorer: the unmutated kernel explored on every path
+    the mutants' files serve, then each mutant on its own file's paths."""
+    paths = _explore_paths(plan.mutants)
+    log.info("mutate: exploring the unmutated kernel %s (%s, %.0f s each)", k.release,
+             ", ".join(paths), plan.explore_s)
+    base, base_run = _explore(plan, ws.src, paths, base_dir)
+    log.info("mutate: unmutated kernel: %d confirmed failure(s): %s", len(base),
+             "; ".join(base.values()) or "none")
+    results: list[MutantResult] = []
+    for i, m in enumerate(plan.mutants, 1):
+        r = MutantResult(m.id, m.file, m.rule, NOT_RUN, fixes_revert=m.fixes_revert)
+        run_dir = plan.report_dir / "mutants" / m.id
+        r.report = str(run_dir)
+        with ws.applied(m, outs):
+            t = time.monotonic()
+            try:
+                with _quiet():
+                    mk, _ = _build(plan, ws.src)
+            except BuildError as e:
+                r.build_s = round(time.monotonic() - t, 1)
+                r.outcome, r.why = NOT_BUILT, e.message.splitlines()[0][:300]
+                results.append(r)
+                continue
+            r.build_s = round(time.monotonic() - t, 1)
+            try:
+                found, run_s = _explore(plan, ws.src, EXPLORE_PATHS.get(m.file, ()), run_dir)
+            except LabError as e:
+                found, run_s = {}, 0.0
+                r.outcome, r.why = NOT_BOOTED, e.message.splitlines()[0][:300]
+            finally:
+                _forget(mk.vmlinuz.parent)
+            r.run_s = round(run_s, 1)
+        new = [v for key, v in found.items() if key not in base]
+        if r.outcome == NOT_RUN:
+            r.outcome = KILLED if new else SURVIVED
+            r.killed_by, r.why = list(new), new[0] if new else ""
+        results.append(r)
+        log.info("mutant %d/%d %s: %s%s (build %.0f s, explore %.0f s)", i,
+                 len(plan.mutants), m.id, r.outcome.upper(), f": {r.why}" if r.why else "",
+                 r.build_s, r.run_s)
+    doc = {"kernel": plan.name, "release": k.release, "tree": str(tree),
+           "selection": f"./lab explore {' '.join(paths)} --budget {plan.explore_s:g}s "
+                        "--seed 1", "whole_suite": False,
+           "wall_s": round(time.monotonic() - start, 1),
+           "unmutated": {"counts": {"confirmed failures": len(base)},
+                         "build_s": round(base_build, 1), "run_s": round(base_run, 1),
+                         "report": str(base_dir)},
+           "totals": totals(results), "mutants": [asdict(r) for r in results]}
+    text = render(doc)
+    (plan.report_dir / "mutate.json").write_text(json.dumps(doc, indent=2) + "\n")
+    (plan.report_dir / "mutate.txt").write_text(text)
+    print(text, end="")
     return 1 if doc["totals"][SURVIVED] else 0
 
 
@@ -417,6 +513,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     mu.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="accepted, but "
                     "mutants run serially for now (one build at a time: on 2 cores parallel "
                     "kernel builds only slow each other)")
+    mu.add_argument("--explore", metavar="BUDGET", help="judge each mutant with `./lab "
+                    "explore` (BUDGET per path its file serves, e.g. 2m) instead of the suite")
     options.pytest_args(mu)
     mu.set_defaults(func=main)
 
@@ -433,6 +531,10 @@ def main(args: argparse.Namespace) -> int:
         log.warning("-j %d: mutants run one at a time for now (on 2 cores two kernel builds "
                     "only slow each other; make already uses every core)", args.jobs)
     out = run_folder.open_run(cfg, args, f"mutate-{lab_config.file_safe(name)}")
+    explore_s = None
+    if args.explore:
+        from harness.explore.session import parse_budget
+        explore_s = parse_budget(args.explore)
     return run(Plan(cfg, name, mutants, args.k, args.pytest_args, out,
-                    whole_suite=args.whole_suite))
+                    whole_suite=args.whole_suite, explore_s=explore_s))
 

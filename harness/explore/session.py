@@ -100,6 +100,16 @@ def _failure(path: str, seed: int, rec: dict) -> Failure:
                    splat=_splat_title(rec.get("kmsg", [])))
 
 
+def parse_budget(text: str) -> float:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*", text)
+    if not m:
+        raise LabError(f"--budget {text!r}: expected a duration like 90s, 10m or 1h")
+    seconds = float(m[1]) * {"s": 1, "m": 60, "h": 3600, None: 1}[m[2]]
+    if seconds <= 0:
+        raise LabError(f"--budget {text!r}: the budget must be more than 0")
+    return seconds
+
+
 class Explore:
     """One kernel, the request's paths, one guest at a time."""
 

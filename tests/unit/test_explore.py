@@ -14,7 +14,7 @@ import pytest
 from harness.commands import explore as verb
 from harness.errors import LabError
 from harness.explore import report, reproducer
-from harness.explore.session import ExploreRequest, Failure, PathResult
+from harness.explore.session import ExploreRequest, Failure, PathResult, parse_budget
 from harness.results import known_issues
 
 DOUBLE_CHARGE = [{"id": 0, "op": "open", "args": ["dummy"]},
@@ -58,7 +58,7 @@ def test_a_request_from_the_command_line() -> None:
     r = verb.request(args("trace-mmap", "pinning", "trace-mmap", "--budget", "2m", "--seed", "7"))
     assert r == ExploreRequest(kernel=None, paths=("trace-mmap", "pinning"), budget_s=120.0,
                                seed=7)
-    assert verb.parse_budget("90s") == 90 and verb.parse_budget("1h") == 3600
+    assert parse_budget("90s") == 90 and parse_budget("1h") == 3600
 
 
 def test_the_double_charge_binds_to_its_known_issue_and_only_there() -> None:
