@@ -537,7 +537,7 @@ class PerfWorld:
         writable data mapping of the event's buffer, then the mmap at that offset."""
         import perf_abi as perf
         event = int(e[1:])
-        addr, length = next((a, n) for a, n, ev, rw in self.vmas.values()
+        addr, length = next((a, n) for a, n, ev, rw in list(self.vmas.values())
                             if ev == event and rw)
         ctl = perf.PerfEventMmapPage.from_address(addr)
         ctl.aux_offset, ctl.aux_size = length, pages * self.page
@@ -594,7 +594,7 @@ class PerfWorld:
                 # A mapping not inherited (VM_DONTCOPY) is not in the child: read only what
                 # /proc/self/maps says it has.
                 starts = {int(line.split("-")[0], 16) for line in open("/proc/self/maps")}
-                for addr, _, _, _ in self.vmas.values():
+                for addr, _, _, _ in list(self.vmas.values()):
                     if addr in starts:
                         ctypes.string_at(addr, 1)
             except BaseException:  # noqa: BLE001

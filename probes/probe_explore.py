@@ -120,6 +120,55 @@ def run_sequence(world_cls: Any, path: str, setup: dict, uid: int,
     return {"steps": done, "failure": fail}
 
 
+def run_actors(world_cls: Any, path: str, setup: dict, uid: int,
+               steps: list[dict] | None = None, rngs: list[random.Random] | None = None,
+               max_steps: int = 12, trail: mmap.mmap | None = None) -> dict:
+    """Two actors (threads of one process: one mm, one user) making their own sequences on
+    one world at once: the same instance, the same user's charge. Their interleaving is the
+    scheduler's, so no step is judged; the oracle is the end state (everything given back,
+    the buffer resizable, the instance removable) and the kernel log. `steps` (a replay)
+    carry their actor; else each actor generates with its own rng."""
+    import threading
+    world = world_cls(path, setup, uid)
+    models = [world_cls.model(path, setup) for _ in range(2)]
+    done: list[list[dict]] = [[], []]
+    errors: list[str] = []
+
+    def actor(i: int) -> None:
+        m = models[i]
+        mine = [s for s in steps if s.get("actor", 0) == i] if steps is not None else None
+        try:
+            for n in range(len(mine) if mine is not None else max_steps):
+                if mine is not None:
+                    step = mine[n]
+                    if not m.valid(step):
+                        continue
+                else:
+                    assert rngs is not None
+                    step = m.choose(rngs[i], i * 1000 + n)
+                    if step is None:
+                        return
+                    step = dict(step, id=i * 1000 + n, actor=i)
+                result = world.do(step)
+                done[i].append(dict(step, result=result))
+                m.apply(step, result)       # the objects the kernel made, nothing judged
+        except Exception as e:  # noqa: BLE001 - the explorer's own error
+            errors.append(f"actor {i}: {type(e).__name__}: {e}")
+    threads = [threading.Thread(target=actor, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ran = done[0] + done[1]
+    if errors:
+        return {"steps": ran, "error": errors[0]}
+    world.release()
+    for m in models:
+        m.release()
+    return {"steps": ran, "failure": compare(models[0].end(), world.end(models[0].end()),
+                                             "end")}
+
+
 # --- the kernel log -------------------------------------------------------------------------------
 
 class Kmsg:
@@ -167,8 +216,8 @@ def splat_key(lines: list[str]) -> str:
 class Explorer:
     """Sequences of one path, each in a child under a fresh uid, the kernel log after each."""
 
-    def __init__(self, path: str, seed: int, max_steps: int = 12) -> None:
-        self.path, self.seed, self.max_steps = path, seed, max_steps
+    def __init__(self, path: str, seed: int, max_steps: int = 12, actors: int = 1) -> None:
+        self.path, self.seed, self.max_steps, self.actors = path, seed, max_steps, actors
         self.world_cls = world_of(path)
         self.kmsg = Kmsg()
         self.uid = FIRST_UID + (os.getpid() * 97) % 20000
@@ -192,9 +241,17 @@ class Explorer:
         self.trail.seek(0)
         self.trail.write(b"\0" * 4096)
         self.trail.seek(0)
+        concurrent = self.actors == 2 or any(s.get("actor") for s in steps or [])
         with self.world_cls.prepared(self.path, setup) as env:
-            out = probelib.in_child(run_sequence, self.world_cls, self.path, dict(setup, **env),
-                                    self.next_uid(), steps, rng, self.max_steps, self.trail)
+            if concurrent:
+                rngs = [random.Random(f"{self.path}/{self.seed}/{k}/actor{i}") for i in (0, 1)]
+                out = probelib.in_child(run_actors, self.world_cls, self.path,
+                                        dict(setup, **env), self.next_uid(), steps,
+                                        rngs if steps is None else None, self.max_steps)
+            else:
+                out = probelib.in_child(run_sequence, self.world_cls, self.path,
+                                        dict(setup, **env), self.next_uid(), steps, rng,
+                                        self.max_steps, self.trail)
         self.runs += 1
         if "signal" in out:     # a signal killed the sequence in a step: the trail says which
             done = [json.loads(line) for line in
@@ -203,9 +260,9 @@ class Explorer:
                    [dict(done[-1], result=out["signal"])] if done else [],
                    "failure": failure(f"signal:{done[-1]['op'] if done else '?'}",
                                       len(done) - 1, "no signal", out["signal"])}
-        elif "steps" not in out:    # the child raised: the model's or the probe's own error
-            out = {"steps": [], "failure": failure("explorer", "child", "a result",
-                                                   out.get("error"))}
+        elif "failure" not in out:    # the child raised: the model's or the probe's own error
+            out = {"steps": out.get("steps", []),
+                   "failure": failure("explorer", "child", "a result", out.get("error"))}
         out["env"] = env
         self.steps_run += len(out["steps"])
         lines = self.kmsg.splat()
@@ -237,7 +294,12 @@ class Explorer:
                           "steps": out["steps"], "kmsg": out.get("kmsg", [])}
                 seen[f["check"]] = seen.get(f["check"], 0) + 1
                 if seen[f["check"]] == 1:   # the first of each check is kept, and shrunk
-                    if f["check"] != "explorer":
+                    if f["check"] != "explorer" and self.actors == 2:   # not shrunk: racy
+                        record["traits"] = sorted(set().union(*(self.world_cls.traits(
+                            self.path, dict(setup, **out["env"]),
+                            [s for s in out["steps"] if s.get("actor", 0) == i])
+                            for i in (0, 1))))
+                    if f["check"] != "explorer" and self.actors == 1:
                         steps = shrink(out["steps"], lambda s: self.fails_same(
                             setup, s, f["check"]), deadline=time.monotonic() + shrink_s,
                             simpler=self.world_cls.simpler)
@@ -318,6 +380,8 @@ def main(argv: list[str]) -> int:
     r.add_argument("--first", type=int, default=0, help="the first sequence's number")
     r.add_argument("--count", type=int, default=10**9)
     r.add_argument("--max-steps", type=int, default=12)
+    r.add_argument("--actors", type=int, choices=(1, 2), default=1, help="2: two threads at "
+                   "once on one world, judged by the end state and the kernel log")
     r.add_argument("--available", action="store_true", help="only say whether this kernel "
                    "has the path")
     rp = sub.add_parser("replay")
@@ -335,7 +399,7 @@ def main(argv: list[str]) -> int:
         probelib.emit({"path": a.path, "skip": missing})
         return 0
     if a.verb == "run":
-        e = Explorer(a.path, a.seed, a.max_steps)
+        e = Explorer(a.path, a.seed, a.max_steps, a.actors)
         probelib.emit(e.explore(a.first, a.count, a.budget, a.shrink))
         return 0
     doc = json.loads(a.file) if a.file.lstrip().startswith("{") else \

@@ -125,7 +125,8 @@ class Explore:
     # --- guests ---
     def fresh_guest(self) -> Guest:
         self.stop_guest()
-        self.guest = self.lab.boot(self.kernel.name, self.console_log)
+        self.guest = self.lab.boot(self.kernel.name, self.console_log,
+                                   cpus=2 if self.req.actors == 2 else None)
         self.boots += 1
         try:
             self.guest.insmod(self.lab.module("ringlab_aux", self.kernel.name))
@@ -157,7 +158,8 @@ class Explore:
             try:
                 out = self._probe(["run", path, "--seed", str(self.req.seed), "--first",
                                    str(first), "--budget", f"{slice_s:.1f}", "--shrink",
-                                   str(SHRINK_S)], slice_s + SHRINK_S + 90)
+                                   str(SHRINK_S), "--actors", str(self.req.actors)],
+                                  slice_s + SHRINK_S + 90)
             except (ProbeError, SSHError, GuestHang) as e:
                 first = self._crashed(path, res, first, e)
                 continue
