@@ -140,6 +140,16 @@ class NightlySelection:
 
 
 @dataclass(frozen=True)
+class NightlyExplore:
+    """`./lab explore` in every cell after its suite: a budget per path, the paths (empty:
+    every one the kernel has). The night's date is the seed, so each night tries new
+    sequences; a new confirmed failure fails the cell, with its reproducers in the cell's
+    report."""
+    budget_s: float
+    paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class NightlySpec:
     """`./lab nightly`'s matrix: kernels x config variants (build kernels only) x guest
     profiles x test selections, and how each cell is run."""
@@ -152,6 +162,7 @@ class NightlySpec:
     # With --scheduler: how long the cluster may have no worker at all before the cells still
     # pending are reported as not run (Dask itself would wait for a worker forever).
     no_worker_timeout_s: int = 600
+    explore: NightlyExplore | None = None
 
 
 @dataclass(frozen=True)
@@ -445,7 +456,7 @@ _GIT_REF = re.compile(r"^(?!-)(?!.*\.\.)[A-Za-z0-9_./+-]+(?<![./])$")
 def _nightly(r: YamlReader, value: Any, kernels: dict[str, KernelSpec]) -> NightlySpec:
     """The `nightly:` section; every kernel it names must be one of `kernels:`."""
     n = r.mapping(value, "nightly", {"kernels", "variants", "profiles", "selections", "refresh",
-                                     "history", "no_worker_timeout_s"}, {"kernels"})
+                                     "history", "no_worker_timeout_s", "explore"}, {"kernels"})
     raw = n["kernels"]
     if not isinstance(raw, list) or not raw:
         raise r.fail("nightly.kernels", "a list of kernel names of `kernels:` (or {kernel: "
@@ -517,7 +528,23 @@ def _nightly(r: YamlReader, value: Any, kernels: dict[str, KernelSpec]) -> Night
         history=r.optional(n, "history", "nightly",
                            lambda v, k: r.path(v, k, must_exist=False), None),
         no_worker_timeout_s=r.optional(n, "no_worker_timeout_s", "nightly",
-                                       lambda v, k: r.integer(v, k, 10, 86400), 600))
+                                       lambda v, k: r.integer(v, k, 10, 86400), 600),
+        explore=_nightly_explore(r, n["explore"]) if "explore" in n else None)
+
+
+EXPLORE_PATHS = ("perf-ring", "perf-aux", "pinning", "trace-mmap")
+
+
+def _nightly_explore(r: YamlReader, value: Any) -> NightlyExplore:
+    e = r.mapping(value, "nightly.explore", {"budget", "paths"}, {"budget"})
+    budget = e["budget"]
+    m = re.fullmatch(r"(\d+)(s|m)", str(budget))
+    if not m or int(m[1]) == 0:
+        raise r.fail("nightly.explore.budget", "a time per path like 90s or 2m", budget)
+    paths = e.get("paths") or []
+    if not isinstance(paths, list) or any(p not in EXPLORE_PATHS for p in paths):
+        raise r.fail("nightly.explore.paths", "a list of " + ", ".join(EXPLORE_PATHS), paths)
+    return NightlyExplore(int(m[1]) * (60 if m[2] == "m" else 1), tuple(paths))
 
 
 def parse(data: Any, path: Path) -> LabConfig:

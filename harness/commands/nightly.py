@@ -45,8 +45,9 @@ import yaml
 from harness import cache
 from harness.commands import child_run, run_folder
 from harness.commands.child_run import ChildRun
-from harness.config import (CONFIG_TARGETS, BuildKernel, LabConfig, NightlyKernel,
-                            NightlyProfile, NightlySelection, NightlyVariant, load, with_build)
+from harness.config import (CONFIG_TARGETS, BuildKernel, LabConfig, NightlyExplore,
+                            NightlyKernel, NightlyProfile, NightlySelection, NightlyVariant, load,
+                            with_build)
 from harness.errors import BuildError, ConfigError, LabError
 from harness.kernels import trees
 from harness.results import history, kcidb, matrix
@@ -172,6 +173,8 @@ class CellTask:
     build: bool                 # a `build` kernel: built before the run, a failure reported
     fragments_rel: tuple[str, ...] = ()  # the variant's fragments, like `base`
     submitted: float = field(default_factory=time.time)
+    explore: NightlyExplore | None = None  # ./lab explore after the suite, the night's seed
+    seed: int = 0
 
 
 @dataclass
@@ -313,6 +316,25 @@ def _scratch(name: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"ringlab-cell-{os.getpid()}-{name}-", dir=base))
 
 
+def explore_cell(cfg_path: Path, kernel: str, explore: NightlyExplore, seed: int,
+                 run_dir: Path) -> tuple[str, str]:
+    """`./lab explore` of the cell's kernel after its suite, into the cell's report folder:
+    a new confirmed failure fails the cell (exit 1, its reproducers in the report), the
+    explorer's own error is the cell's error (exit 2)."""
+    argv = [sys.executable, "-m", "harness.cli", "--lab-config", str(cfg_path), "explore",
+            "--kernel", kernel, "--budget", f"{explore.budget_s:g}s", "--seed", str(seed),
+            *explore.paths]
+    log.info("cell explore: %s", " ".join(argv))
+    with (run_dir / "explore.log").open("w") as out:
+        code = subprocess.call(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=out,
+                               stderr=subprocess.STDOUT, preexec_fn=_die_with_worker)
+    if code == 0:
+        return PASSED, ""
+    if code == 1:
+        return FAILED, f"explore (seed {seed}): a new failure, its reproducers in the report"
+    return ERROR, f"explore exited {code}: " + (_lab_error(run_dir / "explore.log") or "")
+
+
 def run_cell(task: CellTask) -> CellResult:
     """A cell on this worker (a Dask task; also callable directly): check the checkout, build,
     run the child `./lab run` into a scratch folder, return it packed."""
@@ -367,6 +389,13 @@ def run_cell(task: CellTask) -> CellResult:
         result.run_s = time.monotonic() - t
         result.exit_code = child.exit_code
         result.status, result.why = judge(child)
+        if task.explore is not None and tree is None:
+            explored, why = explore_cell(cfg_path, cell.kernel.name, task.explore, task.seed,
+                                         run_dir)
+            if explored != PASSED:
+                result.why = "; ".join(filter(None, (result.why, why)))
+                if result.status == PASSED:
+                    result.status = explored
         return result
     except LabError as e:
         result.status, result.why = ERROR, e.message
@@ -451,7 +480,9 @@ def _task(plan: Plan, cell: Cell, commit: str, raw: dict, refresh: bool) -> Cell
         cell=cell, commit=commit, raw=raw, base=relative_to_repo(cfg.path.parent),
         refresh=refresh, build=isinstance(cfg.kernels[cell.kernel.name].source, BuildKernel),
         fragments_rel=tuple(relative_to_repo(f) for f in
-                            (cell.variant.fragments if cell.variant else ())))
+                            (cell.variant.fragments if cell.variant else ())),
+        explore=cfg.nightly.explore if cfg.nightly else None,
+        seed=int(time.strftime("%Y%m%d")))
 
 
 def store(result: CellResult, out: Path) -> Path:

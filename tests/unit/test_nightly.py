@@ -296,3 +296,32 @@ def test_the_no_worker_watch_counts_from_the_first_empty_look() -> None:
     assert not watch.expired(1, now=116)   # a worker came back: the count starts again
     assert not watch.expired(0, now=120)
     assert watch.expired(0, now=130)
+
+
+def test_an_explore_in_every_cell_is_read_and_checked(tmp_path: Path) -> None:
+    cfg = load(tmp_path, "nightly:\n  kernels: [deb]\n  explore: {budget: 2m, paths: "
+               "[pinning]}\n")
+    assert cfg.nightly is not None
+    assert cfg.nightly.explore == config.NightlyExplore(120, ("pinning",))
+    assert "nightly.explore.budget" in error_of(
+        tmp_path, "nightly:\n  kernels: [deb]\n  explore: {budget: 0s}\n")
+    assert "nightly.explore.paths" in error_of(
+        tmp_path, "nightly:\n  kernels: [deb]\n  explore: {budget: 1m, paths: [x]}\n")
+
+
+@pytest.mark.parametrize("code, status", [(0, nightly.PASSED), (1, nightly.FAILED),
+                                          (2, nightly.ERROR)])
+def test_a_cells_explore_is_judged_by_its_exit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               code: int, status: str) -> None:
+    calls = []
+
+    def call(argv: list[str], **kw: object) -> int:
+        calls.append(argv)
+        return code
+    monkeypatch.setattr(nightly.subprocess, "call", call)
+    got, why = nightly.explore_cell(tmp_path / "lab.yaml", "trixie-cloud",
+                                    config.NightlyExplore(60, ("pinning",)), 20261126, tmp_path)
+    assert got == status
+    assert calls[0][-7:] == ["--kernel", "trixie-cloud", "--budget", "60s", "--seed",
+                             "20261126", "pinning"]
+    assert ("a new failure" in why) == (code == 1)
