@@ -68,6 +68,13 @@ def lab_yaml(tmp_path: Path, **overrides: dict) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def module_lab_yaml(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped lab.yaml with reports in a folder of this test module's own (for a
+    module-scoped fixture that runs a command once for several tests)."""
+    return lab_yaml(tmp_path_factory.mktemp("lab"))
+
+
 @pytest.fixture
 def make_lab_yaml(tmp_path: Path):
     """lab_yaml(**overrides) bound to this test's tmp_path."""

@@ -28,10 +28,8 @@ def lab(env: dict, *argv: str, timeout: float = 600) -> subprocess.CompletedProc
 
 
 @pytest.fixture(scope="module")
-def explored(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess,
-                                                                  dict]:
-    from tests.e2e.conftest import lab_yaml
-    cfg = lab_yaml(tmp_path_factory.mktemp("explore"))
+def explored(module_lab_yaml: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    cfg = module_lab_yaml
     env = dict(os.environ, RINGLAB_CONFIG=str(cfg))
     proc = lab(env, "explore", "trace-mmap", "--budget", "25s", "--seed", "1")
     reports = cfg.parent / "reports"
