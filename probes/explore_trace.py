@@ -424,15 +424,6 @@ class TraceWorld:
 
 
 def _write(path: str, value: object) -> str:
-    import probelib
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-    except OSError as e:
-        return probelib.errname(e)
-    try:
-        os.write(fd, f"{value}\n".encode())
-        return "ok"
-    except OSError as e:
-        return probelib.errname(e)
-    finally:
-        os.close(fd)
+    """`echo value > path`: 'ok' or the errno's name (tracefs.write_file)."""
+    import tracefs
+    return tracefs.write_file(path, f"{value}\n")
