@@ -115,7 +115,19 @@ class ProbeCrashed(ProbeError):
 
 
 class ProbeTimeout(ProbeError):
-    """The probe ran past its timeout and was killed."""
+    """The probe ran past its timeout and was killed. `stuck`: where each of its threads was
+    in the kernel then ({comm, tid, state, wchan, stack}): a thread in D state is the kernel's
+    hang, not the probe's."""
+
+    def __init__(self, probe: str, message: str, stdout: str = "", stderr: str = "",
+                 stuck: list[dict] | None = None) -> None:
+        super().__init__(probe, message, stdout, stderr)
+        self.stuck = stuck or []
+
+    @property
+    def in_kernel(self) -> list[dict]:
+        """The threads the kernel held in uninterruptible sleep when the probe was killed."""
+        return [t for t in self.stuck if str(t.get("state", "")).startswith("D")]
 
 
 class ProbeOutputError(ProbeError):

@@ -25,6 +25,7 @@ Output: one JSON document (sequences, steps, failures with the shrunk sequence).
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import mmap
 import os
@@ -211,13 +212,34 @@ def splat_key(lines: list[str]) -> str:
     return "splat:" + re.sub(r"\s+", " ", first).strip()
 
 
+# --- known issues ------------------------------------------------------------------------------
+
+def excused(excuses: list[dict], check: str, traits: set[str], kmsg: list[str]) -> bool:
+    """The failure is a known issue's symptom (the host's kernels/known-issues.yaml `explore:`
+    entries for this path, passed with --excuse): its check, one of its traits, its splat. Such
+    a failure is kept once and does not stop the search for another failure of the same check."""
+    name = "splat" if check.startswith("splat:") else check
+    for ex in excuses:
+        if not any(fnmatch.fnmatchcase(name, c) for c in ex.get("checks", [])):
+            continue
+        if ex.get("traits") and not traits & set(ex["traits"]):
+            continue
+        if name == "splat" and ex.get("splats") and not any(
+                re.search(rx, line) for rx in ex["splats"] for line in kmsg[:8]):
+            continue
+        return True
+    return False
+
+
 # --- an explore --------------------------------------------------------------------------------
 
 class Explorer:
     """Sequences of one path, each in a child under a fresh uid, the kernel log after each."""
 
-    def __init__(self, path: str, seed: int, max_steps: int = 12, actors: int = 1) -> None:
+    def __init__(self, path: str, seed: int, max_steps: int = 12, actors: int = 1,
+                 excuses: list[dict] | None = None) -> None:
         self.path, self.seed, self.max_steps, self.actors = path, seed, max_steps, actors
+        self.excuses = excuses or []
         self.world_cls = world_of(path)
         self.kmsg = Kmsg()
         self.uid = FIRST_UID + (os.getpid() * 97) % 20000
@@ -272,15 +294,31 @@ class Explorer:
             out["kmsg"] = lines
         return out
 
-    def fails_same(self, setup: dict, steps: list[dict], check: str) -> bool:
+    def fails_same(self, setup: dict, steps: list[dict], check: str,
+                   known: bool | None = None) -> bool:
+        """The steps fail the same check again (and, when `known` is given, as the known
+        issue's symptom or not, so a new failure never shrinks into a known one)."""
         out = self.one(setup, steps)
-        return out["failure"] is not None and out["failure"]["check"] == check
+        if out["failure"] is None or out["failure"]["check"] != check:
+            return False
+        return known is None or self.is_excused(setup, out, check, steps) == known
+
+    def is_excused(self, setup: dict, out: dict, check: str, steps: list[dict]) -> bool:
+        if not self.excuses:
+            return False
+        env = dict(setup, **out.get("env", {}))
+        traits = set().union(*(self.world_cls.traits(
+            self.path, env, [s for s in steps if s.get("actor", 0) == i]) for i in (0, 1)))
+        return excused(self.excuses, check, traits, out.get("kmsg", []))
 
     def explore(self, first: int, count: int, budget_s: float, shrink_s: float) -> dict:
         with self.world_cls.session(self.path):
             return self._explore(first, count, budget_s, shrink_s)
 
     def _explore(self, first: int, count: int, budget_s: float, shrink_s: float) -> dict:
+        """Sequences from number `first` for the budget. The first failure of each check is
+        kept and shrunk, and the first of each check that is not a known issue's symptom too:
+        a kernel with a known issue can still show a new bug through the same check."""
         start = time.monotonic()
         failures: list[dict] = []
         seen: dict[str, int] = {}
@@ -290,28 +328,36 @@ class Explorer:
             out = self.one(setup, k=k)
             f = out["failure"]
             if f is not None:
-                record = {"sequence": k, "setup": setup, "env": out["env"], "failure": f,
-                          "steps": out["steps"], "kmsg": out.get("kmsg", [])}
-                seen[f["check"]] = seen.get(f["check"], 0) + 1
-                if seen[f["check"]] == 1:   # the first of each check is kept, and shrunk
-                    if f["check"] != "explorer" and self.actors == 2:   # not shrunk: racy
-                        record["traits"] = sorted(set().union(*(self.world_cls.traits(
-                            self.path, dict(setup, **out["env"]),
-                            [s for s in out["steps"] if s.get("actor", 0) == i])
-                            for i in (0, 1))))
-                    if f["check"] != "explorer" and self.actors == 1:
-                        steps = shrink(out["steps"], lambda s: self.fails_same(
-                            setup, s, f["check"]), deadline=time.monotonic() + shrink_s,
-                            simpler=self.world_cls.simpler)
-                        record["shrunk"] = renumber(steps)
-                        record["traits"] = sorted(self.world_cls.traits(
-                            self.path, dict(setup, **out["env"]), record["shrunk"]))
-                    failures.append(record)
+                check = f["check"]
+                known = check != "explorer" and self.is_excused(setup, out, check, out["steps"])
+                key = check + ("~known" if known else "")
+                seen[key] = seen.get(key, 0) + 1
+                if seen[key] == 1:
+                    failures.append(self._kept(k, setup, out, known, shrink_s))
             k += 1
         return {"path": self.path, "seed": self.seed, "first": first, "next": k,
                 "sequences": self.runs, "steps": self.steps_run,
                 "seconds": round(time.monotonic() - start, 3), "failures": failures,
                 "failed": seen}
+
+    def _kept(self, k: int, setup: dict, out: dict, known: bool, shrink_s: float) -> dict:
+        """A failure's record, shrunk (one actor) to the shortest sequence that fails the same
+        check the same way (known issue's symptom or not)."""
+        f = out["failure"]
+        record = {"sequence": k, "setup": setup, "env": out["env"], "failure": f,
+                  "steps": out["steps"], "kmsg": out.get("kmsg", []), "excused": known}
+        env = dict(setup, **out["env"])
+        if f["check"] != "explorer" and self.actors == 2:   # not shrunk: racy
+            record["traits"] = sorted(set().union(*(self.world_cls.traits(
+                self.path, env, [s for s in out["steps"] if s.get("actor", 0) == i])
+                for i in (0, 1))))
+        if f["check"] != "explorer" and self.actors == 1:
+            steps = shrink(out["steps"], lambda s: self.fails_same(
+                setup, s, f["check"], known if self.excuses else None),
+                deadline=time.monotonic() + shrink_s, simpler=self.world_cls.simpler)
+            record["shrunk"] = renumber(steps)
+            record["traits"] = sorted(self.world_cls.traits(self.path, env, record["shrunk"]))
+        return record
 
 
 # --- shrinking ----------------------------------------------------------------------------------
@@ -382,6 +428,8 @@ def main(argv: list[str]) -> int:
     r.add_argument("--max-steps", type=int, default=12)
     r.add_argument("--actors", type=int, choices=(1, 2), default=1, help="2: two threads at "
                    "once on one world, judged by the end state and the kernel log")
+    r.add_argument("--excuse", default="[]", help="JSON list of known issues' symptoms "
+                   "({checks, traits, splats}): such failures do not hide a new one")
     r.add_argument("--available", action="store_true", help="only say whether this kernel "
                    "has the path")
     rp = sub.add_parser("replay")
@@ -399,7 +447,7 @@ def main(argv: list[str]) -> int:
         probelib.emit({"path": a.path, "skip": missing})
         return 0
     if a.verb == "run":
-        e = Explorer(a.path, a.seed, a.max_steps, a.actors)
+        e = Explorer(a.path, a.seed, a.max_steps, a.actors, json.loads(a.excuse))
         probelib.emit(e.explore(a.first, a.count, a.budget, a.shrink))
         return 0
     doc = json.loads(a.file) if a.file.lstrip().startswith("{") else \

@@ -219,7 +219,8 @@ class Plan:
     # a broken kernel costs the whole suite (issue 23 §3), not only which tests kill it.
     whole_suite: bool = False
     # Judge with `./lab explore` instead of the suite: this many seconds per path the
-    # mutant's file serves (EXPLORE_PATHS), seed 1; a kill is a confirmed failure the
+    # mutant's file serves (EXPLORE_PATHS), seed 1, stopping at the first failure no known
+    # issue explains; a kill is such a failure, confirmed on a fresh guest, that the
     # unmutated kernel's explore did not have.
     explore_s: float | None = None
 
@@ -231,16 +232,17 @@ EXPLORE_PATHS = {"kernel/events/core.c": ("pinning", "perf-ring", "perf-aux"),
                  "kernel/trace/trace.c": ("trace-mmap",)}
 
 
-def _explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path
-             ) -> tuple[dict[str, str], float]:
+def _explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path,
+             stop_at_new: bool = True) -> tuple[dict[str, str], float]:
     """`./lab explore` of the kernel built from `tree` on `paths`: {failure key: what failed}
-    of its confirmed failures, and the wall time."""
+    of its confirmed failures that no known issue explains, and the wall time."""
     from harness.explore.session import Explore, ExploreRequest
     from harness.resources import Lab
 
     out_dir.mkdir(parents=True, exist_ok=True)
     lab = Lab(with_build(plan.cfg, plan.name, tree=tree))
-    run = Explore(lab, ExploreRequest(plan.name, paths, plan.explore_s or 60, seed=1), out_dir,
+    run = Explore(lab, ExploreRequest(plan.name, paths, plan.explore_s or 60, seed=1,
+                                      stop_at_new=stop_at_new), out_dir,
                   say=lambda line: log.debug("%s", line))
     start = time.monotonic()
     try:
@@ -248,7 +250,7 @@ def _explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path
     finally:
         run.stop_guest()
     found = {f.key: f"{f.key}: {f.got}"[:200] for r in run.results
-             for f in r.failures.values() if f.confirmed}
+             for f in r.failures.values() if f.confirmed and not f.known_issue}
     (out_dir / "explore.json").write_text(json.dumps(found, indent=2) + "\n")
     return found, time.monotonic() - start
 
@@ -361,8 +363,8 @@ def _run_explore(plan: Plan, ws: Workspace, k, outs: list[Path], base_dir: Path,
     paths = _explore_paths(plan.mutants)
     log.info("mutate: exploring the unmutated kernel %s (%s, %.0f s each)", k.release,
              ", ".join(paths), plan.explore_s)
-    base, base_run = _explore(plan, ws.src, paths, base_dir)
-    log.info("mutate: unmutated kernel: %d confirmed failure(s): %s", len(base),
+    base, base_run = _explore(plan, ws.src, paths, base_dir, stop_at_new=False)
+    log.info("mutate: unmutated kernel: %d confirmed failure(s) no known issue explains: %s", len(base),
              "; ".join(base.values()) or "none")
     results: list[MutantResult] = []
     for i, m in enumerate(plan.mutants, 1):
@@ -400,7 +402,7 @@ def _run_explore(plan: Plan, ws: Workspace, k, outs: list[Path], base_dir: Path,
            "selection": f"./lab explore {' '.join(paths)} --budget {plan.explore_s:g}s "
                         "--seed 1", "whole_suite": False,
            "wall_s": round(time.monotonic() - start, 1),
-           "unmutated": {"counts": {"confirmed failures": len(base)},
+           "unmutated": {"counts": {"new confirmed failures": len(base)},
                          "build_s": round(base_build, 1), "run_s": round(base_run, 1),
                          "report": str(base_dir)},
            "totals": totals(results), "mutants": [asdict(r) for r in results]}

@@ -16,7 +16,7 @@ KEPT = Path(__file__).resolve().parents[2] / "tests" / "kernel" / "explore"
 
 
 def slug(f: Failure) -> str:
-    text = f"{f.path}-{f.splat or f.check}"
+    text = f"{f.path}-{f.splat or f.check}" + (f"-{f.known_issue}" if f.known_issue else "")
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:70]
 
 

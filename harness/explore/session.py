@@ -4,15 +4,16 @@ replaces a guest that died and blames the sequence the console names, then check
 distinct failure once more on a fresh guest and binds it to a known issue or calls it new."""
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.errors import LabError, ModuleError, ProbeError, SSHError, GuestHang
+from harness.errors import LabError, ModuleError, ProbeError, ProbeTimeout, SSHError, GuestHang
 from harness.explore import reproducer
 from harness.guest.guest import Guest
 from harness.kernellog import splats
@@ -36,6 +37,9 @@ class ExploreRequest:
     seed: int
     actors: int = 1
     keep: bool = False              # write new failures under tests/kernel/explore/
+    # Stop at the first failure no known issue explains (what `./lab mutate --explore` asks:
+    # one new failure kills a mutant; the rest of the budget would only confirm it).
+    stop_at_new: bool = False
 
 
 @dataclass
@@ -63,6 +67,12 @@ class Failure:
     @property
     def key(self) -> str:
         return f"{self.path}:{self.splat or self.check}"
+
+    @property
+    def slot(self) -> str:
+        """Where an explore keeps it: one failure per check for each known issue it is, and
+        one that is none (a known issue never hides a new failure of the same check)."""
+        return f"{self.key}#{self.known_issue}" if self.known_issue else self.key
 
     def as_dict(self) -> dict:
         return dict(asdict(self), key=self.key)
@@ -145,8 +155,12 @@ class Explore:
         return g.probe("probe_explore", args, timeout=timeout).data
 
     # --- one path ---
-    def run_path(self, path: str, res: PathResult) -> None:
+    def run_path(self, path: str, res: PathResult,
+                 issues: Sequence[known_issues.KnownIssue] = ()) -> None:
         first = 0
+        excuses = json.dumps([{"checks": list(i.explore_checks), "traits": list(i.explore_traits),
+                               "splats": list(i.splats)}
+                              for i in issues if path in i.explore_paths])
         avail = self._probe(["run", path, "--available"], 60)
         if avail.get("missing"):
             res.skipped = avail["missing"]
@@ -158,8 +172,9 @@ class Explore:
             try:
                 out = self._probe(["run", path, "--seed", str(self.req.seed), "--first",
                                    str(first), "--budget", f"{slice_s:.1f}", "--shrink",
-                                   str(SHRINK_S), "--actors", str(self.req.actors)],
-                                  slice_s + SHRINK_S + 90)
+                                   str(SHRINK_S), "--actors", str(self.req.actors),
+                                   "--excuse", excuses],
+                                  slice_s + 2 * SHRINK_S + 90)
             except (ProbeError, SSHError, GuestHang) as e:
                 first = self._crashed(path, res, first, e)
                 continue
@@ -169,19 +184,30 @@ class Explore:
             res.seconds += out["seconds"]
             for rec in out["failures"]:
                 f = _failure(path, self.req.seed, rec)
-                if f.key in res.failures:
-                    res.failures[f.key].seen += 1
+                self.bind(f, issues)
+                if f.slot in res.failures:
+                    res.failures[f.slot].seen += 1
                 else:
-                    res.failures[f.key] = f
-                    self.say(f"{path}: failure {f.key}: {f.got} after "
-                             f"{len(f.steps)} step(s)")
-            for check, n in out.get("failed", {}).items():
+                    res.failures[f.slot] = f
+                    self.say(f"{path}: failure {f.key}: {f.got} after {len(f.steps)} "
+                             f"step(s){' (known issue ' + f.known_issue + ')' if f.known_issue else ''}")
+            for key, n in out.get("failed", {}).items():
+                check, known = key.removesuffix("~known"), key.endswith("~known")
                 for f in res.failures.values():
-                    if f.check == check or check.startswith("splat:") and f.check == "splat":
+                    if (f.check == check or check.startswith("splat:") and f.check == "splat") \
+                            and (f.known_issue is not None) == known:
                         f.seen = max(f.seen, n)
             self.say(f"{path}: {res.sequences} sequences, {res.steps} steps "
                      f"({res.steps_per_s:.0f}/s), {len(res.failures)} distinct failure(s), "
                      f"{max(0.0, self.req.budget_s - (time.monotonic() - start)):.0f} s left")
+            if self.req.stop_at_new and self.new_found(res):
+                self.say(f"{path}: stopping at a failure no known issue explains")
+                return
+
+    @staticmethod
+    def new_found(res: PathResult) -> bool:
+        return any(f.known_issue is None and f.check != "explorer"
+                   for f in res.failures.values())
 
     def _crashed(self, path: str, res: PathResult, first: int, error: LabError) -> int:
         """The guest died (or stopped answering) in a slice: the console's last
@@ -190,21 +216,31 @@ class Explore:
         guest is the lab's own error and stops the explore."""
         g = self.guest
         dead = g.health() if g is not None else "no guest"
-        if g is not None and dead is None and isinstance(error, ProbeError):
+        hung = isinstance(error, ProbeTimeout) and error.in_kernel
+        if g is not None and dead is None and isinstance(error, ProbeError) and not hung:
             raise error
         console = g.vm.console_text() if g is not None else ""
+        if hung and g is not None and dead is None:   # the marks also sit in the kernel log
+            console += "\n" + "\n".join(g.kmsg())
         marks = [m for m in MARK.finditer(console) if m["path"] == path]
         k = int(marks[-1]["k"]) if marks else first
         tail = console[marks[-1].end():] if marks else console[-8000:]
         lines = tail.splitlines()
         title = _splat_title(lines)
         res.crashes += 1
-        f = Failure(path=path, check="crash", expected="the guest lives", got=str(dead or error),
-                    at="guest", seed=self.req.seed, sequence=k, setup={}, env={}, steps=[],
-                    shrunk=False, traits=[], kmsg=lines[-60:], splat=title)
-        res.failures.setdefault(f.key, f)
-        self.say(f"{path}: the guest died in sequence {k} ({dead or error}); a fresh guest "
-                 "goes on after it")
+        if hung:    # a thread of the sequence stuck in the kernel: its stacks are the evidence
+            f = Failure(path=path, check="hang", expected="every call returns",
+                        got=str(error).splitlines()[0][:300], at="guest", seed=self.req.seed,
+                        sequence=k, setup={}, env={}, steps=[], shrunk=False, traits=[],
+                        kmsg=str(error).splitlines()[1:40] + lines[-20:], splat=title)
+        else:
+            f = Failure(path=path, check="crash", expected="the guest lives",
+                        got=str(dead or error), at="guest", seed=self.req.seed, sequence=k,
+                        setup={}, env={}, steps=[], shrunk=False, traits=[], kmsg=lines[-60:],
+                        splat=title)
+        res.failures.setdefault(f.slot, f)
+        self.say(f"{path}: the guest {'hung' if hung else 'died'} in sequence {k} "
+                 f"({dead or str(error).splitlines()[0][:160]}); a fresh guest goes on after it")
         self.stop_guest()
         return k + 1
 
@@ -215,19 +251,22 @@ class Explore:
         for path in self.req.paths or PATHS:
             res = PathResult(path)
             self.results.append(res)
-            self.run_path(path, res)
+            self.run_path(path, res, issues)
+            if self.req.stop_at_new and self.new_found(res):
+                break
         for res in self.results:
             for f in res.failures.values():
                 if f.check == "explorer":   # the lab's own error: nothing to confirm
                     continue
-                self.bind(f, issues)
+                if self.req.stop_at_new and f.known_issue:   # only the new one is asked
+                    continue
                 self.confirm(f)
                 self.say(f"{res.path}: {f.key}: "
                          f"{'confirmed' if f.confirmed else 'NOT confirmed'} on a fresh guest"
                          f"{' (known issue ' + f.known_issue + ')' if f.known_issue else ' (new)'}")
 
     # --- after the explore ---
-    def bind(self, f: Failure, issues: list[known_issues.KnownIssue]) -> None:
+    def bind(self, f: Failure, issues: Sequence[known_issues.KnownIssue]) -> None:
         for issue in issues:
             if issue.explains_explore(f.path, f.check, f.traits, f.splat, f.got):
                 f.known_issue = issue.id
@@ -235,16 +274,16 @@ class Explore:
 
     def confirm(self, f: Failure) -> None:
         """The shortest sequence once more, on a fresh guest: the same check must fail."""
-        if f.check == "crash" and f.sequence is not None:
+        if f.check in ("crash", "hang") and f.sequence is not None:
             args = ["run", f.path, "--seed", str(f.seed), "--first", str(f.sequence),
                     "--count", "1", "--shrink", "0"]
         else:
             args = ["replay", f.path, reproducer.replay_json(f)]
         self.fresh_guest()
         try:
-            out = self._probe(args, 300)
+            out = self._probe(args, 90 if f.check == "hang" else 300)
         except (ProbeError, SSHError, GuestHang) as e:
-            f.confirmed = f.check == "crash"
+            f.confirmed = f.check in ("crash", "hang")
             f.confirm_got = f"the guest died: {self.guest.health() if self.guest else e}"
             self.stop_guest()
             return

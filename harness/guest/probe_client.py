@@ -93,7 +93,7 @@ def interpret(resp: dict[str, Any], user: str = "root", args: tuple[str, ...] = 
                            f"{resp.get('duration_s', 0):.1f} s{_waiting(stuck)}"
                            + (f"; it said last: {last[0]}" if last[0] else "")
                            + _stacks(stuck) + (f"\nstderr:\n{err.rstrip()}" if err.strip()
-                                               else ""), out, err)
+                                               else ""), out, err, stuck=stuck)
     if status == "signaled":
         raise ProbeCrashed(probe, f"killed by signal {resp.get('code')}"
                            + (f"; stderr:\n{err.rstrip()}" if err.strip() else ""), out, err)

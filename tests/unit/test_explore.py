@@ -118,8 +118,83 @@ def test_the_report_is_written_whole_and_keeps_failures_as_data(tmp_path: Path) 
     doc = json.loads(out.read_text())
     assert doc["paths"][0]["steps_per_s"] == 50.0
     assert doc["paths"][0]["failures"][0]["reproducers"] == [
-        "failures/pinning-allowance/repro.py", "failures/pinning-allowance/repro.c"]
+        "failures/pinning-allowance-perf-mmap-second-mapping-charged/repro.py",
+        "failures/pinning-allowance-perf-mmap-second-mapping-charged/repro.c"]
     kept = report.keep(f, "7.2.13", tmp_path / "kept")
     assert kept.name == "perf-mmap-second-mapping-charged--pinning-allowance.json"
     assert json.loads(kept.read_text())["steps"] == DOUBLE_CHARGE
     assert any("known issue perf-mmap-second-mapping-charged" in x for x in report.lines([res]))
+
+
+# --- one slice's failures on the host -------------------------------------------------------------
+
+def _record(k: int, steps: list, traits: list[str], got: str = "EPERM") -> dict:
+    return {"sequence": k, "setup": {}, "env": PERF_ENV, "steps": steps, "shrunk": steps,
+            "traits": traits, "kmsg": [],
+            "failure": {"check": "allowance", "at": "end", "expected": "ok", "got": got}}
+
+
+def _explore(slices: list[dict], stop_at_new: bool = False) -> tuple[object, list[list[str]]]:
+    from harness.explore.session import Explore
+    run = Explore.__new__(Explore)
+    run.req = ExploreRequest(None, ("pinning",), 60, 1, stop_at_new=stop_at_new)
+    run.say, run.guest = (lambda line: None), None
+    calls: list[list[str]] = []
+
+    def probe(argv: list[str], timeout: float) -> dict:
+        calls.append(argv)
+        if "--available" in argv:
+            return {"path": "pinning", "missing": None}
+        return slices[min(len(calls) - 2, len(slices) - 1)]
+    run._probe = probe      # type: ignore[method-assign]
+    return run, calls
+
+
+def test_a_new_failure_of_a_check_is_kept_beside_the_known_issue_of_that_check() -> None:
+    issues = known_issues.load()
+    one = {"next": 3, "sequences": 3, "steps": 30, "seconds": 0.2,
+           "failed": {"allowance~known": 2, "allowance": 1},
+           "failures": [_record(0, DOUBLE_CHARGE, ["mapped-again"]),
+                        _record(2, DOUBLE_CHARGE[:2], [], got="8 kB more")]}
+    run, calls = _explore([one], stop_at_new=True)
+    res = PathResult("pinning")
+    run.run_path("pinning", res, issues)
+    assert sorted(res.failures) == ["pinning:allowance",
+                                    "pinning:allowance#perf-mmap-second-mapping-charged"]
+    assert res.failures["pinning:allowance"].known_issue is None
+    assert res.failures["pinning:allowance#perf-mmap-second-mapping-charged"].seen == 2
+    assert len(calls) == 2, "stop_at_new: no second slice after a new failure"
+    excuses = json.loads(calls[1][calls[1].index("--excuse") + 1])
+    assert {"checks": ["allowance", "vm_pin_kb", "result:mmap", "result:aux"],
+            "traits": ["mapped-again", "aux-mapped-again"], "splats": []} in excuses
+
+
+def test_a_probe_stuck_in_the_kernel_is_a_hang_of_the_marked_sequence() -> None:
+    from harness.errors import ProbeTimeout
+
+    class Vm:
+        console_text = staticmethod(lambda: "ringlab-explore: pinning seed 1 sequence 7\n")
+
+    class G:
+        vm = Vm()
+        health = staticmethod(lambda: None)
+        kmsg = staticmethod(lambda: [])
+        stop = staticmethod(lambda: None)
+    run, _ = _explore([])
+    run.guest = G()
+    res = PathResult("pinning")
+    err = ProbeTimeout("probe_explore", "no result within its timeout; waiting: python3 9 D "
+                       "in exit_mmap\n  python3 9 (D, wchan exit_mmap): exit_mmap <- mmput",
+                       stuck=[{"comm": "python3", "tid": 9, "state": "D", "wchan": "exit_mmap",
+                               "stack": ["exit_mmap", "mmput"]}])
+    assert run._crashed("pinning", res, 0, err) == 8
+    f = res.failures["pinning:hang"]
+    assert (f.check, f.sequence) == ("hang", 7)
+    assert any("exit_mmap" in line for line in f.kmsg)
+    # a probe that timed out in user space is the lab's own error, never the kernel's
+    run.guest = G()
+    with pytest.raises(ProbeTimeout):
+        run._crashed("pinning", PathResult("pinning"), 0,
+                     ProbeTimeout("probe_explore", "no result", stuck=[
+                         {"comm": "python3", "tid": 9, "state": "R", "wchan": "0",
+                          "stack": []}]))

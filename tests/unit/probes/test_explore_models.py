@@ -242,3 +242,68 @@ def test_run_sequence_reports_the_first_result_the_model_does_not_allow() -> Non
     assert out["failure"] == {"check": "result:mmap", "at": 2, "expected": ["ok"],
                               "got": "EPERM"}
     assert len(out["steps"]) == 3
+
+
+# --- a known issue does not hide a new failure of the same check ---------------------------------
+
+CHARGE = {"checks": ["allowance"], "traits": ["mapped-again"], "splats": []}
+MOVE_WARN = {"checks": ["splat"], "traits": ["moved"], "splats": ["put_snapshot_map"]}
+
+
+def test_a_failure_is_excused_by_its_check_a_trait_and_its_splat_only() -> None:
+    ex = probe_explore.excused
+    assert ex([CHARGE], "allowance", {"mapped-again", "fork"}, [])
+    assert not ex([CHARGE], "allowance", {"fork"}, [])           # not the issue's sequence
+    assert not ex([CHARGE], "vm_pin_kb", {"mapped-again"}, [])   # not its symptom
+    warn = ["WARNING: kernel/trace/trace.c:8 at put_snapshot_map+0x2c/0x40"]
+    assert ex([MOVE_WARN], "splat:WARNING: x", {"moved"}, warn)
+    assert not ex([MOVE_WARN], "splat:WARNING: x", {"moved"}, ["WARNING: at other_fn+0x1/0x2"])
+    assert not ex([], "allowance", {"mapped-again"}, [])
+
+
+class _FakeWorld:
+    """Fails `allowance` whenever a sequence maps; `mapped-again` when it maps twice."""
+    setup = staticmethod(lambda path, rng: {})
+    simpler = staticmethod(lambda step: [])
+
+    @staticmethod
+    def traits(path: str, setup: dict, steps: list[dict]) -> set[str]:
+        return {"mapped-again"} if sum(s["op"] == "mmap" for s in steps) > 1 else set()
+
+
+def _explorer(sequences: dict[int, list[str]]) -> probe_explore.Explorer:
+    e = probe_explore.Explorer.__new__(probe_explore.Explorer)
+    e.path, e.seed, e.max_steps, e.actors, e.excuses = "pinning", 1, 12, 1, [CHARGE]
+    e.world_cls, e.runs, e.steps_run = _FakeWorld, 0, 0
+
+    def one(setup: dict, steps: list[dict] | None = None, k: int | None = None) -> dict:
+        if steps is None:
+            steps = [{"id": i, "op": op, "args": []} for i, op in enumerate(sequences[k])]
+        e.runs += 1
+        fails = any(s["op"] == "mmap" for s in steps)
+        return {"steps": steps, "env": {},
+                "failure": {"check": "allowance", "at": "end", "expected": 0, "got": 1}
+                if fails else None}
+    e.one = one     # type: ignore[method-assign]
+    return e
+
+
+def test_the_first_new_failure_of_a_check_is_kept_beside_the_known_one() -> None:
+    e = _explorer({0: ["open", "mmap", "mmap", "close"], 1: ["open", "mmap", "mmap"],
+                   2: ["open", "mmap", "close"], 3: ["open", "close"]})
+    out = e._explore(0, 4, budget_s=60, shrink_s=5)
+    assert out["failed"] == {"allowance~known": 2, "allowance": 1}
+    known, new = out["failures"]
+    assert (known["sequence"], known["excused"]) == (0, True)
+    assert [s["op"] for s in known["shrunk"]] == ["mmap", "mmap"]
+    # shrunk without ever becoming the known issue's sequence
+    assert (new["sequence"], new["excused"], new["traits"]) == (2, False, [])
+    assert [s["op"] for s in new["shrunk"]] == ["mmap"]
+
+
+def test_without_excuses_the_first_failure_of_a_check_is_the_only_one_kept() -> None:
+    e = _explorer({0: ["open", "mmap", "mmap"], 1: ["mmap"]})
+    e.excuses = []
+    out = e._explore(0, 2, budget_s=60, shrink_s=5)
+    assert out["failed"] == {"allowance": 2}
+    assert [f["sequence"] for f in out["failures"]] == [0]
