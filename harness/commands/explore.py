@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import time
 
 from harness import splat_proof
 from harness.commands import options, run_folder
 from harness.errors import LabError
-from harness.explore import report
+from harness.explore import formats, report
 from harness.explore.session import PATHS, Explore, ExploreRequest, parse_budget
 from harness.resources import Lab
 
@@ -65,6 +66,7 @@ def main(args: argparse.Namespace) -> int:
     proof = splat_proof.prove(lab, kernel.name, out / "splat-proof")
     splat_proof.write(proof, out)
     run = Explore(lab, req, out, lambda s: log.info("%s", s))
+    started = time.time()
     interrupted = False
     try:
         run.run_all()
@@ -74,6 +76,7 @@ def main(args: argparse.Namespace) -> int:
     finally:
         run.stop_guest()
         path = report.write(out, req, kernel.name, kernel.release, run.results, interrupted)
+        formats.write(out, kernel.name, kernel.release, run.results, started)
     for line in report.lines(run.results):
         print(line)
     if req.keep:

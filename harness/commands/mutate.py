@@ -236,6 +236,7 @@ def _explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path,
              stop_at_new: bool = True) -> tuple[dict[str, str], float]:
     """`./lab explore` of the kernel built from `tree` on `paths`: {failure key: what failed}
     of its confirmed failures that no known issue explains, and the wall time."""
+    from harness.explore import report
     from harness.explore.session import Explore, ExploreRequest
     from harness.resources import Lab
 
@@ -249,9 +250,10 @@ def _explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path,
         run.run_all()
     finally:
         run.stop_guest()
+        # every failure, known or new, with its reproducers: why a mutant was judged so
+        report.write(out_dir, run.req, plan.name, run.kernel.release, run.results, False)
     found = {f.key: f"{f.key}: {f.got}"[:200] for r in run.results
              for f in r.failures.values() if f.confirmed and not f.known_issue}
-    (out_dir / "explore.json").write_text(json.dumps(found, indent=2) + "\n")
     return found, time.monotonic() - start
 
 

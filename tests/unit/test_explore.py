@@ -198,3 +198,28 @@ def test_a_probe_stuck_in_the_kernel_is_a_hang_of_the_marked_sequence() -> None:
                      ProbeTimeout("probe_explore", "no result", stuck=[
                          {"comm": "python3", "tid": 9, "state": "R", "wchan": "0",
                           "stack": []}]))
+
+
+def test_the_usual_reports_say_new_known_and_flaky_apart(tmp_path: Path) -> None:
+    import junitparser
+    from harness.explore import formats
+    known = failure()
+    known.known_issue, known.confirmed = "perf-mmap-second-mapping-charged", True
+    new = failure(check="vm_pin_kb", traits=())
+    new.confirmed = True
+    flaky = failure(check="result:mmap", traits=())
+    flaky.confirmed, flaky.confirm_got = False, "no failure"
+    res = PathResult("pinning", sequences=10, steps=100, seconds=2.0,
+                     failures={f.slot: f for f in (known, new, flaky)})
+    quiet = PathResult("trace-mmap", skipped="no trace_pipe_raw mmap on this kernel")
+    formats.write(tmp_path, "sid-cloud", "7.2.13", [res, quiet], started=1.0)
+    cases = {c.name: c for suite in junitparser.JUnitXml.fromfile(str(tmp_path / "junit.xml"))
+             for c in suite}
+    assert isinstance(cases["pinning-allowance-perf-mmap-second-mapping-charged"].result[0],
+                      junitparser.Skipped)
+    assert "NEW" in cases["pinning-vm-pin-kb"].result[0].message
+    assert "NOT confirmed" in cases["pinning-result-mmap"].result[0].message
+    assert isinstance(cases["explore"].result[0], (junitparser.Failure, junitparser.Skipped))
+    kc = json.loads((tmp_path / "kcidb.json").read_text())
+    assert sorted(t["status"] for t in kc["tests"]) == ["FAIL"] * 4 + ["SKIP"]
+    assert "NEW: pinning: check vm_pin_kb" in (tmp_path / "report.html").read_text()
