@@ -370,28 +370,16 @@ def _run_explore(plan: Plan, ws: Workspace, k, outs: list[Path], base_dir: Path,
              "; ".join(base.values()) or "none")
     results: list[MutantResult] = []
     for i, m in enumerate(plan.mutants, 1):
-        r = MutantResult(m.id, m.file, m.rule, NOT_RUN, fixes_revert=m.fixes_revert)
-        run_dir = plan.report_dir / "mutants" / m.id
-        r.report = str(run_dir)
-        with ws.applied(m, outs):
-            t = time.monotonic()
-            try:
-                with _quiet():
-                    mk, _ = _build(plan, ws.src)
-            except BuildError as e:
-                r.build_s = round(time.monotonic() - t, 1)
-                r.outcome, r.why = NOT_BUILT, e.message.splitlines()[0][:300]
-                results.append(r)
-                continue
-            r.build_s = round(time.monotonic() - t, 1)
-            try:
-                found, run_s = _explore(plan, ws.src, EXPLORE_PATHS.get(m.file, ()), run_dir)
-            except LabError as e:
-                found, run_s = {}, 0.0
-                r.outcome, r.why = NOT_BOOTED, e.message.splitlines()[0][:300]
-            finally:
-                _forget(mk.vmlinuz.parent)
-            r.run_s = round(run_s, 1)
+        r, run_dir = _result(plan, m)
+        found: dict[str, str] = {}
+        with _mutant_built(plan, ws, m, outs, r) as built:
+            if built:
+                try:
+                    found, run_s = _explore(plan, ws.src, EXPLORE_PATHS.get(m.file, ()),
+                                            run_dir)
+                    r.run_s = round(run_s, 1)
+                except LabError as e:
+                    r.outcome, r.why = NOT_BOOTED, e.message.splitlines()[0][:300]
         new = [v for key, v in found.items() if key not in base]
         if r.outcome == NOT_RUN:
             r.outcome = KILLED if new else SURVIVED
@@ -417,10 +405,32 @@ def _run_explore(plan: Plan, ws: Workspace, k, outs: list[Path], base_dir: Path,
 
 def _one(plan: Plan, ws: Workspace, m: Mutant, outs: list[Path], baseline: ChildRun
          ) -> MutantResult:
-    r = MutantResult(m.id, m.file, m.rule, NOT_RUN, fixes_revert=m.fixes_revert)
+    r, run_dir = _result(plan, m)
+    with _mutant_built(plan, ws, m, outs, r) as built:
+        if not built:
+            return r
+        tests = plan.selection if plan.whole_suite else _and(plan.selection, m.tests)
+        child, run_s = _run_tests(plan, ws.src, tests, run_dir)
+        r.run_s = round(run_s, 1)
+    r.outcome, r.killed_by, r.why = judge(baseline, child)
+    if r.outcome == NOT_RUN:
+        r.why = f"./lab run exit {child.exit_code}; see {run_dir}.log"
+    return r
+
+
+def _result(plan: Plan, m: Mutant) -> tuple[MutantResult, Path]:
+    """A mutant's result, not run yet, and the folder its run reports to."""
     run_dir = plan.report_dir / "mutants" / m.id
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    r.report = str(run_dir)
+    return MutantResult(m.id, m.file, m.rule, NOT_RUN, fixes_revert=m.fixes_revert,
+                        report=str(run_dir)), run_dir
+
+
+@contextlib.contextmanager
+def _mutant_built(plan: Plan, ws: Workspace, m: Mutant, outs: list[Path], r: MutantResult
+                  ) -> Iterator[bool]:
+    """The mutant applied and its kernel rebuilt for the body (True), or NOT_BUILT in `r`
+    (False); reverted after, its prepared kernel dropped from the cache."""
     with ws.applied(m, outs):
         t = time.monotonic()
         try:
@@ -429,18 +439,13 @@ def _one(plan: Plan, ws: Workspace, m: Mutant, outs: list[Path], baseline: Child
         except BuildError as e:
             r.build_s = round(time.monotonic() - t, 1)
             r.outcome, r.why = NOT_BUILT, e.message.splitlines()[0][:300]
-            return r
+            yield False
+            return
         r.build_s = round(time.monotonic() - t, 1)
         try:
-            tests = plan.selection if plan.whole_suite else _and(plan.selection, m.tests)
-            child, run_s = _run_tests(plan, ws.src, tests, run_dir)
+            yield True
         finally:
             _forget(k.vmlinuz.parent)
-        r.run_s = round(run_s, 1)
-    r.outcome, r.killed_by, r.why = judge(baseline, child)
-    if r.outcome == NOT_RUN:
-        r.why = f"./lab run exit {child.exit_code}; see {run_dir}.log"
-    return r
 
 
 def _forget(entry: Path) -> None:
