@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+# The instance file a trace-mmap step writes (both reproducers use it).
+TRACEFS_FILE = {"resize": "buffer_size_kb", "subbuf": "buffer_subbuf_size_kb",
+                "snapshot": "snapshot"}
+
 _HEAD = r'''// SPDX-License-Identifier: GPL-2.0
 /*
  * %(title)s
@@ -382,10 +386,8 @@ def _c_step(n: int, step: dict, allowed: list[str], pin: int | None, path: str,
         L += [f"got = res(ioctl(fd[{ref(a[0])}], TRACE_MMAP_IOCTL_GET_READER) == 0);"]
     elif op == "write":
         L += [f'for (j = 0; j < {a[0]}; j++) got = tw("trace_marker", "ringlab\\n");']
-    elif op in ("resize", "subbuf", "snapshot"):
-        name = {"resize": "buffer_size_kb", "subbuf": "buffer_subbuf_size_kb",
-                "snapshot": "snapshot"}[op]
-        L += [f'got = tw("{name}", "{a[0]}\\n");']
+    elif op in TRACEFS_FILE:
+        L += [f'got = tw("{TRACEFS_FILE[op]}", "{a[0]}\\n");']
     else:
         raise ValueError(f"no C reproducer for the operation {op!r}")
     L.append(f'step({n}, "{what}", got, "{"|".join(allowed)}");')

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
+from harness.explore.c_reproducer import TRACEFS_FILE
 from harness.guest.probe_client import PROBES_DIR
 
 UID = 54321   # a user id no account has: its perf_mlock starts at 0
@@ -329,10 +330,8 @@ def _py_step(n: int, step: dict, allowed: list[str], pin: int | None, path: str)
                   "except OSError as e:", "    got = errno.errorcode[e.errno]"]
     elif op == "write":
         lines += [f"for _ in range({a[0]}): got = write('trace_marker', 'ringlab')"]
-    elif op in ("resize", "subbuf", "snapshot"):
-        name = {"resize": "buffer_size_kb", "subbuf": "buffer_subbuf_size_kb",
-                "snapshot": "snapshot"}[op]
-        lines += [f"got = write({name!r}, {a[0]})"]
+    elif op in TRACEFS_FILE:
+        lines += [f"got = write({TRACEFS_FILE[op]!r}, {a[0]})"]
     else:
         raise ValueError(f"no reproducer for the operation {op!r}")
     lines = ["try:"] + ["    " + x for x in lines] + \
