@@ -19,12 +19,17 @@ perf_mmap_may_split(), kernel/events/ring_buffer.c __perf_output_begin():
   VM_DONTEXPAND), no MREMAP_DONTUNMAP (EINVAL); a move keeps the buffer and its charge;
 - a writable first mapping makes a ring that stops at data_tail (a sample that does not fit
   is lost, and a PERF_RECORD_LOST with the count precedes the next one that fits); a
-  read-only one overwrites; 1 page (no data pages) records nothing.
+  read-only one overwrites; 1 page (no data pages) records nothing;
+- PERF_EVENT_IOC_PAUSE_OUTPUT (rb_toggle_paused()): EINVAL for an event with no buffer or
+  one of no data pages; while paused a sample is not written but counted lost, and the next
+  sample written after the resume is preceded by its PERF_RECORD_LOST (in an overwriting
+  ring too).
 Stdlib only.
 """
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import mmap
 import os
 import random
@@ -79,6 +84,7 @@ class Rb:
     tail: int = 0
     lost: int = 0             # rb->lost: samples dropped, not yet reported
     samples: int = 0          # SAMPLE records in [tail, head)
+    paused: bool = False      # rb->paused (PERF_EVENT_IOC_PAUSE_OUTPUT): a sample is lost
     lost_reported: int = 0    # sum of PERF_RECORD_LOST counts in [tail, head)
 
     @property
@@ -89,8 +95,12 @@ class Rb:
         """One sample, as __perf_output_begin() places it."""
         if self.pages == 1:           # rb->paused: no data pages, nothing written or lost
             return
-        if self.overwrite:
-            self.head += SAMPLE
+        if self.paused:               # PAUSE_OUTPUT: counted lost, reported by the next one
+            self.lost += 1
+            return
+        if self.overwrite:            # no space check: the sample, and the LOST record first
+            self.head += SAMPLE + (LOST_RECORD if self.lost else 0)
+            self.lost = 0
             return
         need = SAMPLE + (LOST_RECORD if self.lost else 0)
         if self.data_size - (self.head - self.tail) - 1 >= need:   # CIRC_SPACE >= size
@@ -177,7 +187,7 @@ class PerfModel:
         op = step["op"]
         if op in ("open", "fork", "fire"):
             return op != "fire" or any(e.kind == "tp" for e in self.events.values())
-        if op in ("close", "mmap"):
+        if op in ("close", "mmap", "pause"):
             e = self.event(step)
             return e is not None and e.fd_open
         if op == "aux":
@@ -221,6 +231,10 @@ class PerfModel:
             if not self.charge(pages)[0]:
                 return frozenset({"EPERM"})
             return frozenset({"ok" if self.ev(step).kind == "pmu" else "EOPNOTSUPP"})
+        if op == "pause":
+            # perf_ioctl(): an event with no buffer, or one with no data pages: EINVAL
+            e = self.ev(step)
+            return frozenset({"ok" if e.rb is not None and self.rb(e).pages > 1 else "EINVAL"})
         if op == "munmap-part":
             return frozenset({"EINVAL"})
         if op == "mremap":
@@ -285,6 +299,8 @@ class PerfModel:
         elif op == "consume":
             rb = self.rbs[self.vm(step).rb]
             rb.tail, rb.samples, rb.lost_reported = rb.head, 0, 0
+        elif op == "pause":
+            self.rb(self.ev(step)).paused = bool(args[1])
 
     def rb_id(self, e: Event) -> int:
         assert e.rb is not None, e
@@ -364,6 +380,8 @@ class PerfModel:
             share = "private" if rng.random() < 0.05 else "shared"
             options.append((4, {"op": "mmap", "args": [f"@{s}", pages, prot, share]}))
             options.append((0.7, {"op": "close", "args": [f"@{s}"]}))
+            if e.kind == "tp":
+                options.append((0.6, {"op": "pause", "args": [f"@{s}", rng.choice((1, 0))]}))
             if self.rw_data_vma(e.rb) is not None and preset["aux"]:
                 rb = self.rb(e)
                 aux = rb.aux_pages if rb.aux_pages and rng.random() < 0.6 else \
@@ -515,6 +533,11 @@ class PerfWorld:
 
     def op_close(self, sid: int, e: str) -> str:
         os.close(self.fds.pop(int(e[1:])))
+        return "ok"
+
+    def op_pause(self, sid: int, e: str, pause: int) -> str:
+        import perf_abi as perf
+        fcntl.ioctl(self._fd(e), perf.PERF_EVENT_IOC_PAUSE_OUTPUT, pause)
         return "ok"
 
     def _mmap(self, sid: int, event: int, length: int, rw: bool, shared: bool,

@@ -8,9 +8,12 @@ rules, from kernel/trace/ring_buffer.c (ring_buffer_map(), __rb_map_vma(), ring_
 ring_buffer_subbuf_order_set(), ring_buffer_map_get_reader()) and kernel/trace/trace.c,
 trace_snapshot.c (tracing_buffers_mmap(), tracing_buffers_may_split(),
 tracing_arm_snapshot_locked()):
-- a mapping is read-only and shared: PROT_WRITE on the O_RDONLY fd is the VFS's EACCES, and
-  on a private mapping the driver's EPERM; MAP_PRIVATE: EPERM;
-- no split (munmap of a part: EINVAL), a move keeps the mapping;
+- a mapping is read-only, shared, never executable: PROT_WRITE on an O_RDONLY fd is the VFS's
+  EACCES, on an O_RDWR fd or a private mapping the driver's EPERM; PROT_EXEC and MAP_PRIVATE:
+  EPERM; VM_MAYWRITE is cleared, so mprotect(PROT_WRITE) later is EACCES (whatever the fd);
+- no split (munmap of a part, mremap shrink: EINVAL), no growth (mremap grow: EFAULT,
+  VM_DONTEXPAND), no MREMAP_DONTUNMAP (EINVAL); a move keeps the mapping;
+- an ioctl other than GET_READER (and 0, the wake-up): ENOTTY (trace_mmap.h has no other);
 - while any CPU buffer of the instance is mapped: buffer_size_kb EBUSY, a new
   buffer_subbuf_size_kb EBUSY (the same size: nothing to do, 0), a snapshot (echo 1 >
   snapshot) EBUSY; after the last munmap all of them work again;
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 BUFFER_KB = (8, 32, 128)
 SUBBUF_KB = (4, 8)
 WRITES = (1, 10, 60)
+MREMAPS = ("move", "move", "grow", "shrink", "dontunmap")
 MARKER = b"ringlab\n"
 
 
@@ -56,6 +60,7 @@ class TraceModel:
     path: str
     setup: dict
     fds: dict[int, int] = field(default_factory=dict)          # id: cpu
+    writable_fds: set[int] = field(default_factory=set)        # opened O_RDWR
     vmas: dict[int, TraceVma] = field(default_factory=dict)
     buffer_kb: int = 0
     subbuf_kb: int = 0
@@ -80,23 +85,31 @@ class TraceModel:
         if op in ("open", "fork", "write", "resize", "subbuf", "snapshot"):
             return (op != "snapshot" or self.setup.get("has_snapshot", False)) and \
                 (op != "subbuf" or self.setup.get("has_subbuf", False))
-        if op in ("close", "mmap", "get-reader"):
+        if op in ("close", "mmap", "get-reader", "ioctl"):
             return ref_id(step["args"][0]) in self.fds
         v = self.vma(step)
-        return v is not None and (op != "munmap-part" or v.whole)
+        if op == "munmap-part" or op == "mremap" and step["args"][1] == "shrink":
+            return v is not None and v.whole
+        return v is not None
 
     def expect(self, step: dict) -> frozenset[str]:
         op, args = step["op"], step["args"]
         busy = self.mapped() > 0
         if op == "mmap":
             prot, share = args[2], args[3]
-            if prot == "rw" and share == "shared":
+            if prot == "rw" and share == "shared" and ref_id(args[0]) not in self.writable_fds:
                 return frozenset({"EACCES"})
             return frozenset({"ok" if share == "shared" and prot == "r" else "EPERM"})
+        if op == "mprotect":
+            return frozenset({"EACCES"})
+        if op == "ioctl":
+            return frozenset({"ENOTTY"})
         if op == "munmap-part":
             return frozenset({"EINVAL"})
         if op == "mremap":
-            return frozenset({"ok", "EINVAL"})
+            # a move: ok (EINVAL where the kernel refuses moving a VM_IO mapping)
+            return frozenset({"move": {"ok", "EINVAL"}, "grow": {"EFAULT"},
+                              "shrink": {"EINVAL"}, "dontunmap": {"EINVAL"}}[args[1]])
         if op == "madvise":
             # MADV_DOFORK: refused on VM_IO/VM_PFNMAP (7.x), let through on 6.12
             return frozenset({"ok", "EINVAL"})
@@ -117,6 +130,8 @@ class TraceModel:
             return
         if op == "open":
             self.fds[sid] = args[0]
+            if args[1:] == ["rw"]:
+                self.writable_fds.add(sid)
         elif op == "close":
             del self.fds[int(args[0][1:])]
             if self.mapped():
@@ -128,7 +143,7 @@ class TraceModel:
                                       args[1] == "all")
         elif op == "munmap":
             self.vmas[int(args[0][1:])].live = False
-        elif op == "mremap":
+        elif op == "mremap" and args[1] == "move":
             self.traits.add("moved")
         elif op == "madvise":
             v = self.vma(step)
@@ -173,23 +188,26 @@ class TraceModel:
     def choose(self, rng: random.Random, sid: int) -> dict | None:
         cpus = [c for c in (0, 1) if c < self.setup["ncpus"]]
         options: list[tuple[float, dict]] = [
-            (3 if len(self.fds) < 2 else 0.5, {"op": "open", "args": [rng.choice(cpus)]}),
+            (3 if len(self.fds) < 2 else 0.5,
+             {"op": "open", "args": [rng.choice(cpus)] + (["rw"] if rng.random() < 0.3 else [])}),
             (2, {"op": "write", "args": [rng.choice(WRITES)]}),
             (1, {"op": "resize", "args": [rng.choice(BUFFER_KB)]}),
             (0.7, {"op": "subbuf", "args": [rng.choice(SUBBUF_KB)]}),
             (0.7, {"op": "snapshot", "args": [rng.choice((1, 0))]})]
         for s in self.fds:
-            prot = "rw" if rng.random() < 0.1 else "r"
+            prot = rng.choice(("rw", "rx")) if rng.random() < 0.15 else "r"
             share = "private" if rng.random() < 0.1 else "shared"
             options.append((4, {"op": "mmap", "args": [f"@{s}", rng.choice(("all", "meta")),
                                                        prot, share]}))
             options.append((0.7, {"op": "close", "args": [f"@{s}"]}))
             options.append((2, {"op": "get-reader", "args": [f"@{s}"]}))
+            options.append((0.2, {"op": "ioctl", "args": [f"@{s}"]}))
         for s, v in self.vmas.items():
             if v.live:
                 options.append((3, {"op": "munmap", "args": [f"@{s}"]}))
                 options.append((0.5, {"op": "madvise", "args": [f"@{s}", "dofork"]}))
-                options.append((0.3, {"op": "mremap", "args": [f"@{s}", "move"]}))
+                options.append((0.4, {"op": "mremap", "args": [f"@{s}", rng.choice(MREMAPS)]}))
+                options.append((0.3, {"op": "mprotect", "args": [f"@{s}"]}))
                 if v.whole:
                     options.append((0.3, {"op": "munmap-part", "args": [f"@{s}"]}))
         if self.mapped():
@@ -206,7 +224,8 @@ class TraceModel:
 # --- the calls --------------------------------------------------------------------------------
 
 MADV_DOFORK = 11
-MREMAP_MAYMOVE, MREMAP_FIXED = 1, 2
+MREMAP_MAYMOVE, MREMAP_FIXED, MREMAP_DONTUNMAP = 1, 2, 4
+UNKNOWN_IOCTL = 0x5221      # _IO('R', 0x21): GET_READER's neighbour, which no kernel defines
 
 
 class TraceWorld:
@@ -227,10 +246,13 @@ class TraceWorld:
 
     @staticmethod
     def simpler(step: dict) -> list[dict]:
-        """Simpler forms of a step for the shrinker: the meta page only, fewer writes."""
+        """Simpler forms of a step for the shrinker: the meta page only, fewer writes, an
+        O_RDONLY fd."""
         op, a = step["op"], step.get("args", [])
         if op == "mmap" and a[1] == "all":
             return [{"args": [a[0], "meta", a[2], a[3]]}]
+        if op == "open" and a[1:]:
+            return [{"args": a[:1]}]
         if op == "write" and a[0] > 1:
             return [{"args": [n]} for n in (1, 10) if n < a[0]]
         return []
@@ -284,6 +306,7 @@ class TraceWorld:
         self.page = os.sysconf("SC_PAGE_SIZE")
         self.fds: dict[int, int] = {}
         self.vmas: dict[int, tuple[int, int]] = {}
+        self.stray: list[tuple[int, int]] = []
         os.sched_setaffinity(0, {0})
 
     def do(self, step: dict) -> str:
@@ -296,9 +319,9 @@ class TraceWorld:
     def _fd(self, a: str) -> int:
         return self.fds[int(a[1:])]
 
-    def op_open(self, sid: int, cpu: int) -> str:
+    def op_open(self, sid: int, cpu: int, mode: str = "r") -> str:
         self.fds[sid] = os.open(f"{self.inst}/per_cpu/cpu{cpu}/trace_pipe_raw",
-                                os.O_RDONLY | os.O_NONBLOCK)
+                                (os.O_RDWR if mode == "rw" else os.O_RDONLY) | os.O_NONBLOCK)
         return "ok"
 
     def op_close(self, sid: int, f: str) -> str:
@@ -318,7 +341,7 @@ class TraceWorld:
         import trace_abi
         from probelib import libc
         fd = self._fd(f)
-        p = mmap.PROT_READ | (mmap.PROT_WRITE if prot == "rw" else 0)
+        p = mmap.PROT_READ | {"rw": mmap.PROT_WRITE, "rx": mmap.PROT_EXEC}.get(prot, 0)
         flags = mmap.MAP_SHARED if share == "shared" else mmap.MAP_PRIVATE
         addr = self._mmap(fd, self.page, p, flags)
         length = self.page
@@ -350,6 +373,16 @@ class TraceWorld:
     def op_mremap(self, sid: int, m: str, how: str) -> str:
         from probelib import errno_result, libc, mapped
         addr, length = self.vmas[int(m[1:])]
+        if how != "move":
+            new_len = {"grow": length + self.page, "shrink": length - self.page,
+                       "dontunmap": length}[how]
+            flags = MREMAP_MAYMOVE | MREMAP_DONTUNMAP if how == "dontunmap" else 0
+            new = libc.mremap(ctypes.c_void_p(addr), length, new_len, flags, None)
+            if not mapped(new):
+                return errno_result(False)
+            # the model said no: the step fails; what it made goes at the end
+            self.stray.append((new, new_len))
+            return "ok"
         spot = libc.mmap(None, length, 0, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
         new = libc.mremap(ctypes.c_void_p(addr), length, length, MREMAP_MAYMOVE | MREMAP_FIXED,
                           ctypes.c_void_p(spot))
@@ -358,6 +391,16 @@ class TraceWorld:
             libc.munmap(ctypes.c_void_p(spot), length)
             return r
         self.vmas[int(m[1:])] = (new, length)
+        return "ok"
+
+    def op_mprotect(self, sid: int, m: str) -> str:
+        from probelib import errno_result, libc
+        addr, length = self.vmas[int(m[1:])]
+        return errno_result(libc.mprotect(ctypes.c_void_p(addr), length,
+                                          mmap.PROT_READ | mmap.PROT_WRITE) == 0)
+
+    def op_ioctl(self, sid: int, f: str) -> str:
+        fcntl.ioctl(self._fd(f), UNKNOWN_IOCTL)
         return "ok"
 
     def op_madvise(self, sid: int, m: str, advice: str) -> str:
@@ -406,11 +449,11 @@ class TraceWorld:
 
     def release(self) -> None:
         from probelib import libc
-        for addr, length in self.vmas.values():
+        for addr, length in list(self.vmas.values()) + self.stray:
             libc.munmap(ctypes.c_void_p(addr), length)
         for fd in self.fds.values():
             os.close(fd)
-        self.vmas, self.fds = {}, {}
+        self.vmas, self.fds, self.stray = {}, {}, []
 
     def end(self, expected: dict) -> dict:
         import probelib

@@ -319,12 +319,21 @@ def _c_step(n: int, step: dict, allowed: list[str], pin: int | None, path: str,
     if op == "open" and not trace:
         L += [f'fd[{i}] = open_event("{a[0]}");', f'got = res(fd[{i}] >= 0);']
     elif op == "open":
+        mode = "O_RDWR" if a[1:] == ["rw"] else "O_RDONLY"
         L += [f'snprintf(path, sizeof(path), "%s/per_cpu/cpu{a[0]}/trace_pipe_raw", inst);',
-              f"fd[{i}] = open(path, O_RDONLY | O_NONBLOCK);", f"got = res(fd[{i}] >= 0);"]
+              f"fd[{i}] = open(path, {mode} | O_NONBLOCK);", f"got = res(fd[{i}] >= 0);"]
+    elif op == "pause":
+        L += [f"got = res(ioctl(fd[{ref(a[0])}], PERF_EVENT_IOC_PAUSE_OUTPUT, {a[1]}) == 0);"]
+    elif op == "ioctl":
+        L += [f"got = res(ioctl(fd[{ref(a[0])}], _IO('R', 0x21)) == 0);\t/* no such ioctl */"]
+    elif op == "mprotect":
+        r = ref(a[0])
+        L += [f"got = res(mprotect(addr[{r}], len[{r}], PROT_READ | PROT_WRITE) == 0);"]
     elif op == "close":
         L += [f"close(fd[{ref(a[0])}]);", f"fd[{ref(a[0])}] = 0;", 'got = "ok";']
     elif op == "mmap":
-        prot = "PROT_READ | PROT_WRITE" if a[2] == "rw" else "PROT_READ"
+        prot = {"rw": "PROT_READ | PROT_WRITE", "rx": "PROT_READ | PROT_EXEC"}.get(
+            a[2], "PROT_READ")
         flags = "MAP_SHARED" if a[3] == "shared" else "MAP_PRIVATE"
         size = f"{a[1]} * page" if not trace else "page"
         L += [f"a = mmap(NULL, {size}, {prot}, {flags}, fd[{ref(a[0])}], 0);",

@@ -71,7 +71,7 @@ _PY_HEAD = '''#!/usr/bin/env python3
 
 Found by ringlab's explorer (./lab explore {path}); run as root on the kernel to test.
 Exit 0: the kernel kept the ABI; 1: it did not (the line marked FAIL); 4: cannot run here."""
-import ctypes, errno, mmap, os, resource, struct, sys
+import ctypes, errno, fcntl, mmap, os, resource, struct, sys
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -201,7 +201,6 @@ if "allowance" not in failed:
 
 _PY_TRACE = '''
 GET_READER = 0x5220     # TRACE_MMAP_IOCTL_GET_READER, _IO('R', 0x20)
-import fcntl
 root = "/sys/kernel/tracing"
 inst = f"{{root}}/instances/ringlab-repro-{{os.getpid()}}"
 os.mkdir(inst)
@@ -261,8 +260,17 @@ def _py_step(n: int, step: dict, allowed: list[str], pin: int | None, path: str)
     if op == "open" and path != "trace-mmap":
         lines += [f"fd[{i}] = open_event({a[0]!r})", "got = 'ok'"]
     elif op == "open":
+        mode = "os.O_RDWR" if a[1:] == ["rw"] else "os.O_RDONLY"
         lines += [f"fd[{i}] = os.open(f'{{inst}}/per_cpu/cpu{a[0]}/trace_pipe_raw', "
-                  "os.O_RDONLY | os.O_NONBLOCK)", "got = 'ok'"]
+                  f"{mode} | os.O_NONBLOCK)", "got = 'ok'"]
+    elif op == "pause":
+        lines += [f"fcntl.ioctl(fd[{ref(a[0])}], 0x40042409, {a[1]})  # PAUSE_OUTPUT",
+                  "got = 'ok'"]
+    elif op == "ioctl":
+        lines += [f"fcntl.ioctl(fd[{ref(a[0])}], 0x5221)  # _IO('R', 0x21): no such ioctl",
+                  "got = 'ok'"]
+    elif op == "mprotect":
+        lines += [f"got = res(libc.mprotect(*m[{ref(a[0])}], 3) == 0)  # PROT_READ|WRITE"]
     elif op == "close":
         lines += [f"os.close(fd.pop({ref(a[0])}))", "got = 'ok'"]
     elif op == "mmap" and path != "trace-mmap":
@@ -273,7 +281,7 @@ def _py_step(n: int, step: dict, allowed: list[str], pin: int | None, path: str)
                   f"if got == 'ok': m[{i}], mfd[{i}] = (addr, {a[1]} * PAGE), "
                   f"({ref(a[0])}, {a[2] == 'rw'})"]
     elif op == "mmap":
-        prot = 3 if a[2] == "rw" else 1
+        prot = {"rw": 3, "rx": 5}.get(a[2], 1)
         flags = 1 if a[3] == "shared" else 2
         lines += [f"addr = libc.mmap(None, PAGE, {prot}, {flags}, fd[{ref(a[0])}], 0)",
                   "got = res(mapping(addr))", "length = PAGE"]

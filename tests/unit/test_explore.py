@@ -108,6 +108,43 @@ def test_reproducers_compile(tmp_path: Path, path: str) -> None:
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.parametrize("path", ["perf-ring", "perf-aux", "pinning", "trace-mmap"])
+def test_every_operation_the_models_draw_has_reproducers_that_compile(tmp_path: Path,
+                                                                       path: str) -> None:
+    """Sequences drawn by the model itself, so a new operation cannot ship without its
+    Python and C forms."""
+    import random
+    sys.path.insert(0, str(reproducer.PROBES_DIR))
+    import explore_perf
+    import explore_trace
+    trace = path == "trace-mmap"
+    setup = {"buffer_kb": 8, "subbuf_kb": 4, "ncpus": 2, "has_snapshot": True,
+             "has_subbuf": True, "instance": "x"} if trace else \
+        dict(PERF_ENV, has_pmu=True, mlock_pages=9, rlimit_pages=8, who="user")
+    ops: set[str] = set()
+    for seed in range(12):
+        m = explore_trace.TraceModel(path, setup) if trace else \
+            explore_perf.PerfModel(path, setup)
+        rng, steps = random.Random(seed), []
+        for i in range(30):
+            step = dict(m.choose(rng, i), id=i)
+            allowed = m.expect(step)
+            m.apply(step, "ok" if "ok" in allowed else min(allowed))
+            steps.append(step)
+            ops.add(step["op"])
+        f = failure(path, steps=steps)
+        f.setup = {k: v for k, v in setup.items() if k in ("buffer_kb", "subbuf_kb")} if trace \
+            else {"mlock_pages": 9, "rlimit_pages": 8, "who": "user"}
+        py, c = reproducer.write(tmp_path / str(seed), f, report.title(f))
+        subprocess.run([sys.executable, "-m", "py_compile", str(py)], check=True)
+        if shutil.which("gcc"):
+            r = subprocess.run(["gcc", "-Wall", "-Werror", "-fsyntax-only", str(c)],
+                               capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+    new = {"pause"} if path == "perf-ring" else {"mprotect", "ioctl"} if trace else set()
+    assert len(ops) >= 8 and new <= ops, ops
+
+
 def test_the_report_is_written_whole_and_keeps_failures_as_data(tmp_path: Path) -> None:
     res = PathResult("pinning", sequences=10, steps=100, seconds=2.0)
     f = failure()

@@ -129,6 +129,26 @@ def test_generated_perf_sequences_are_valid_and_seed_stable(path: str) -> None:
     assert sequence(3) == sequence(3) != sequence(4)
 
 
+def test_a_paused_ring_loses_what_fires_and_says_so_after_the_resume() -> None:
+    m = perf()
+    assert run(m, [("open", "tp"), ("pause", "@0", 1)])[1] == {"EINVAL"}, "no buffer yet"
+    run(m, [("mmap", "@0", 2, "rw", "shared"), ("pause", "@0", 1), ("fire", 4)])
+    assert m.observe()["ring@2"] == {"head": 0, "samples": 0, "lost": 0}
+    run(m, [("pause", "@0", 0), ("fire", 1)])
+    assert m.observe()["ring@2"] == {"head": explore_perf.SAMPLE + explore_perf.LOST_RECORD,
+                                     "samples": 1, "lost": 4}
+
+
+def test_a_paused_overwriting_ring_also_writes_the_lost_record() -> None:
+    m = perf()
+    run(m, [("open", "tp"), ("mmap", "@0", 2, "r", "shared"), ("pause", "@0", 1), ("fire", 3),
+            ("pause", "@0", 0), ("fire", 2)])
+    assert m.observe()["ring@1"] == {"head": 2 * explore_perf.SAMPLE + explore_perf.LOST_RECORD}
+    m = perf()
+    assert run(m, [("open", "tp"), ("mmap", "@0", 1, "rw", "shared"), ("pause", "@0", 1)]
+               )[2] == {"EINVAL"}, "no data pages"
+
+
 def trace(**kw: object) -> explore_trace.TraceModel:
     return explore_trace.TraceModel("trace-mmap", {"buffer_kb": 8, "subbuf_kb": 4, "ncpus": 2,
                                                    "has_snapshot": True, "has_subbuf": True, **kw})
@@ -156,6 +176,27 @@ def test_trace_mappings_are_read_only_and_shared(prot: str, share: str, want: st
     m = trace()
     run(m, [("open", 0)])
     assert m.expect({"id": 1, "op": "mmap", "args": ["@0", "all", prot, share]}) == {want}
+
+
+@pytest.mark.parametrize("mode, prot, want", [("r", "rx", "EPERM"), ("rw", "rw", "EPERM"),
+                                              ("rw", "r", "ok"), ("r", "rw", "EACCES")])
+def test_trace_mappings_are_never_writable_or_executable(mode: str, prot: str, want: str
+                                                         ) -> None:
+    m = trace()
+    run(m, [("open", 0, mode)] if mode == "rw" else [("open", 0)])
+    assert m.expect({"id": 1, "op": "mmap", "args": ["@0", "meta", prot, "shared"]}) == {want}
+
+
+def test_a_trace_mapping_never_grows_splits_or_becomes_writable() -> None:
+    m = trace()
+    run(m, [("open", 0, "rw"), ("mmap", "@0", "all", "r", "shared")])
+    want = {"grow": "EFAULT", "shrink": "EINVAL", "dontunmap": "EINVAL"}
+    for how, errno in want.items():
+        assert m.expect({"id": 2, "op": "mremap", "args": ["@1", how]}) == {errno}
+    assert m.expect({"id": 2, "op": "mprotect", "args": ["@1"]}) == {"EACCES"}
+    assert m.expect({"id": 2, "op": "ioctl", "args": ["@0"]}) == {"ENOTTY"}
+    run(m, [("mremap", "@1", "grow")])
+    assert "moved" not in m.traits, "only a move is the known issue's trait"
 
 
 def test_trace_entries_are_checked_right_after_get_reader_only() -> None:
