@@ -20,6 +20,8 @@ perf_mmap_may_split(), kernel/events/ring_buffer.c __perf_output_begin():
 - a writable first mapping makes a ring that stops at data_tail (a sample that does not fit
   is lost, and a PERF_RECORD_LOST with the count precedes the next one that fits); a
   read-only one overwrites; 1 page (no data pages) records nothing;
+- the control page says where the data is: data_offset one page, data_size the data pages
+  (perf_event_init_userpage());
 - PERF_EVENT_IOC_PAUSE_OUTPUT (rb_toggle_paused()): EINVAL for an event with no buffer or
   one of no data pages; while paused a sample is not written but counted lost, and the next
   sample written after the resume is preceded by its PERF_RECORD_LOST (in an overwriting
@@ -339,13 +341,15 @@ class PerfModel:
         head is, and for a ring that stops, the samples and the lost count in [tail, head)."""
         out: dict = {"vm_pin_kb": self.pinned * self.page // 1024}
         for rid, rb in sorted(self.rbs.items()):
-            if not any(e.rb == rid and e.kind == "tp" for e in self.events.values()):
-                continue
             data = [s for s, v in self.vmas.items() if v.live and v.rb == rid
                     and v.kind == "data"]
             if not data:
                 continue
             sid = min(data)
+            out[f"ctl@{sid}"] = {"data_offset": self.page,
+                                 "data_size": (rb.pages - 1) * self.page}
+            if not any(e.rb == rid and e.kind == "tp" for e in self.events.values()):
+                continue
             out[f"ring@{sid}"] = ({"head": rb.head} if rb.overwrite else
                                  {"head": rb.head, "samples": rb.samples,
                                   "lost": rb.lost_reported})
@@ -648,6 +652,12 @@ class PerfWorld:
                 out[key] = vm_pin_kb()
             elif key.startswith("ring@"):
                 out[key] = self._ring(self.vmas[int(key[5:])][0], expected[key])
+            elif key.startswith("ctl@"):
+                from perf_buffer import OFF_DATA_OFFSET, OFF_DATA_SIZE
+                addr = self.vmas[int(key[4:])][0]
+                out[key] = {"data_offset": ctypes.c_uint64.from_address(
+                    addr + OFF_DATA_OFFSET).value, "data_size": ctypes.c_uint64.from_address(
+                    addr + OFF_DATA_SIZE).value}
         return out
 
     def _ring(self, addr: int, want: dict) -> dict:

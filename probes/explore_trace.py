@@ -11,6 +11,8 @@ tracing_arm_snapshot_locked()):
 - a mapping is read-only, shared, never executable: PROT_WRITE on an O_RDONLY fd is the VFS's
   EACCES, on an O_RDWR fd or a private mapping the driver's EPERM; PROT_EXEC and MAP_PRIVATE:
   EPERM; VM_MAYWRITE is cleared, so mprotect(PROT_WRITE) later is EACCES (whatever the fd);
+- a mapping is at most the meta page and every sub-buffer (one sub-buffer more: EINVAL) and
+  starts on a sub-buffer boundary (pgoff 1 with sub-buffers of more than a page: EINVAL);
 - no split (munmap of a part, mremap shrink: EINVAL), no growth (mremap grow: EFAULT,
   VM_DONTEXPAND), no MREMAP_DONTUNMAP (EINVAL); a move keeps the mapping;
 - an ioctl other than GET_READER (and 0, the wake-up): ENOTTY (trace_mmap.h has no other);
@@ -51,6 +53,7 @@ class TraceVma:
     fd: int
     cpu: int
     whole: bool               # meta page and every sub-buffer, or the meta page only
+    has_meta: bool = True     # from pgoff 0 (not "off": the first sub-buffer only)
     live: bool = True
     copies_on_fork: bool = False
 
@@ -99,7 +102,13 @@ class TraceModel:
             prot, share = args[2], args[3]
             if prot == "rw" and share == "shared" and ref_id(args[0]) not in self.writable_fds:
                 return frozenset({"EACCES"})
-            return frozenset({"ok" if share == "shared" and prot == "r" else "EPERM"})
+            if share != "shared" or prot != "r":
+                return frozenset({"EPERM"})
+            if args[1] == "past":
+                return frozenset({"EINVAL"})
+            if args[1] == "off" and self.subbuf_kb * 1024 > self.setup.get("page_size", 4096):
+                return frozenset({"EINVAL"})
+            return frozenset({"ok"})
         if op == "mprotect":
             return frozenset({"EACCES"})
         if op == "ioctl":
@@ -140,7 +149,7 @@ class TraceModel:
             if self.mapped(self.fds[int(args[0][1:])]):
                 self.traits.add("mapped-again")
             self.vmas[sid] = TraceVma(int(args[0][1:]), self.fds[int(args[0][1:])],
-                                      args[1] == "all")
+                                      args[1] == "all", has_meta=args[1] != "off")
         elif op == "munmap":
             self.vmas[int(args[0][1:])].live = False
         elif op == "mremap" and args[1] == "move":
@@ -169,7 +178,7 @@ class TraceModel:
     def observe(self) -> dict:
         """For a live mapping of CPU 0: the sub-buffer size in use; right after GET_READER,
         every event written."""
-        live = [s for s, v in sorted(self.vmas.items()) if v.live and v.cpu == 0]
+        live = [s for s, v in sorted(self.vmas.items()) if v.live and v.cpu == 0 and v.has_meta]
         if not live:
             return {}
         want: dict = {"subbuf_size": self.subbuf_kb * 1024}
@@ -197,8 +206,9 @@ class TraceModel:
         for s in self.fds:
             prot = rng.choice(("rw", "rx")) if rng.random() < 0.15 else "r"
             share = "private" if rng.random() < 0.1 else "shared"
-            options.append((4, {"op": "mmap", "args": [f"@{s}", rng.choice(("all", "meta")),
-                                                       prot, share]}))
+            what = rng.choice(("past", "off")) if rng.random() < 0.15 else \
+                rng.choice(("all", "meta"))
+            options.append((4, {"op": "mmap", "args": [f"@{s}", what, prot, share]}))
             options.append((0.7, {"op": "close", "args": [f"@{s}"]}))
             options.append((2, {"op": "get-reader", "args": [f"@{s}"]}))
             options.append((0.2, {"op": "ioctl", "args": [f"@{s}"]}))
@@ -249,7 +259,7 @@ class TraceWorld:
         """Simpler forms of a step for the shrinker: the meta page only, fewer writes, an
         O_RDONLY fd."""
         op, a = step["op"], step.get("args", [])
-        if op == "mmap" and a[1] == "all":
+        if op == "mmap" and a[1] != "meta":
             return [{"args": [a[0], "meta", a[2], a[3]]}]
         if op == "open" and a[1:]:
             return [{"args": a[:1]}]
@@ -292,6 +302,7 @@ class TraceWorld:
             if os.path.exists(sub):
                 _write(sub, setup["subbuf_kb"])
             yield {"instance": inst, "ncpus": os.sysconf("SC_NPROCESSORS_ONLN"),
+                   "page_size": os.sysconf("SC_PAGE_SIZE"),
                    "has_snapshot": os.path.exists(f"{inst}/snapshot"),
                    "has_subbuf": os.path.exists(sub)}
         finally:
@@ -328,26 +339,31 @@ class TraceWorld:
         os.close(self.fds.pop(int(f[1:])))
         return "ok"
 
-    def _mmap(self, fd: int, length: int, prot: int, flags: int) -> int:
+    def _mmap(self, fd: int, length: int, prot: int, flags: int, offset: int = 0) -> int:
         from probelib import libc, libc_error, mapped
-        addr = libc.mmap(None, length, prot, flags, fd, 0)
+        addr = libc.mmap(None, length, prot, flags, fd, offset)
         if not mapped(addr):
             raise libc_error()
         return addr
 
     def op_mmap(self, sid: int, f: str, what: str, prot: str, share: str) -> str:
-        """The meta page, or (what == "all") the meta page first, then meta page and every
-        sub-buffer as its fields say (trace_mmap.h), then the first mapping undone."""
+        """The meta page; or (what == "all") the meta page first, then meta page and every
+        sub-buffer as its fields say (trace_mmap.h), then the first mapping undone ("past":
+        one sub-buffer more); or ("off") one page at page offset 1."""
         import trace_abi
         from probelib import libc
         fd = self._fd(f)
         p = mmap.PROT_READ | {"rw": mmap.PROT_WRITE, "rx": mmap.PROT_EXEC}.get(prot, 0)
         flags = mmap.MAP_SHARED if share == "shared" else mmap.MAP_PRIVATE
+        if what == "off":
+            self.vmas[sid] = (self._mmap(fd, self.page, p, flags, self.page), self.page)
+            return "ok"
         addr = self._mmap(fd, self.page, p, flags)
         length = self.page
-        if what == "all":
+        if what in ("all", "past"):
             meta = trace_abi.TraceBufferMeta.from_address(addr)
-            whole = meta.meta_page_size + meta.nr_subbufs * meta.subbuf_size
+            whole = meta.meta_page_size + (meta.nr_subbufs + (what == "past")) * \
+                meta.subbuf_size
             try:
                 new = self._mmap(fd, whole, p, flags)
             finally:

@@ -336,14 +336,16 @@ def _c_step(n: int, step: dict, allowed: list[str], pin: int | None, path: str,
             a[2], "PROT_READ")
         flags = "MAP_SHARED" if a[3] == "shared" else "MAP_PRIVATE"
         size = f"{a[1]} * page" if not trace else "page"
-        L += [f"a = mmap(NULL, {size}, {prot}, {flags}, fd[{ref(a[0])}], 0);",
+        offset = "page" if trace and a[1] == "off" else "0"
+        L += [f"a = mmap(NULL, {size}, {prot}, {flags}, fd[{ref(a[0])}], {offset});",
               "got = res(a != MAP_FAILED);",
               f"if (a != MAP_FAILED) {{ addr[{i}] = a; len[{i}] = {size}; }}"]
-        if trace and a[1] == "all":
+        if trace and a[1] in ("all", "past"):
+            more = " + 1" if a[1] == "past" else ""
             L += ["if (a != MAP_FAILED) {",
                   "\tmemcpy(meta, a, sizeof(meta));\t/* meta_page_size, -, subbuf_size, "
                   "nr_subbufs */",
-                  f"\tlen[{i}] = meta[0] + (size_t)meta[3] * meta[2];",
+                  f"\tlen[{i}] = meta[0] + (size_t)(meta[3]{more}) * meta[2];",
                   f"\taddr[{i}] = mmap(NULL, len[{i}], {prot}, {flags}, fd[{ref(a[0])}], 0);",
                   "\tmunmap(a, page);",
                   f"\tgot = res(addr[{i}] != MAP_FAILED);",

@@ -283,13 +283,15 @@ def _py_step(n: int, step: dict, allowed: list[str], pin: int | None, path: str)
     elif op == "mmap":
         prot = {"rw": 3, "rx": 5}.get(a[2], 1)
         flags = 1 if a[3] == "shared" else 2
-        lines += [f"addr = libc.mmap(None, PAGE, {prot}, {flags}, fd[{ref(a[0])}], 0)",
+        offset = "PAGE" if a[1] == "off" else "0"     # "off": the first sub-buffer's page
+        lines += [f"addr = libc.mmap(None, PAGE, {prot}, {flags}, fd[{ref(a[0])}], {offset})",
                   "got = res(mapping(addr))", "length = PAGE"]
-        if a[1] == "all":   # meta_page_size + nr_subbufs * subbuf_size, then the whole
+        if a[1] in ("all", "past"):   # meta_page_size + nr_subbufs * subbuf_size, the whole
+            more = " + 1" if a[1] == "past" else ""
             lines += ["if got == 'ok':",
                       "    msz, _, sub, nsub = struct.unpack_from('<IIII', "
                       "ctypes.string_at(addr, 16))",
-                      "    length = msz + nsub * sub",
+                      f"    length = msz + (nsub{more}) * sub",
                       f"    new = libc.mmap(None, length, {prot}, {flags}, fd[{ref(a[0])}], 0)",
                       "    libc.munmap(addr, PAGE)",
                       "    addr, got = new, res(mapping(new))"]

@@ -139,6 +139,14 @@ def test_a_paused_ring_loses_what_fires_and_says_so_after_the_resume() -> None:
                                      "samples": 1, "lost": 4}
 
 
+def test_every_mapped_buffer_says_where_its_data_is() -> None:
+    m = perf()
+    run(m, [("open", "dummy"), ("mmap", "@0", 3, "rw", "shared"), ("open", "dummy"),
+            ("mmap", "@2", 1, "r", "shared")])
+    assert m.observe()["ctl@1"] == {"data_offset": PAGE, "data_size": 2 * PAGE}
+    assert m.observe()["ctl@3"] == {"data_offset": PAGE, "data_size": 0}
+
+
 def test_a_paused_overwriting_ring_also_writes_the_lost_record() -> None:
     m = perf()
     run(m, [("open", "tp"), ("mmap", "@0", 2, "r", "shared"), ("pause", "@0", 1), ("fire", 3),
@@ -185,6 +193,20 @@ def test_trace_mappings_are_never_writable_or_executable(mode: str, prot: str, w
     m = trace()
     run(m, [("open", 0, mode)] if mode == "rw" else [("open", 0)])
     assert m.expect({"id": 1, "op": "mmap", "args": ["@0", "meta", prot, "shared"]}) == {want}
+
+
+@pytest.mark.parametrize("subbuf_kb, off", [(4, "ok"), (8, "EINVAL")])
+def test_a_trace_mapping_is_no_longer_than_the_buffer_and_starts_on_a_subbuf(
+        subbuf_kb: int, off: str) -> None:
+    m = trace(subbuf_kb=subbuf_kb, page_size=4096)
+    run(m, [("open", 0)])
+    assert m.expect({"id": 1, "op": "mmap", "args": ["@0", "past", "r", "shared"]}) == {"EINVAL"}
+    assert m.expect({"id": 1, "op": "mmap", "args": ["@0", "off", "r", "shared"]}) == {off}
+    assert m.expect({"id": 1, "op": "mmap", "args": ["@0", "past", "rx", "shared"]}) == {"EPERM"}
+    if off == "ok":
+        run(m, [("mmap", "@0", "off", "r", "shared"), ("write", 3), ("get-reader", "@0")])
+        assert m.observe() == {}, "no meta page in that mapping to read"
+        assert m.expect({"id": 4, "op": "resize", "args": [16]}) == {"EBUSY"}
 
 
 def test_a_trace_mapping_never_grows_splits_or_becomes_writable() -> None:
