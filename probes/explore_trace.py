@@ -21,6 +21,8 @@ tracing_arm_snapshot_locked()):
   snapshot) EBUSY; after the last munmap all of them work again;
 - TRACE_MMAP_IOCTL_GET_READER: ENODEV on a CPU not mapped, else 0; after it the meta page's
   `entries` counts every event written to that CPU, and `subbuf_size` is the one in use;
+- a mapping is VM_DONTCOPY: a child of fork() has it only after MADV_DOFORK (which 7.x
+  refuses);
 - at the end, with everything unmapped and closed: the buffer resizes and the instance is
   removed (rmdir), and no splat.
 Stdlib only.
@@ -122,6 +124,9 @@ class TraceModel:
         if op == "madvise":
             # MADV_DOFORK: refused on VM_IO/VM_PFNMAP (7.x), let through on 6.12
             return frozenset({"ok", "EINVAL"})
+        if op == "fork":
+            n = sum(v.live and v.copies_on_fork for v in self.vmas.values())
+            return frozenset({f"inherits {n}" if n else "ok"})
         if op == "get-reader":
             return frozenset({"ok" if self.mapped(self.fds[int(args[0][1:])]) else "ENODEV"})
         if op == "resize":
@@ -425,12 +430,10 @@ class TraceWorld:
         return errno_result(libc.madvise(ctypes.c_void_p(addr), length, MADV_DOFORK) == 0)
 
     def op_fork(self, sid: int) -> str:
-        pid = os.fork()
-        if pid == 0:
-            os._exit(0)
-        _, status = os.waitpid(pid, 0)
-        return "ok" if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else \
-            f"child status {status}"
+        """A child that says how many of the mappings it inherited (VM_DONTCOPY: none unless
+        MADV_DOFORK let it through)."""
+        import probelib
+        return probelib.fork_inheriting(list(self.vmas.values()))
 
     def op_get_reader(self, sid: int, f: str) -> str:
         import trace_abi

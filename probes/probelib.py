@@ -30,6 +30,7 @@ libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctype
                         ctypes.c_void_p]
 libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
 libc.syscall.restype = ctypes.c_long
 MAP_FAILED = ctypes.c_void_p(-1).value
 # include/uapi/asm-generic/mman-common.h, linux/mman.h (what Python's mmap module lacks)
@@ -165,6 +166,29 @@ def in_child(fn: Callable[..., dict], *args: object) -> dict:
     if os.WIFSIGNALED(status):
         return {"signal": signal.Signals(os.WTERMSIG(status)).name}
     return json.loads(data)
+
+
+def fork_inheriting(mappings: list[tuple[int, int]]) -> str:
+    """fork() a child that reads the first byte of each of these (addr, length) mappings it
+    has and exits with how many it has (mincore(): ENOMEM where nothing is mapped, as after
+    VM_DONTCOPY): "ok" when none, "inherits N", or the signal that killed it."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            vec = ctypes.create_string_buffer(1 << 16)
+            for addr, length in mappings:
+                if libc.mincore(ctypes.c_void_p(addr), length, vec) == 0:
+                    ctypes.string_at(addr, 1)
+                    code += 1
+        except BaseException:  # noqa: BLE001
+            code = 255
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return f"child killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    n = os.WEXITSTATUS(status)
+    return "ok" if n == 0 else "child failed" if n == 255 else f"inherits {n}"
 
 
 def child_outcome(fn: Callable[[], object]) -> dict:

@@ -370,3 +370,14 @@ def test_without_excuses_the_first_failure_of_a_check_is_the_only_one_kept() -> 
     out = e._explore(0, 2, budget_s=60, shrink_s=5)
     assert out["failed"] == {"allowance": 2}
     assert [f["sequence"] for f in out["failures"]] == [0]
+
+
+def test_a_child_has_a_mapping_only_after_madv_dofork() -> None:
+    m = perf()
+    run(m, [("open", "dummy"), ("mmap", "@0", 2, "rw", "shared")])
+    assert m.expect({"id": 2, "op": "fork", "args": []}) == {"ok"}
+    run(m, [("madvise", "@1", "dofork")])     # the model applies "ok": 6.12 lets it through
+    assert m.expect({"id": 3, "op": "fork", "args": []}) == {"inherits 1"}
+    t = trace()
+    run(t, [("open", 0), ("mmap", "@0", "meta", "r", "shared")])
+    assert t.expect({"id": 2, "op": "fork", "args": []}) == {"ok"}
