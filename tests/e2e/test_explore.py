@@ -54,6 +54,21 @@ def test_a_short_explore_finds_the_known_issue_shrunk_and_confirmed(explored) ->
     assert "known issue trace-mmap-dofork-mapped-count" in proc.stdout
 
 
+def test_the_usual_reports_are_written_beside_explore_json(explored) -> None:
+    import junitparser
+    _, doc = explored
+    folder = Path(doc["dir"])
+    cases = [c for suite in junitparser.JUnitXml.fromfile(str(folder / "junit.xml"))
+             for c in suite]
+    assert any(c.name == "explore" and c.classname == "explore.trace-mmap" for c in cases)
+    known = [c for c in cases if "trace-mmap-dofork-mapped-count" in c.name]
+    assert known and isinstance(known[0].result[0], junitparser.Skipped), cases
+    kcidb = json.loads((folder / "kcidb.json").read_text())
+    assert {t["path"] for t in kcidb["tests"]} >= {"ringlab.trace-mmap.explore"}
+    assert "known kernel issue trace-mmap-dofork-mapped-count" in \
+        (folder / "report.html").read_text()
+
+
 def test_the_reproducers_fail_on_the_kernel_without_ringlab(explored, guest: Guest,
                                                             tmp_path: Path) -> None:
     _, doc = explored
