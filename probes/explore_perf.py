@@ -430,7 +430,6 @@ def replay_traits(model: PerfModel, steps: list[dict]) -> set[str]:
 
 # --- the calls --------------------------------------------------------------------------------
 
-MREMAP_MAYMOVE, MREMAP_FIXED, MREMAP_DONTUNMAP = 1, 2, 4
 MADV = {"dofork": 11, "dontfork": 10, "dontdump": 16, "wipeonfork": 18}
 
 
@@ -590,27 +589,16 @@ class PerfWorld:
                                         self.page) == 0)
 
     def op_mremap(self, sid: int, m: str, how: str) -> str:
-        from probelib import errno_result, libc, mapped
+        """A move keeps the mapping (at its new address); what a resize the model refuses
+        made anyway is undone at the end (the step already failed)."""
+        import probelib
         addr, length, fd, rw = self.vmas[int(m[1:])]
-        if how == "move":
-            spot = libc.mmap(None, length, 0, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
-                             -1, 0)
-            new = libc.mremap(ctypes.c_void_p(addr), length, length,
-                              MREMAP_MAYMOVE | MREMAP_FIXED, ctypes.c_void_p(spot))
-            if not mapped(new):
-                r = errno_result(False)
-                libc.munmap(ctypes.c_void_p(spot), length)
-                return r
+        r, new, new_len = probelib.remap(addr, length, how)
+        if r == "ok" and how == "move":
             self.vmas[int(m[1:])] = (new, length, fd, rw)
-            return "ok"
-        new_len = {"grow": length + self.page, "shrink": length - self.page,
-                   "dontunmap": length}[how]
-        flags = MREMAP_MAYMOVE | MREMAP_DONTUNMAP if how == "dontunmap" else 0
-        new = libc.mremap(ctypes.c_void_p(addr), length, new_len, flags, None)
-        if not mapped(new):
-            return errno_result(False)
-        self.stray.append((new, new_len))   # the model said no: the result fails the step
-        return "ok"
+        elif r == "ok":
+            self.stray.append((new, new_len))
+        return r
 
     def op_madvise(self, sid: int, m: str, advice: str) -> str:
         from probelib import errno_result, libc

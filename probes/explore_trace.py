@@ -239,7 +239,6 @@ class TraceModel:
 # --- the calls --------------------------------------------------------------------------------
 
 MADV_DOFORK = 11
-MREMAP_MAYMOVE, MREMAP_FIXED, MREMAP_DONTUNMAP = 1, 2, 4
 UNKNOWN_IOCTL = 0x5221      # _IO('R', 0x21): GET_READER's neighbour, which no kernel defines
 
 
@@ -392,27 +391,16 @@ class TraceWorld:
                                         self.page) == 0)
 
     def op_mremap(self, sid: int, m: str, how: str) -> str:
-        from probelib import errno_result, libc, mapped
+        """A move keeps the mapping (at its new address); what a resize the model refuses
+        made anyway is undone at the end (the step already failed)."""
+        import probelib
         addr, length = self.vmas[int(m[1:])]
-        if how != "move":
-            new_len = {"grow": length + self.page, "shrink": length - self.page,
-                       "dontunmap": length}[how]
-            flags = MREMAP_MAYMOVE | MREMAP_DONTUNMAP if how == "dontunmap" else 0
-            new = libc.mremap(ctypes.c_void_p(addr), length, new_len, flags, None)
-            if not mapped(new):
-                return errno_result(False)
-            # the model said no: the step fails; what it made goes at the end
+        r, new, new_len = probelib.remap(addr, length, how)
+        if r == "ok" and how == "move":
+            self.vmas[int(m[1:])] = (new, length)
+        elif r == "ok":
             self.stray.append((new, new_len))
-            return "ok"
-        spot = libc.mmap(None, length, 0, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
-        new = libc.mremap(ctypes.c_void_p(addr), length, length, MREMAP_MAYMOVE | MREMAP_FIXED,
-                          ctypes.c_void_p(spot))
-        if not mapped(new):
-            r = errno_result(False)
-            libc.munmap(ctypes.c_void_p(spot), length)
-            return r
-        self.vmas[int(m[1:])] = (new, length)
-        return "ok"
+        return r
 
     def op_mprotect(self, sid: int, m: str) -> str:
         from probelib import errno_result, libc

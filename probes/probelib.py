@@ -168,6 +168,27 @@ def in_child(fn: Callable[..., dict], *args: object) -> dict:
     return json.loads(data)
 
 
+def remap(addr: int, length: int, how: str) -> tuple[str, int, int]:
+    """mremap() of a whole mapping: "move" (MAYMOVE|FIXED onto a spot reserved for it),
+    "grow" or "shrink" by a page in place, "dontunmap" (MAYMOVE|DONTUNMAP): (result, the new
+    address, its length); a failed move gives its spot back."""
+    if how == "move":
+        spot = libc.mmap(None, length, 0, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+        new = libc.mremap(ctypes.c_void_p(addr), length, length,
+                          MREMAP_MAYMOVE | MREMAP_FIXED, ctypes.c_void_p(spot))
+        if not mapped(new):
+            r = errno_result(False)
+            libc.munmap(ctypes.c_void_p(spot), length)
+            return r, 0, 0
+        return "ok", new, length
+    new_len = {"grow": length + PAGE, "shrink": length - PAGE, "dontunmap": length}[how]
+    flags = MREMAP_MAYMOVE | MREMAP_DONTUNMAP if how == "dontunmap" else 0
+    new = libc.mremap(ctypes.c_void_p(addr), length, new_len, flags, None)
+    if not mapped(new):
+        return errno_result(False), 0, 0
+    return "ok", new, new_len
+
+
 def fork_inheriting(mappings: list[tuple[int, int]]) -> str:
     """fork() a child that reads the first byte of each of these (addr, length) mappings it
     has and exits with how many it has (mincore(): ENOMEM where nothing is mapped, as after
