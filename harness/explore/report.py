@@ -35,14 +35,7 @@ def write(out_dir: Path, request: ExploreRequest, kernel: str, release: str,
         failures = []
         for f in res.failures.values():
             d = f.as_dict()
-            if f.steps and any("actor" in s for s in f.steps):
-                # two actors at once: their interleaving is not in the steps; the explorer's
-                # replay (probe_explore.py replay) runs them concurrently again
-                folder = out_dir / "failures" / slug(f)
-                folder.mkdir(parents=True, exist_ok=True)
-                (folder / "failure.json").write_text(json.dumps(d, indent=2) + "\n")
-                d["reproducers"] = []
-            elif f.steps:
+            if f.steps:
                 folder = out_dir / "failures" / slug(f)
                 folder.mkdir(parents=True, exist_ok=True)
                 (folder / "failure.json").write_text(json.dumps(d, indent=2) + "\n")

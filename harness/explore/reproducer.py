@@ -267,7 +267,10 @@ sys.exit(1 if failed else 0)
 '''
 
 
-def _py_step(n: int, step: dict, allowed: list[str], pin: int | None, path: str) -> list[str]:
+def _py_step(n: int, step: dict, allowed: list[str] | None, pin: int | None, path: str
+             ) -> list[str]:
+    """A step's lines: the call, its result, and the verdict on it (with `allowed` None, as
+    for two actors at once, the result is only said: the end state judges)."""
     op, a, i = step["op"], step.get("args", []), step["id"]
     ref = (lambda x: int(str(x)[1:]))
     what = f"{op} {' '.join(map(str, a))}".strip()
@@ -361,6 +364,9 @@ def _py_step(n: int, step: dict, allowed: list[str], pin: int | None, path: str)
     lines = ["try:"] + ["    " + x for x in lines] + \
             ["except OSError as e:", "    got = errno.errorcode[e.errno]",
              "except KeyError:   # made by a step that failed", "    got = 'no such object'"]
+    if allowed is None:
+        lines.append(f"print(f'actor {step.get('actor', 0)} step {n}: {what} -> {{got}}')")
+        return lines
     lines.append(f"step({n}, {what!r}, got, {allowed!r})")
     if pin is not None:
         lines += [f"if vm_pin_kb() != {pin}:",
@@ -370,7 +376,7 @@ def _py_step(n: int, step: dict, allowed: list[str], pin: int | None, path: str)
 
 
 def python_script(f: FailureLike, title: str) -> str:
-    exp = expectations(f)
+    exp = [] if is_concurrent(f) else expectations(f)
     s = dict(f.setup, **f.env)
     head = _PY_HEAD.format(title=title, path=f.path)
     if f.path == "trace-mmap":
@@ -385,7 +391,9 @@ def python_script(f: FailureLike, title: str) -> str:
         head += _PY_PERF.format(mlock_kb=s["mlock_kb"], rlimit=s["rlimit_pages"] * s["page_size"],
                                 uid=UID, caps=caps)
     body: list[str] = []
-    for n, e in enumerate(exp):
+    if is_concurrent(f):
+        body = _py_actors(f)
+    for n, e in enumerate([] if body else exp):
         body += [""] + _py_step(n, e["step"], e["allowed"], e["vm_pin_kb"], f.path)
     if f.path == "trace-mmap":
         end = _PY_TRACE_END.format(buffer_kb=s["buffer_kb"])
@@ -396,12 +404,34 @@ def python_script(f: FailureLike, title: str) -> str:
     return head + "\n".join(body) + "\n" + end + _PY_TAIL
 
 
+def is_concurrent(f: FailureLike) -> bool:
+    """Found by two actors at once (`--actors 2`): its steps carry their actor."""
+    return any("actor" in s for s in f.steps)
+
+
+def _py_actors(f: FailureLike) -> list[str]:
+    """Each actor's steps as a function, both run at once in threads of one process (as the
+    explorer ran them): no step is judged, the end state and the kernel log are; the
+    interleaving is the scheduler's, so a run may need repeating to fail."""
+    body = ["import threading"]
+    for i in (0, 1):
+        lines: list[str] = []
+        for n, step in enumerate(s for s in f.steps if s.get("actor", 0) == i):
+            lines += _py_step(n, step, None, None, f.path)
+        body += ["", "", f"def actor{i}():"] + ["    " + x for x in lines] + ["    pass"]
+    return body + ["", "", "threads = [threading.Thread(target=a) for a in (actor0, actor1)]",
+                   "for t in threads:", "    t.start()", "for t in threads:", "    t.join()"]
+
+
 def write(folder: Path, f: FailureLike, title: str) -> list[Path]:
-    """repro.py and repro.c for a failure, in `folder`."""
+    """repro.py and repro.c for a failure, in `folder` (two actors at once: repro.py only,
+    two threads)."""
     folder.mkdir(parents=True, exist_ok=True)
     py = folder / "repro.py"
     py.write_text(python_script(f, title))
     py.chmod(0o755)
+    if is_concurrent(f):
+        return [py]
     c = folder / "repro.c"
     from harness.explore import c_reproducer
     c.write_text(c_reproducer.program(f, title, expectations(f)))

@@ -260,3 +260,17 @@ def test_the_usual_reports_say_new_known_and_flaky_apart(tmp_path: Path) -> None
     kc = json.loads((tmp_path / "kcidb.json").read_text())
     assert sorted(t["status"] for t in kc["tests"]) == ["FAIL"] * 4 + ["SKIP"]
     assert "NEW: pinning: check vm_pin_kb" in (tmp_path / "report.html").read_text()
+
+
+def test_two_actors_failure_gets_a_threaded_python_reproducer(tmp_path: Path) -> None:
+    steps = [dict(s, actor=0) for s in DOUBLE_CHARGE[:2]] + \
+        [{"id": 1000, "op": "open", "args": ["dummy"], "actor": 1},
+         {"id": 1001, "op": "mmap", "args": ["@1000", 3, "rw", "shared"], "actor": 1}]
+    f = failure(steps=steps)
+    written = reproducer.write(tmp_path, f, report.title(f))
+    assert [p.name for p in written] == ["repro.py"], "no C: the interleaving is in threads"
+    text = written[0].read_text()
+    assert "def actor0():" in text and "def actor1():" in text and "t.start()" in text
+    assert "step(" not in text.split("def actor0")[1].split("threads =")[0], \
+        "no step is judged: the end state is"
+    subprocess.run([sys.executable, "-m", "py_compile", str(written[0])], check=True)
