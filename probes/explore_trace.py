@@ -140,7 +140,7 @@ class TraceModel:
     def apply(self, step: dict, result: str) -> None:
         op, args, sid = step["op"], step["args"], step["id"]
         self.meta_fresh = False
-        if result != "ok":
+        if result != "ok" and not result.startswith("inherits "):   # a fork's child said so
             return
         if op == "open":
             self.fds[sid] = args[0]

@@ -381,3 +381,20 @@ def test_a_child_has_a_mapping_only_after_madv_dofork() -> None:
     t = trace()
     run(t, [("open", 0), ("mmap", "@0", "meta", "r", "shared")])
     assert t.expect({"id": 2, "op": "fork", "args": []}) == {"ok"}
+
+
+def test_a_fork_that_inherits_is_the_known_issues_trait() -> None:
+    """The child's answer is "inherits N", not "ok": the trait must still be seen (a model
+    error found on 6.12.117: the dofork miscount was reported NEW)."""
+    steps = [{"id": 0, "op": "open", "args": [0]},
+             {"id": 1, "op": "mmap", "args": ["@0", "meta", "r", "shared"]},
+             {"id": 2, "op": "madvise", "args": ["@1", "dofork"]},
+             {"id": 3, "op": "fork", "args": []}]
+    assert "fork-inherits-a-mapping" in explore_trace.TraceWorld.traits(
+        "trace-mmap", trace().setup, steps)
+    perf_steps = [{"id": 0, "op": "open", "args": ["dummy"]},
+                  {"id": 1, "op": "mmap", "args": ["@0", 2, "rw", "shared"]},
+                  {"id": 2, "op": "madvise", "args": ["@1", "dofork"]},
+                  {"id": 3, "op": "fork", "args": []}]
+    assert "fork-inherits-a-mapping" in explore_perf.PerfWorld.traits(
+        "pinning", perf().setup, perf_steps)
