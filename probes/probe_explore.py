@@ -68,10 +68,16 @@ def failure(check: str, at: int | str, expected: object, got: object) -> dict:
 
 
 def compare(expected: dict, observed: dict, at: int | str) -> dict | None:
-    """The first key whose observed value is not the model's."""
+    """The first key whose observed value is not the model's. The check is the key without
+    its object ("ring@6" is check "ring" on the mapping step 6 made): a shrunk sequence,
+    renumbered, fails the same check on another step id."""
     for key, want in expected.items():
         if observed.get(key) != want:
-            return failure(key, at, want, observed.get(key))
+            check, _, obj = key.partition("@")
+            out = failure(check, at, want, observed.get(key))
+            if obj:
+                out["object"] = f"@{obj}"
+            return out
     return None
 
 
