@@ -23,7 +23,10 @@ perf_mmap_may_split(), kernel/events/ring_buffer.c __perf_output_begin():
   is lost, and a PERF_RECORD_LOST with the count precedes the next one that fits); a
   read-only one overwrites; 1 page (no data pages) records nothing;
 - the control page says where the data is: data_offset one page, data_size the data pages
-  (perf_event_init_userpage());
+  (perf_event_init_userpage()); of a mapping, only a writable data mapping's control page
+  takes a store (perf_mmap_pfn_mkwrite(), 6.12's perf_mmap_fault(): SIGBUS on any other
+  page; a read-only mapping has no VM_WRITE): a store the kernel makes for us (read() from
+  /dev/zero into the page) is 1 byte or EFAULT, never a signal in the sequence;
 - PERF_EVENT_IOC_PAUSE_OUTPUT (rb_toggle_paused()): EINVAL for an event with no buffer or
   one of no data pages; while paused a sample is not written but counted lost, and the next
   sample written after the resume is preceded by its PERF_RECORD_LOST (in an overwriting
@@ -50,6 +53,7 @@ AUX_SIZES = (1, 2, 4, 3)
 MADVICE = ("dofork", "dontfork", "dontdump", "wipeonfork")
 MREMAPS = ("move", "grow", "shrink", "dontunmap")
 FIRES = (1, 4, 20, 150)
+POKE_OFFSET = 512            # in perf_event_mmap_page's __reserved: a store there is harmless
 
 # Each path: which events it opens, the settings a sequence draws from, the ops it favours.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -204,6 +208,8 @@ class PerfModel:
             return v.pages > 1
         if op == "consume":
             return v.kind == "data" and v.writable
+        if op == "poke":
+            return step["args"][1] < v.pages
         return True
 
     # --- the rules ---
@@ -235,6 +241,10 @@ class PerfModel:
             if not self.charge(pages)[0]:
                 return frozenset({"EPERM"})
             return frozenset({"ok" if self.ev(step).kind == "pmu" else "EOPNOTSUPP"})
+        if op == "poke":
+            v = self.vm(step)
+            return frozenset({"ok" if v.writable and v.kind == "data" and args[1] == 0
+                              else "EFAULT"})
         if op == "pause":
             # perf_ioctl(): an event with no buffer, or one with no data pages: EINVAL
             e = self.ev(step)
@@ -406,6 +416,8 @@ class PerfModel:
             if v.kind == "data" and v.writable and self.events.get(v.event, Event("x")).kind \
                     == "tp":
                 options.append((1, {"op": "consume", "args": [f"@{s}"]}))
+            options.append((0.3, {"op": "poke", "args": [f"@{s}", rng.choice(
+                sorted({0, 1, v.pages - 1} & set(range(v.pages))))]}))
         if live:
             options.append((0.6, {"op": "fork", "args": []}))
         if any(e.kind == "tp" and e.rb is not None for e in self.events.values()):
@@ -610,6 +622,18 @@ class PerfWorld:
         (VM_DONTCOPY: none unless MADV_DOFORK let it through)."""
         import probelib
         return probelib.fork_inheriting([(a, n) for a, n, _, _ in self.vmas.values()])
+
+    def op_poke(self, sid: int, m: str, page: int) -> str:
+        """A zero byte stored into the page (at offset 512: the control page's reserved
+        area) by read() from /dev/zero: the kernel's store faults as a user store would,
+        and a refused one is EFAULT, not a signal."""
+        from probelib import errno_result, libc
+        addr = self.vmas[int(m[1:])][0] + page * self.page + POKE_OFFSET
+        fd = os.open("/dev/zero", os.O_RDONLY)
+        try:
+            return errno_result(libc.read(fd, ctypes.c_void_p(addr), 1) == 1)
+        finally:
+            os.close(fd)
 
     def op_fire(self, sid: int, n: int) -> str:
         for _ in range(n):

@@ -31,6 +31,8 @@ libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctype
 libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+libc.read.restype = ctypes.c_ssize_t
+libc.read.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
 libc.syscall.restype = ctypes.c_long
 MAP_FAILED = ctypes.c_void_p(-1).value
 # include/uapi/asm-generic/mman-common.h, linux/mman.h (what Python's mmap module lacks)

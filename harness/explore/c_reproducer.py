@@ -213,9 +213,9 @@ int main(void)
 	long left;
 	char *a, *spot;
 	pid_t pid;
-	int status, i;
+	int status, i, j;
 
-	(void)spot; (void)pid; (void)status; (void)a;
+	(void)spot; (void)pid; (void)status; (void)a; (void)j;
 	page = sysconf(_SC_PAGESIZE);
 	if (geteuid()) {
 		printf("# run as root: it sets perf sysctls, then becomes user %(uid)d\n");
@@ -350,6 +350,10 @@ def _c_step(n: int, step: dict, allowed: list[str], pin: int | None, path: str,
         L += [f"got = res(ioctl(fd[{ref(a[0])}], PERF_EVENT_IOC_PAUSE_OUTPUT, {a[1]}) == 0);"]
     elif op == "ioctl":
         L += [f"got = res(ioctl(fd[{ref(a[0])}], _IO('R', 0x21)) == 0);\t/* no such ioctl */"]
+    elif op == "poke":
+        r = ref(a[0])
+        L += ['j = open("/dev/zero", O_RDONLY);\t/* a zero byte stored by the kernel */',
+              f"got = res(read(j, addr[{r}] + {a[1]} * page + 512, 1) == 1);", "close(j);"]
     elif op == "mprotect":
         r = ref(a[0])
         L += [f"got = res(mprotect(addr[{r}], len[{r}], PROT_READ | PROT_WRITE) == 0);"]

@@ -85,6 +85,8 @@ libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctype
 libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+libc.read.restype = ctypes.c_ssize_t
+libc.read.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MAP_FAILED = ctypes.c_void_p(-1).value
 failed = []
@@ -287,6 +289,10 @@ def _py_step(n: int, step: dict, allowed: list[str] | None, pin: int | None, pat
     elif op == "ioctl":
         lines += [f"fcntl.ioctl(fd[{ref(a[0])}], 0x5221)  # _IO('R', 0x21): no such ioctl",
                   "got = 'ok'"]
+    elif op == "poke":   # a zero byte stored by the kernel: 1 byte or EFAULT, no signal
+        lines += ["zero = os.open('/dev/zero', os.O_RDONLY)",
+                  f"got = res(libc.read(zero, m[{ref(a[0])}][0] + {a[1]} * PAGE + 512, 1) == 1)",
+                  "os.close(zero)"]
     elif op == "mprotect":
         lines += [f"got = res(libc.mprotect(*m[{ref(a[0])}], 3) == 0)  # PROT_READ|WRITE"]
     elif op == "close":

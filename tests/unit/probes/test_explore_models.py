@@ -407,3 +407,14 @@ def test_a_check_on_an_object_is_named_without_its_step_id() -> None:
                               {"vm_pin_kb": 0, "ring@6": {"head": 64}}, 3)
     assert f == {"check": "ring", "at": 3, "expected": {"head": 32}, "got": {"head": 64},
                  "object": "@6"}
+
+
+def test_only_a_writable_data_mappings_control_page_takes_a_store() -> None:
+    m = perf()
+    run(m, [("open", "pmu"), ("mmap", "@0", 3, "rw", "shared"), ("aux", "@0", 2),
+            ("open", "dummy"), ("mmap", "@3", 3, "r", "shared")])
+    poke = lambda vma, page: m.expect({"id": 9, "op": "poke", "args": [vma, page]})  # noqa: E731
+    assert poke("@1", 0) == {"ok"}
+    assert poke("@1", 1) == {"EFAULT"}, "a data page"
+    assert poke("@2", 0) == {"EFAULT"}, "an AUX page"
+    assert poke("@4", 0) == {"EFAULT"}, "a read-only mapping"
