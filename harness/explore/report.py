@@ -16,8 +16,10 @@ KEPT = Path(__file__).resolve().parents[2] / "tests" / "kernel" / "explore"
 
 
 def slug(f: Failure) -> str:
-    text = f"{f.path}-{f.splat or f.check}" + (f"-{f.known_issue}" if f.known_issue else "")
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:70]
+    """A failure's folder and test name: what failed (cut to 60), then its known issue whole
+    (a splat's title is long; the issue is what tells two failures of one check apart)."""
+    what = re.sub(r"[^a-z0-9]+", "-", f"{f.path}-{f.splat or f.check}".lower()).strip("-")
+    return what[:60].rstrip("-") + (f"--{f.known_issue}" if f.known_issue else "")
 
 
 def title(f: Failure) -> str:

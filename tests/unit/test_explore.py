@@ -155,8 +155,8 @@ def test_the_report_is_written_whole_and_keeps_failures_as_data(tmp_path: Path) 
     doc = json.loads(out.read_text())
     assert doc["paths"][0]["steps_per_s"] == 50.0
     assert doc["paths"][0]["failures"][0]["reproducers"] == [
-        "failures/pinning-allowance-perf-mmap-second-mapping-charged/repro.py",
-        "failures/pinning-allowance-perf-mmap-second-mapping-charged/repro.c"]
+        "failures/pinning-allowance--perf-mmap-second-mapping-charged/repro.py",
+        "failures/pinning-allowance--perf-mmap-second-mapping-charged/repro.c"]
     kept = report.keep(f, "7.2.13", tmp_path / "kept")
     assert kept.name == "perf-mmap-second-mapping-charged--pinning-allowance.json"
     assert json.loads(kept.read_text())["steps"] == DOUBLE_CHARGE
@@ -252,7 +252,7 @@ def test_the_usual_reports_say_new_known_and_flaky_apart(tmp_path: Path) -> None
     formats.write(tmp_path, "sid-cloud", "7.2.13", [res, quiet], started=1.0)
     cases = {c.name: c for suite in junitparser.JUnitXml.fromfile(str(tmp_path / "junit.xml"))
              for c in suite}
-    assert isinstance(cases["pinning-allowance-perf-mmap-second-mapping-charged"].result[0],
+    assert isinstance(cases["pinning-allowance--perf-mmap-second-mapping-charged"].result[0],
                       junitparser.Skipped)
     assert "NEW" in cases["pinning-vm-pin-kb"].result[0].message
     assert "NOT confirmed" in cases["pinning-result-mmap"].result[0].message
