@@ -47,6 +47,7 @@ _SPLAT = re.compile(r"WARNING:|BUG:|Oops|general protection|Kernel panic|UBSAN:|
                     r"INFO: (task .* blocked|rcu)|watchdog: .*(LOCKUP|lockup)|"
                     r"possible recursive locking|circular locking|Invalid wait context")
 FIRST_UID = 20000   # sequences run as 20000, 20001, ...; never a real account
+UNTANGLE_TRIES = 3  # per check and slice: known failures tried without the known issue's steps
 
 
 def world_of(path: str) -> Any:
@@ -328,6 +329,7 @@ class Explorer:
         start = time.monotonic()
         failures: list[dict] = []
         seen: dict[str, int] = {}
+        untangled: dict[str, int] = {}
         k = first
         while k < first + count and time.monotonic() - start < budget_s:
             setup = self.setup(k)
@@ -336,6 +338,12 @@ class Explorer:
             if f is not None:
                 check = f["check"]
                 known = check != "explorer" and self.is_excused(setup, out, check, out["steps"])
+                if known and check not in seen and untangled.get(check, 0) < UNTANGLE_TRIES:
+                    # the known issue's steps taken out: does the check still fail?
+                    untangled[check] = untangled.get(check, 0) + 1
+                    other = self.untangle(setup, out, check)
+                    if other is not None:
+                        out, known = other, False
                 key = check + ("~known" if known else "")
                 seen[key] = seen.get(key, 0) + 1
                 if seen[key] == 1:
@@ -345,6 +353,29 @@ class Explorer:
                 "sequences": self.runs, "steps": self.steps_run,
                 "seconds": round(time.monotonic() - start, 3), "failures": failures,
                 "failed": seen}
+
+    def untangle(self, setup: dict, out: dict, check: str) -> dict | None:
+        """A sequence that failed as a known issue's symptom may hold a new bug too: each step
+        whose removal takes a known issue's trait away is removed; if what is left still fails
+        the same check, and not as the known symptom, that run is a new failure."""
+        env = dict(setup, **out.get("env", {}))
+        steps = [{k: v for k, v in s.items() if k != "result"} for s in out["steps"]]
+
+        def traits(candidate: list[dict]) -> set[str]:
+            return self.world_cls.traits(self.path, env, candidate)
+        for i in reversed(range(len(steps))):
+            if not excused(self.excuses, check, traits(steps), []):
+                break
+            trial = steps[:i] + steps[i + 1:]
+            if len(traits(trial)) < len(traits(steps)):
+                steps = trial
+        if excused(self.excuses, check, traits(steps), []) or len(steps) == len(out["steps"]):
+            return None
+        again = self.one(setup, steps)
+        if again["failure"] is None or again["failure"]["check"] != check or \
+                self.is_excused(setup, again, check, steps):
+            return None
+        return again
 
     def _kept(self, k: int, setup: dict, out: dict, known: bool, shrink_s: float) -> dict:
         """A failure's record, shrunk (one actor) to the shortest sequence that fails the same
