@@ -319,6 +319,18 @@ class PerfModel:
         elif op == "pause":
             self.rb(self.ev(step)).paused = bool(args[1])
 
+    def overflows(self) -> tuple[int, ...]:
+        """Sample counts that just overflow a writable tracepoint ring (its free space and a
+        few more): the lost-record rules only show past a full ring, which the fixed counts
+        reach for the smallest ring only."""
+        out = []
+        for rid, rb in self.rbs.items():
+            if not rb.overwrite and rb.pages > 1 and any(
+                    e.rb == rid and e.kind == "tp" for e in self.events.values()):
+                free = (rb.data_size - (rb.head - rb.tail)) // SAMPLE
+                out.append(max(1, free) + 3)
+        return tuple(out)
+
     def rb_id(self, e: Event) -> int:
         assert e.rb is not None, e
         return e.rb
@@ -421,7 +433,7 @@ class PerfModel:
         if live:
             options.append((0.6, {"op": "fork", "args": []}))
         if any(e.kind == "tp" and e.rb is not None for e in self.events.values()):
-            options.append((3, {"op": "fire", "args": [rng.choice(FIRES)]}))
+            options.append((3, {"op": "fire", "args": [rng.choice(FIRES + self.overflows())]}))
         options = [(w, o) for w, o in options if w > 0 and self.valid(o)]
         total = sum(w for w, _ in options)
         pick = rng.random() * total

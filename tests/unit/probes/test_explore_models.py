@@ -431,3 +431,11 @@ def test_only_a_writable_data_mappings_control_page_takes_a_store() -> None:
     assert poke("@1", 1) == {"EFAULT"}, "a data page"
     assert poke("@2", 0) == {"EFAULT"}, "an AUX page"
     assert poke("@4", 0) == {"EFAULT"}, "a read-only mapping"
+
+
+def test_fires_are_drawn_that_just_overflow_a_writable_ring() -> None:
+    m = perf()
+    run(m, [("open", "tp"), ("mmap", "@0", 2, "rw", "shared"), ("fire", 100)])
+    assert m.overflows() == (28 + 3,), "128 samples fit; 100 are there"
+    run(m, [("open", "tp"), ("mmap", "@3", 2, "r", "shared")])
+    assert m.overflows() == (31,), "an overwriting ring never overflows"
