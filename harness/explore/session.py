@@ -228,19 +228,17 @@ class Explore:
         lines = tail.splitlines()
         title = _splat_title(lines)
         res.crashes += 1
-        if hung:    # a thread of the sequence stuck in the kernel: its stacks are the evidence
-            f = Failure(path=path, check="hang", expected="every call returns",
-                        got=str(error).splitlines()[0][:300], at="guest", seed=self.req.seed,
-                        sequence=k, setup={}, env={}, steps=[], shrunk=False, traits=[],
-                        kmsg=str(error).splitlines()[1:40] + lines[-20:], splat=title)
-        else:
-            f = Failure(path=path, check="crash", expected="the guest lives",
-                        got=str(dead or error), at="guest", seed=self.req.seed, sequence=k,
-                        setup={}, env={}, steps=[], shrunk=False, traits=[], kmsg=lines[-60:],
-                        splat=title)
+        said = str(error).splitlines()
+        # a hang: a thread of the sequence stuck in the kernel, its stacks the evidence
+        check, expected, got, kmsg = (
+            ("hang", "every call returns", said[0][:300], said[1:40] + lines[-20:]) if hung
+            else ("crash", "the guest lives", str(dead or error), lines[-60:]))
+        f = Failure(path=path, check=check, expected=expected, got=got, at="guest",
+                    seed=self.req.seed, sequence=k, setup={}, env={}, steps=[], shrunk=False,
+                    traits=[], kmsg=kmsg, splat=title)
         res.failures.setdefault(f.slot, f)
         self.say(f"{path}: the guest {'hung' if hung else 'died'} in sequence {k} "
-                 f"({dead or str(error).splitlines()[0][:160]}); a fresh guest goes on after it")
+                 f"({dead or said[0][:160]}); a fresh guest goes on after it")
         self.stop_guest()
         return k + 1
 
