@@ -14,13 +14,14 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import (BootError, BootPanic, BootTimeout, GuestHang, ModuleError,
-                            ProbeError)
-from harness.guest import qemu, snapshot
+                            ProbeError, SSHError)
+from harness.guest import monitor, qemu, snapshot
 from harness.guest.probe_client import Deadlines, ProbeResult, ProbeRunner, probes_digest
 from harness.guest.rootfs import RootfsImage
 from harness.guest.ssh import ClientKey, CommandResult, GuestSSH
@@ -77,6 +78,8 @@ HANG_S = 30.0
 # A lockup or stall report (harness/kernellog/splats.py) ends the test this long after its first
 # line, so that its call trace reaches the console log first.
 LOCKUP_GRACE_S = 3.0
+# How long Guest.stop() waits for SSH to close before stopping QEMU regardless.
+CLOSE_S = 2.0
 # A restore that has not answered SSH by then is given up for a boot: restores take ~1-2 s
 # under TCG, and a boot is waiting behind this one.
 RESTORE_TIMEOUT_S = 20.0
@@ -205,12 +208,55 @@ class Guest:
         return None
 
     def stop(self) -> None:
+        """Close SSH politely, but for at most CLOSE_S: a Ctrl-C that landed inside paramiko
+        can leave a lock of the connection held, and waiting on it once kept a QEMU alive
+        past the lab's exit (CI, stop 36). QEMU is stopped whatever the close did."""
         try:
-            self.runner.close()
-            self.ssh.close()
+            closing = threading.Thread(target=self._close_ssh, name="guest-ssh-close",
+                                       daemon=True)
+            closing.start()
+            closing.join(CLOSE_S)
+            if closing.is_alive():
+                log.warning("closing the guest's SSH connection took over %.0f s; stopping "
+                            "QEMU anyway", CLOSE_S)
         finally:
             self.vm.stop()
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _close_ssh(self) -> None:
+        self.runner.close()
+        self.ssh.close()
+
+    def warm_reboot(self, timeout: float = 120.0) -> float:
+        """Boot the kernel again in the same QEMU, its RAM kept (a reset, not a power cycle):
+        what a persistent ring buffer needs (reserve_mem= finds the same memory). SSH and the
+        probe runner reconnect; kmsg() goes on with the new boot's log. The seconds it took."""
+        start = time.monotonic()
+        deadline = start + timeout
+        sock = self.workdir / "qmp.sock"
+        self._close_ssh()
+        _console_note(self.plan, f"warm reboot of {self.kernel.name} (same QEMU, RAM kept)")
+        monitor.warm_reset(sock, deadline)
+
+        def alive() -> None:
+            if self.vm.panicked.is_set() or self.vm.exited.is_set():
+                raise _boot_failure(self.vm, self.plan, timed_out=False)
+
+        ssh = GuestSSH(self.record.ssh_port, self.plan.key, self.plan.rootfs.host_key)
+        try:
+            ssh.connect(deadline, alive)
+        except SSHError as e:
+            raise BootError(f"the guest did not come back from a warm reboot: {e}",
+                            console.tail(self.vm.console_text())) from None
+        monitor.reboot_ends_qemu(sock, deadline)
+        self.ssh, self.runner = ssh, ProbeRunner(ssh, self.plan.extra_probe_dirs)
+        ssh.watchdog = self._raise_if_dead
+        ssh.start_heartbeat()
+        self.runner.start()
+        self._observed.clear()
+        took = time.monotonic() - start
+        _console_note(self.plan, f"back from the warm reboot in {took:.2f} s")
+        return took
 
 
 def _overlay(image: Path, workdir: Path) -> Path:
@@ -252,14 +298,14 @@ def _boot_failure(vm: VM, plan: BootPlan, timed_out: bool) -> BootError:
 
 def _spec(plan: BootPlan, workdir: Path, port: int, root_disk: Path, save: bool,
           incoming: bool = False) -> qemu.QemuSpec:
-    """The QEMU machine of `plan`; a boot that will be saved and a restore get a QMP socket."""
+    """The QEMU machine of `plan`, its monitor on workdir/qmp.sock (snapshots, warm reboots)."""
     return qemu.QemuSpec(
         kernel=plan.kernel.vmlinuz, initramfs=plan.kernel.initramfs,
         cmdline=" ".join(filter(None, (plan.kernel.cmdline, plan.cmdline))),
         cpus=plan.cpus, memory_mb=plan.memory_mb, accel=plan.accel, tcg_threads=plan.tcg_threads,
         root_disk=root_disk, modules_disk=plan.kernel.modules_image,
         ssh_port=port, pidfile=workdir / "qemu.pid",
-        qmp_socket=workdir / "qmp.sock" if save or incoming else None, incoming=incoming,
+        qmp_socket=workdir / "qmp.sock", incoming=incoming,
         arch=plan.kernel.arch, tcg_cpu=plan.tcg_cpu)
 
 

@@ -30,13 +30,13 @@ import shlex
 import shutil
 import subprocess
 import time
-from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from qemu.qmp import QMPClient, QMPError
 
 from harness.errors import BootError
+from harness.guest import monitor
 from harness.guest.qemu import ROOT_DRIVE
 
 log = logging.getLogger(__name__)
@@ -176,25 +176,8 @@ def prune(root: Path, keep: int = KEEP) -> None:
         discard(Snapshot(p))
 
 
-@contextlib.asynccontextmanager
-async def _qmp(sock: Path, deadline: float) -> AsyncIterator[QMPClient]:
-    """A QMP connection to a QEMU started with -qmp unix:SOCK,server=on,wait=off (retried
-    until the socket is there, or `deadline`)."""
-    client = QMPClient("ringlab")
-    while not sock.exists() and time.monotonic() < deadline:  # QEMU is still starting
-        await asyncio.sleep(0.01)
-    while True:
-        try:
-            await client.connect(str(sock))
-            break
-        except (QMPError, OSError):
-            if time.monotonic() > deadline:
-                raise SnapshotError(f"QEMU's QMP socket {sock} did not answer") from None
-            await asyncio.sleep(0.02)
-    try:
-        yield client
-    finally:
-        await client.disconnect()
+def _qmp(sock: Path, deadline: float) -> contextlib.AbstractAsyncContextManager[QMPClient]:
+    return monitor.connect(sock, deadline, SnapshotError)
 
 
 async def _migration_done(client: QMPClient, deadline: float) -> dict:
