@@ -23,9 +23,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Profile:
-    """A machine profile a test asks for with @pytest.mark.guest(cpus=N, memory_mb=M)."""
+    """A machine profile a test asks for with @pytest.mark.guest(cpus=N, memory_mb=M,
+    cmdline="..."): the kernel command line is added to the lab's and the kernel's own."""
     cpus: int
     memory_mb: int
+    cmdline: str = ""
 
 
 @dataclass(frozen=True)
@@ -67,10 +69,11 @@ class GuestPool:
         # stopped when the next test asks (its teardown still reads its kernel log first).
         self.spent: set[Profile] = set()
 
-    def get(self, cpus: int | None, memory_mb: int | None = None, fresh: bool = False) -> Guest:
+    def get(self, cpus: int | None, memory_mb: int | None = None, fresh: bool = False,
+            cmdline: str = "") -> Guest:
         """The pooled guest of this profile; with `fresh`, a new one no other test used."""
         m = self.lab.config.machine
-        p = Profile(cpus or m.cpus, memory_mb or m.memory_mb)
+        p = Profile(cpus or m.cpus, memory_mb or m.memory_mb, cmdline)
         if fresh or p in self.spent:
             self.discard(p)
             self.spent.discard(p)
@@ -82,9 +85,10 @@ class GuestPool:
             g = None
         if g is None:
             g = self.lab.boot(self.kernel, self.console_log,
-                              cpus=p.cpus, memory_mb=p.memory_mb)
+                              cpus=p.cpus, memory_mb=p.memory_mb, cmdline=p.cmdline)
             self.guests[p] = g
             self.boots.append({"cpus": p.cpus, "memory_mb": p.memory_mb,
+                               **({"cmdline": p.cmdline} if p.cmdline else {}),
                                "boot_s": round(g.record.boot_s, 2), "accel": g.plan.accel,
                                "attempts": g.record.attempts, "restored": g.record.restored,
                                **({"snapshot_fallback": g.record.fallback}
@@ -163,10 +167,13 @@ class Guests:
         """The booted guest for this test (booted once per session, kernel and cpus)."""
         marker = request.node.get_closest_marker("guest")
         kwargs = marker.kwargs if marker else {}
+        if (needs := request.node.get_closest_marker("kconfig")) is not None:
+            self._skip_unless_configured(tuple(needs.args))
         try:
             g = self.get_pool().get(kwargs.get("cpus"), kwargs.get("memory_mb"),
                                     fresh=bool(kwargs.get("fresh")) or
-                                    self.config.getoption("--fresh-guest-per-test"))
+                                    self.config.getoption("--fresh-guest-per-test"),
+                                    cmdline=str(kwargs.get("cmdline", "")))
         except LabError as e:
             if getattr(e, "console_tail", None) is None:  # not a boot failure: same for all
                 self.error = e
@@ -181,6 +188,21 @@ class Guests:
         request.node.stash[GUEST_KEY] = g
         request.node.stash[START_KEY] = Start(len(g.kernel_log), len(g.probe_log), g.tainted)
         yield g
+
+    def _skip_unless_configured(self, options: tuple[str, ...]) -> None:
+        """Skip, before any guest boots, when the kernel's .config lacks one of `options`. A
+        kernel whose config the lab does not have is not skipped: its test observes."""
+        try:
+            k = self.get_pool().lab.kernel(self.ctx.kernel)
+        except LabError:
+            return  # the guest fixture reports it
+        if k.config is None or not k.config.exists():
+            return
+        for option in options:
+            symbol = option.removeprefix("CONFIG_")
+            if (value := k.config_option(symbol)) not in ("y", "m"):
+                pytest.skip(f"kernel {k.name} ({k.release}) has no CONFIG_{symbol} "
+                            f"({'is not set' if value is None else '=' + value} in {k.config})")
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """Every guest stops at the end; with --keep-guest, first wait for Ctrl-C."""

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from harness.errors import SSHError
+from harness.kernels.kernel import BootableKernel
 
 PARANOID = "/proc/sys/kernel/perf_event_paranoid"
 MLOCK = "/proc/sys/kernel/perf_event_mlock_kb"
@@ -88,16 +89,25 @@ class FakeGuest:
 
 
 class FakeLab:
-    """Stands for harness.resources.Lab: boots FakeGuests, numbered, and remembers them."""
+    """Stands for harness.resources.Lab: boots FakeGuests, numbered, and remembers them; its
+    kernel's .config is `kernel_config` (None: the lab has no config for it)."""
     booted: list[FakeGuest] = []
+    kernel_config: Path | None = None
 
     def __init__(self, config: Any, refresh: bool = False) -> None:
         self.config = config
 
-    def boot(self, kernel: str, console_log: Path, cpus: int, memory_mb: int) -> FakeGuest:
+    def boot(self, kernel: str, console_log: Path, cpus: int, memory_mb: int,
+             cmdline: str = "") -> FakeGuest:
         g = FakeGuest(len(FakeLab.booted) + 1)
+        g.plan.cmdline = cmdline
         FakeLab.booted.append(g)
         return g
+
+    def kernel(self, name: str | None = None) -> BootableKernel:
+        return BootableKernel(name="fake", release="6.12-fake", vmlinuz=Path("/nonexistent"),
+                              initramfs=Path("/nonexistent"), modules_image=None,
+                              config=FakeLab.kernel_config, description="fake")
 
     def prepared(self, kernel: str) -> None:
         return None

@@ -35,6 +35,7 @@ def lab_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path
     outcome, summary.json, summary.txt and the guests booted."""
     monkeypatch.setattr(guests, "Lab", FakeLab)
     monkeypatch.setattr(FakeLab, "booted", [])
+    monkeypatch.setattr(FakeLab, "kernel_config", None)
     monkeypatch.delenv("RINGLAB_CONFIG", raising=False)
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     report_dir = tmp_path / "run"
@@ -254,3 +255,52 @@ def test_after(guest):
                  ("test_after", "passed")]
     assert doc["results"][0]["broke"] == ["emulator", "QEMU exited (status -9)"]
     assert len(booted) == 2
+
+
+def test_a_test_asks_for_its_kernel_command_line_and_shares_the_guest_of_the_same_one(
+        lab_run) -> None:
+    result, doc, _, booted = lab_run("""
+@pytest.mark.guest(cmdline="reserve_mem=20M:2M:trace")
+def test_a(guest):
+    assert guest.plan.cmdline == "reserve_mem=20M:2M:trace"
+
+@pytest.mark.guest(cmdline="reserve_mem=20M:2M:trace")
+def test_b(guest):
+    assert guest.plan.cmdline == "reserve_mem=20M:2M:trace"
+
+def test_c(guest):
+    assert guest.plan.cmdline == ""
+""")
+    result.assert_outcomes(passed=3)
+    assert [g.plan.cmdline for g in booted] == ["reserve_mem=20M:2M:trace", ""]
+    assert [b.get("cmdline") for b in doc["boots"]] == ["reserve_mem=20M:2M:trace", None]
+
+
+def test_a_kernel_without_a_needed_option_skips_naming_it_before_any_boot(
+        lab_run, tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text("CONFIG_RING_BUFFER=y\n# CONFIG_TRACE_REMOTE_TEST is not set\n"
+                      "CONFIG_FOO=m\n")
+    FakeLab.kernel_config = config
+    result, doc, _, booted = lab_run("""
+@pytest.mark.kconfig("CONFIG_TRACE_REMOTE_TEST")
+def test_remote(guest):
+    pass
+
+@pytest.mark.kconfig("RING_BUFFER", "CONFIG_FOO")
+def test_present(guest):
+    pass
+""")
+    result.assert_outcomes(passed=1, skipped=1)
+    skipped = _by_test(doc)["test_remote"]
+    assert "has no CONFIG_TRACE_REMOTE_TEST (is not set in" in skipped["reason"], skipped
+    assert len(booted) == 1
+
+
+def test_a_kernel_whose_config_the_lab_lacks_is_observed_not_skipped(lab_run) -> None:
+    result, _, _, booted = lab_run("""
+@pytest.mark.kconfig("CONFIG_TRACE_REMOTE_TEST")
+def test_remote(guest):
+    pass
+""")
+    result.assert_outcomes(passed=1)
