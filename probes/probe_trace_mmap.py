@@ -68,6 +68,10 @@ class Instance(tracefs.Instance):
     def own_fds(self) -> frozenset[int]:
         return frozenset({self._marker} if self._marker >= 0 else ())
 
+    def attach(self) -> None:
+        """Use an instance that is there already (one the kernel command line made)."""
+        self._marker = os.open(f"{self.path}/trace_marker", os.O_WRONLY)
+
     def mark(self, text: str) -> None:
         os.write(self._marker, text.encode())
 
@@ -553,6 +557,14 @@ def check_refusals(args: list[str]) -> dict:
                 "huge_max": _map_result(fd, PAGE, offset=(1 << 63) - PAGE),
             }
             out["busy_while_mapped"] = _busy_writes(inst)
+            # A refused sub-buffer size must leave nothing half-published: the meta page and
+            # the file keep the old size ("ring-buffer: Check resize_disabled before
+            # publishing the new subbuf order", 7.2.x stable), and the mapping still reads.
+            inst.mark("after-busy-writes")
+            out["after_busy_writes"] = {
+                "meta_subbuf_size": tm.meta().subbuf_size,
+                "file_subbuf_kb": int(inst.get("buffer_subbuf_size_kb")),
+                "reads": "after-busy-writes" in MapReader(tm, inst).until_empty().texts}
         out["after_unmap"] = _busy_writes(inst, undo=True)
         # Both fds are closed first: an open trace_pipe_raw holds tr->trace_ref, and
         # tracing_set_tracer() refuses any tracer switch with EBUSY while it does (v6.12
@@ -985,6 +997,63 @@ def _splice_once(fd: int) -> str:
     finally:
         os.close(r)
         os.close(w)
+
+
+# --- 8. persistent (boot-mapped) instances -------------------------------------------------
+
+def _optional(path: str) -> str | None:
+    return read_file(path) if os.path.exists(path) else None
+
+
+def check_persistent(args: list[str]) -> dict:
+    """PHASE MARK BOOT [FIXED [COPY]]: instances the kernel command line made (trace_instance=
+    NAME@LABEL on reserve_mem=, NAME@ADDR:SIZE on memmap=, COPY=NAME a backup copy). `write`
+    puts MARK in BOOT's buffer (tracing on only for it); after a warm reboot `read` says whether
+    MARK came back in BOOT (and in COPY), then which of them user space may map, and reads an
+    event through BOOT's mapping when the kernel allows one."""
+    phase, mark_text, names = args[0], args[1], args[2:]
+    root = tracefs.root()
+    roles = dict(zip(("boot", "fixed", "copy"), names))
+    out: dict[str, Any] = {"instances": {r: os.path.isdir(f"{root}/instances/{n}")
+                                         for r, n in roles.items()}}
+    if not out["instances"]["boot"]:
+        return out
+    boot = Instance(root, roles["boot"])
+    boot.attach()
+    out["last_boot_info"] = _optional(f"{boot.path}/last_boot_info")
+    out["buffer_meta"] = {cpu: _optional(f"{boot.path}/per_cpu/cpu{cpu}/buffer_meta")
+                          for cpu in range(os.cpu_count() or 1)}
+    if phase == "write":
+        out["tracing_on_at_boot"] = boot.get("tracing_on")
+        _must(boot.set("tracing_on", 1), "tracing_on")
+        boot.mark(mark_text)
+        _must(boot.set("tracing_on", 0), "tracing_on")
+        out["has_mark"] = mark_text in read_file(f"{boot.path}/trace")
+        return out
+    out["has_mark"] = mark_text in read_file(f"{boot.path}/trace")
+    if out["instances"].get("copy"):
+        out["copy_has_mark"] = mark_text in read_file(f"{root}/instances/{roles['copy']}/trace")
+    out["map"] = {}
+    for role, name in roles.items():
+        if out["instances"][role]:
+            fd = os.open(f"{root}/instances/{name}/per_cpu/cpu0/trace_pipe_raw",
+                         os.O_RDONLY | os.O_NONBLOCK)
+            out["map"][role] = _map_result(fd, PAGE)
+            os.close(fd)
+    if out["map"]["boot"] == "ok":
+        # Tracing on again starts this boot's data (update_last_data() resets the buffer).
+        _must(boot.set("tracing_on", 1), "tracing_on")
+        fd = boot.open_cpu(0)
+        try:
+            with TraceMap(fd) as tm, pinned(0):
+                out["geometry"] = {"subbuf_size": tm.subbuf_size, "nr_subbufs": tm.nr_subbufs}
+                boot.mark(mark_text + "-mapped")
+                out["reads_through_mapping"] = \
+                    mark_text + "-mapped" in MapReader(tm, boot).until_empty().texts
+        finally:
+            os.close(fd)
+            boot.set("tracing_on", 0)
+    return out
 
 
 # --- benchmark ----------------------------------------------------------------------------

@@ -337,6 +337,20 @@ def test_resize_and_snapshot_are_refused_while_mapped(refusals: dict) -> None:
     assert not wrong, f"after munmap these writes must work again: {wrong}"
 
 
+def test_a_refused_subbuf_size_leaves_the_mapped_geometry_as_it_was(refusals: dict) -> None:
+    """buffer_subbuf_size_kb written while mapped is refused (EBUSY, above) and must change
+    nothing: ring_buffer_subbuf_order_set() checks resize_disabled before it publishes the new
+    order (7.2.x stable "ring-buffer: Check resize_disabled before publishing the new subbuf
+    order"; before it, buffer->subbuf_order and the file could read the refused size while the
+    meta page and every reader kept the old one)."""
+    before, after = refusals["geometry"]["subbuf_size"], refusals["after_busy_writes"]
+    assert after["meta_subbuf_size"] == before, \
+        f"the meta page's subbuf_size went {before} -> {after['meta_subbuf_size']}"
+    assert after["file_subbuf_kb"] * 1024 == before, \
+        f"buffer_subbuf_size_kb reads {after['file_subbuf_kb']} KiB, the mapping {before} B"
+    assert after["reads"], "after the refused writes the mapping no longer reads new events"
+
+
 def test_an_armed_snapshot_excludes_mapping(refusals: dict) -> None:
     if not refusals["snapshot_file"]:
         pytest.skip("kernel has no snapshot file in instances (CONFIG_TRACER_SNAPSHOT off)")
