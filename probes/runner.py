@@ -16,7 +16,9 @@ socket's owner, from /proc/net/tcp): the guest's `lab` user cannot reach a root 
 
 Requests:  {"op": "run", "id": N, "probe": NAME, "args": [...], "user": "root", "timeout": S}
            {"op": "kmsg", "id": N}     kernel log records since the previous kmsg request,
-                                       and the kernel's taint mask
+                                       and the kernel's taint mask ("from_boot": true: every
+                                       record the kernel still holds, for a guest just booted
+                                       again in its QEMU)
            {"op": "ping", "id": N}
 Responses: {"id": N, "status": "exited"|"signaled"|"timeout", "code": C, "stdout": ..., ...}
            (a timeout also says where each of the probe's threads waited: "stuck")
@@ -185,6 +187,11 @@ class Kmsg:
         except OSError:
             self.fd = -1
 
+    def rewind(self) -> None:
+        """The next drain() starts at the oldest record the kernel still holds."""
+        if self.fd >= 0:
+            os.lseek(self.fd, 0, os.SEEK_SET)
+
     def drain(self) -> list[str]:
         lines = []
         while self.fd >= 0:
@@ -257,6 +264,8 @@ def serve(rfile: IO[str] | None = None, wfile: IO[str] | None = None,
                 resp = run_probe(req["probe"], req.get("args", []), req.get("user", "root"),
                                  float(req.get("timeout", 60)))
             elif op == "kmsg":
+                if req.get("from_boot"):
+                    kmsg.rewind()
                 resp = {"status": "ok", "lines": kmsg.drain(), "tainted": _tainted()}
             elif op == "refresh":
                 refresh(int(req["epoch_ns"]), bytes.fromhex(req["entropy"]))

@@ -230,7 +230,8 @@ class Guest:
     def warm_reboot(self, timeout: float = 120.0) -> float:
         """Boot the kernel again in the same QEMU, its RAM kept (a reset, not a power cycle):
         what a persistent ring buffer needs (reserve_mem= finds the same memory). SSH and the
-        probe runner reconnect; kmsg() goes on with the new boot's log. The seconds it took."""
+        probe runner reconnect; the new boot's log so far is added to kernel_log, and kmsg() goes
+        on from there. The seconds it took."""
         start = time.monotonic()
         deadline = start + timeout
         sock = self.workdir / "qmp.sock"
@@ -253,6 +254,10 @@ class Guest:
         ssh.watchdog = self._raise_if_dead
         ssh.start_heartbeat()
         self.runner.start()
+        # The new boot's log up to now is judged as what the caller's test caused (a splat of
+        # a persistent buffer's validation at boot, say); kmsg() goes on from here.
+        lines, self.tainted = self.runner.kmsg(from_boot=True)
+        self.kernel_log.extend(lines)
         self._observed.clear()
         took = time.monotonic() - start
         _console_note(self.plan, f"back from the warm reboot in {took:.2f} s")

@@ -232,9 +232,10 @@ class ProbeRunner:
         log.debug("probe %s: %s in %.3f s", probe, resp.get("status"), resp.get("duration_s", 0))
         return interpret(resp, user, tuple(args))
 
-    def kmsg(self) -> tuple[list[str], int]:
-        """Kernel log lines since the previous call, and the taint mask now (-1: unknown)."""
-        resp = self.request({"op": "kmsg"}, 30)
+    def kmsg(self, from_boot: bool = False) -> tuple[list[str], int]:
+        """Kernel log lines since the previous call (from_boot: all the kernel still holds),
+        and the taint mask now (-1: unknown)."""
+        resp = self.request({"op": "kmsg", **({"from_boot": True} if from_boot else {})}, 30)
         return resp.get("lines", []), int(resp.get("tainted", -1))
 
     def close(self) -> None:

@@ -148,3 +148,25 @@ def test_a_guest_is_saved_once_and_restored_as_its_own_machine(
     assert "did not restore" in caplog.text
     fresh = snapshot.find(plan.snapshots, guest_mod.snapshot_key(plan))
     assert fresh is not None and fresh.state.read_bytes()[:4] == b"QEVM"
+
+
+def test_a_warm_reboot_keeps_the_qemu_and_a_later_guest_reboot_still_ends_it(
+        lab, tmp_path, no_stray_qemu: None) -> None:
+    """warm_reboot(): a new boot (new boot_id, fresh kernel log) in the same QEMU, SSH and the
+    probes back; then a reboot the guest makes ends QEMU as -no-reboot does (a panic must)."""
+    with lab.boot(None, tmp_path / "console.log") as g:
+        pid, port = g.vm.pid, g.record.ssh_port
+        before = g.run("cat /proc/sys/kernel/random/boot_id").stdout.strip()
+        g.kmsg()
+        seen = len(g.kernel_log)
+        took = g.warm_reboot()
+        assert g.vm.pid == pid and g.record.ssh_port == port and g.health() is None
+        assert g.run("cat /proc/sys/kernel/random/boot_id").stdout.strip() != before
+        assert float(g.run("cut -d' ' -f1 /proc/uptime").stdout) < took + 5
+        assert g.probe("probe_capabilities").data["kernel"]["release"] == g.kernel.release
+        assert any("Linux version" in line for line in g.kernel_log[seen:]), \
+            "the new boot's log from its start is kept for the splat judge"
+        assert "warm reboot of" in (tmp_path / "console.log").read_text()
+        g.run("setsid sh -c 'sleep 1; echo b > /proc/sysrq-trigger' </dev/null >/dev/null 2>&1 &")
+        assert g.vm.wait_for(g.vm.exited, time.monotonic() + 60), \
+            "after a warm reboot a guest reboot must end QEMU again"
