@@ -1,0 +1,105 @@
+"""Trace remotes (7.x): a ring buffer written outside the kernel's tracing core, read by the
+kernel through the meta page and reader swap of trace_mmap.h, shown under tracefs remotes/.
+
+The only writer a guest has is the test remote (CONFIG_TRACE_REMOTE_TEST, module remote_test:
+`write_event` writes one event on the writer's CPU). Observations come from
+probes/probe_trace_remote.py; each rule cites kernel/trace/trace_remote.c (TR),
+simple_ring_buffer.c (SRB) or remote_test.c (RT) of 7.2.13, and the kernel's own ftracetest
+cases (tools/testing/selftests/ftrace/test.d/remotes/), which these follow.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from harness.guest.guest import Guest
+
+pytestmark = pytest.mark.kconfig("CONFIG_TRACE_REMOTE_TEST")
+
+
+@pytest.fixture
+def remote(guest: Guest, probe_check) -> Callable[[], dict]:
+    """The observations of check `rules`, after loading remote_test (it has no module_exit:
+    it stays in this guest)."""
+    def observe() -> dict:
+        loaded = guest.run("modprobe remote_test")
+        assert loaded.exit_status == 0, f"modprobe remote_test: {loaded.stderr.strip()}"
+        return probe_check("probe_trace_remote", "rules")
+    return observe
+
+
+def test_the_buffer_loads_on_demand_and_unloads_once_off_and_empty(remote) -> None:
+    r = remote()
+    # TR:229-236 "(loaded)"/"(unloaded)"; loaded by tracing_on=1 (TR:114-136); unloaded when
+    # tracing is off, no reader is open and the buffer is empty (TR:94-112; unloading.tc).
+    assert r["at_start"] == {"tracing_on": "0", "size": "7 (unloaded)"}, r["at_start"]
+    assert r["loaded"] == "7 (loaded)", r["loaded"]
+    assert r["off_with_events"] == "7 (loaded)", \
+        f"tracing off with an event still unread must keep the buffer: {r['off_with_events']}"
+    assert r["off_and_reset"] == "7 (unloaded)", \
+        f"off, reset and no reader must unload the buffer: {r['off_and_reset']}"
+
+
+def test_buffer_size_kb_is_checked_and_refused_while_loaded(remote) -> None:
+    r = remote()
+    # TR:211-236: 0 and junk are EINVAL; a size is kept as written (KB); EBUSY while loaded.
+    assert (r["size_zero"], r["size_junk"]) == ("EINVAL", "EINVAL"), \
+        f"buffer_size_kb 0 and 'x': {r['size_zero']}, {r['size_junk']}"
+    assert r["size_16"] == "ok" and r["size_16_reads"] == "16 (unloaded)", \
+        f"buffer_size_kb 16 while unloaded: {r['size_16']}, reads {r['size_16_reads']!r}"
+    assert r["size_while_loaded"] == "EBUSY", \
+        f"buffer_size_kb while loaded must be refused with EBUSY: {r['size_while_loaded']}"
+
+
+def test_an_event_is_written_only_enabled_into_a_loaded_buffer(remote) -> None:
+    r = remote()
+    # RT:208-209: the event disabled (and the buffer unloaded) is ENODEV.
+    assert r["write_disabled_event"] == "ENODEV", r["write_disabled_event"]
+    assert r["writes"] == ["ok"] * 8, r["writes"]
+
+
+def test_events_read_in_order_and_a_consuming_read_takes_them(remote) -> None:
+    r = remote()
+    # trace.tc / trace_pipe.tc: ids 1..8 in order with rising timestamps, on the writer's CPU;
+    # trace_pipe consumes (TR:555-556): `trace` is empty after it.
+    assert r["trace_ids"] == list(range(1, 9)) and r["trace_rising"], \
+        f"trace: ids {r['trace_ids']}, timestamps rising: {r['trace_rising']}"
+    assert r["cpu0_trace_ids"] == list(range(1, 9)), r["cpu0_trace_ids"]
+    assert r["pipe_ids"] == list(range(1, 9)), f"trace_pipe: {r['pipe_ids']}"
+    assert r["trace_after_pipe"] == [], f"trace after trace_pipe: {r['trace_after_pipe']}"
+
+
+def test_an_overflow_reports_its_lost_events_through_the_reader_swap(remote) -> None:
+    """The writer overwrites the oldest pages (SRB:177-204, overrun); the kernel's reader swap
+    takes reader.lost_events = overrun - last_overrun (SRB:166-171) and trace_pipe prints
+    `CPU:0 [LOST K EVENTS]` before id K+1 (trace_pipe.tc). A swap protocol that loses or
+    double-counts a page shows as a gap or a wrong K."""
+    r = remote()
+    assert r["reloaded"] == "7 (unloaded)", f"off + reset must unload first: {r['reloaded']}"
+    kept, o, n = r["overflow_trace_ids"], r["overflow_pipe"], r["overflow_writes"]
+    assert kept and kept[-1] == n and kept[0] > 1, \
+        f"after {n} writes into 7 KB, trace holds ids {kept[:3]}..{kept[-3:]}"
+    assert kept == list(range(kept[0], n + 1)), "trace: ids not consecutive"
+    assert o["lost"], f"trace_pipe printed no LOST line: {o['first_lines']}"
+    lost = o["lost"][0]
+    assert o["ids"] == list(range(lost + 1, n + 1)), \
+        (f"after [LOST {lost} EVENTS] trace_pipe must go on at id {lost + 1} up to {n}: "
+         f"{o['ids'][:3]}..{o['ids'][-3:]}")
+    assert o["ids"] == kept, "trace_pipe and trace disagree on what was kept"
+
+
+def test_a_reset_empties_both_readers(remote) -> None:
+    r = remote()
+    # TR:777-788: any write to `trace` resets every CPU; tracing stays on (SRB:368-369).
+    assert r["reset"] == "ok", r["reset"]
+    assert r["after_reset"] == {"trace": [], "pipe": []}, r["after_reset"]
+    assert r["event_after_reset"] == "ok" and r["after_reset_event"] == [4242], \
+        f"one event after the reset: {r['event_after_reset']}, trace {r['after_reset_event']}"
+
+
+def test_user_space_cannot_map_a_remote_buffer(remote) -> None:
+    u = remote()["user_space"]
+    # TR:655-659, 790-796: no .mmap, no .unlocked_ioctl (ENODEV, ENOTTY); ring_buffer_map()
+    # refuses a remote buffer too (ring_buffer.c:7840); no trace_pipe_raw under remotes/.
+    assert u == {"trace_pipe_raw": False, "mmap_trace": "ENODEV", "get_reader": "ENOTTY"}, u
