@@ -665,6 +665,42 @@ def check_pinned_error(args: list[str]) -> dict:
     return out
 
 
+def _unload() -> str:
+    """rmmod of the test PMU's module: 'ok' or what delete_module(2) said."""
+    import subprocess
+    r = subprocess.run(["rmmod", PMU], capture_output=True, text=True)
+    return "ok" if r.returncode == 0 else (r.stderr.strip() or f"exit {r.returncode}")
+
+
+def _refcnt() -> str | None:
+    path = f"/sys/module/{PMU}/refcnt"
+    return open(path).read().strip() if os.path.exists(path) else None
+
+
+def check_module_unload(args: list[str]) -> dict:
+    """The test PMU's module unloaded under a mapping: each event holds a reference to its
+    PMU's module (perf_init_event() try_module_get(pmu->module), dropped in _free_event()),
+    and a mapping holds its event even after close(); so rmmod is refused while an AUX area
+    is mapped, and once everything is unmapped and closed the count is back where it was
+    and rmmod works (a reference a mapping path leaked would keep the module forever).
+    Unloads the module: the next test that needs the PMU loads it again."""
+    out: dict[str, Any] = {"refcnt_before": _refcnt()}
+    fd = open_test_pmu(chunk=4096, period_us=2000)
+    rb = RingBuffer(fd, 4)
+    aux = AuxArea(fd, rb, 4)
+    out["refcnt_mapped"] = _refcnt()
+    os.close(fd)                                   # the mappings keep the event
+    out["refcnt_closed_mapped"] = _refcnt()
+    out["rmmod_while_mapped"] = _unload()
+    out["loaded_after_refused_rmmod"] = _refcnt() is not None
+    aux.close()
+    rb.close()
+    out["refcnt_unmapped"] = _refcnt()
+    out["rmmod_after"] = _unload()
+    out["loaded_after_rmmod"] = _refcnt() is not None
+    return out
+
+
 def check_throughput(args: list[str]) -> dict:
     """AUX bytes/s through the test PMU and a reader: 64 KiB chunks every 100 us into a 1 MiB
     area for SECONDS, the reader consuming records and advancing aux_tail; once with the

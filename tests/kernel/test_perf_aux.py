@@ -304,3 +304,25 @@ def test_pinned_event_that_cannot_go_on_polls_as_the_kernel_says(aux,
     assert e["waited"]["revents"] == PINNED_ERROR_POLL[models[0]][1], \
         f"a mapped event in error polls {e['waited']['revents']} afterwards, the {models[0]} " \
         f"model says {PINNED_ERROR_POLL[models[0]][1]}"
+
+
+def test_the_pmu_module_stays_while_mapped_and_unloads_after(probe_check, test_pmu,
+                                                              guest) -> None:
+    """Issue 29 (a PMU that goes away under a mapping), the part every kernel shares: each
+    event holds its PMU's module (perf_init_event(): try_module_get(pmu->module); put in
+    _free_event()), and a mapping holds the event after close() (perf_mmap_close() drops the
+    last reference). So rmmod is refused while the AUX area is mapped, and after munmap the
+    module's count is back and rmmod works: a reference a mapping path leaks keeps the module
+    for good. The 7.x revoke path (perf_pmu_unregister() with events alive: ENODEV, EPOLLERR)
+    needs a PMU that unregisters without unloading; ringlab_aux does not yet (docs/results)."""
+    r = probe_check("probe_perf_aux", "module-unload", once=False)
+    before = int(r["refcnt_before"])
+    assert int(r["refcnt_mapped"]) == before + 1 == int(r["refcnt_closed_mapped"]), \
+        (f"one event holds one module reference, open or only mapped: before {before}, "
+         f"mapped {r['refcnt_mapped']}, closed but mapped {r['refcnt_closed_mapped']}")
+    assert r["rmmod_while_mapped"] != "ok" and r["loaded_after_refused_rmmod"], \
+        f"rmmod of a PMU module with a mapped AUX area must be refused: {r['rmmod_while_mapped']}"
+    assert int(r["refcnt_unmapped"]) == before, \
+        f"after munmap the module's count must be back to {before}: {r['refcnt_unmapped']}"
+    assert r["rmmod_after"] == "ok" and not r["loaded_after_rmmod"], \
+        f"with nothing mapped rmmod must work: {r['rmmod_after']}"
