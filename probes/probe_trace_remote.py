@@ -14,7 +14,6 @@ import mmap
 import os
 import re
 import signal
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -190,7 +189,8 @@ def check_rules(args: list[str]) -> dict:
 def _user_space(r: Remote) -> dict:
     """A remote's buffer is the kernel's to read: no trace_pipe_raw, and its files have no
     mmap or ioctl (trace_remote.c fops; ring_buffer_map() refuses remote buffers)."""
-    out = {"trace_pipe_raw": os.path.exists(f"{r.path}/per_cpu/cpu0/trace_pipe_raw")}
+    out: dict[str, object] = {
+        "trace_pipe_raw": os.path.exists(f"{r.path}/per_cpu/cpu0/trace_pipe_raw")}
     fd = os.open(f"{r.path}/trace", os.O_RDONLY)
     try:
         out["mmap_trace"] = probelib.outcome(lambda: probelib.Mapping(fd, probelib.PAGE,

@@ -237,7 +237,12 @@ class Guest:
         sock = self.workdir / "qmp.sock"
         self._close_ssh()
         _console_note(self.plan, f"warm reboot of {self.kernel.name} (same QEMU, RAM kept)")
+        self.vm.ready.clear()
         monitor.warm_reset(sock, deadline)
+        # SSH only once init says it is up: attempts made while the kernel boots wait out
+        # their banner timeouts (20-42 s to reconnect against a 6 s boot, measured).
+        if not self.vm.wait_for(self.vm.ready, deadline, stall_s=STALL_S):
+            raise _boot_failure(self.vm, self.plan, timed_out=time.monotonic() >= deadline)
 
         def alive() -> None:
             if self.vm.panicked.is_set() or self.vm.exited.is_set():
