@@ -317,6 +317,9 @@ def run(plan: Plan) -> int:
     results: list[MutantResult] = []
     with ws.opened():
         # Each mutant's patch for this tree; every mutant must have one before hours are spent.
+        plan.mutants, newer = catalogs.since_split(plan.mutants, ws.src)
+        for line in newer:
+            log.info("mutate: %s", line)
         plan.mutants = catalogs.for_tree_all(plan.mutants, ws.src, ws.tree)
         log.info("mutate: building the unmutated kernel %s from %s", plan.name, ws.src)
         t = time.monotonic()

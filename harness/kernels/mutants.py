@@ -18,6 +18,10 @@ On a tree, each mutant uses the variant that applies there (`git apply --check`:
 no fuzz), the one made for the tree's version first. A mutant with no variant for the tree is
 an error naming it and the tree, never a silent drop: rebase it, or leave it out with
 --mutants.
+
+A rule whose code exists only from some tree on (trace remotes: 7.x) has `Since: 7.2`: its
+NNN-name.patch diff is made against that tree, and on an older tree it is left out by name,
+with that reason, in the run's output (`since_split`), not tried.
 """
 from __future__ import annotations
 
@@ -35,10 +39,11 @@ from harness.kernels.series import Patch
 REPO = Path(__file__).resolve().parents[2]
 CATALOG = REPO / "kernels" / "mutants"
 KERNEL_FILES = ("kernel/events/core.c", "kernel/events/ring_buffer.c",
-                "kernel/trace/ring_buffer.c", "kernel/trace/trace.c")
+                "kernel/trace/ring_buffer.c", "kernel/trace/trace.c",
+                "kernel/trace/simple_ring_buffer.c", "kernel/trace/trace_remote.c")
 # The tree the catalog's NNN-name.patch diffs are made against (the label of that variant).
 BASE_TREE = "6.12"
-_HEADER = re.compile(r"^(Rule|Fixes-revert|Tests|Trees):[ \t]*(.*)$")
+_HEADER = re.compile(r"^(Rule|Fixes-revert|Tests|Trees|Since):[ \t]*(.*)$")
 _DIFF_START = re.compile(r"^(diff --git |--- )")
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)|^\+\+\+ b/(\S+)")
 # NNN-name.7.2.patch: a variant; its stem minus the label is its mutant's id.
@@ -74,6 +79,7 @@ class Mutant:
     trees: str | None = None  # the Trees: note: where the rule (or its code path) does not exist
     variants: tuple[Variant, ...] = ()  # every diff of the mutant, the base one first
     variant: str = BASE_TREE  # the label of the variant path/file/text are
+    since: str | None = None  # Since: the first tree with the rule's code (its base diff's)
 
     def chosen(self, v: Variant) -> Mutant:
         """This mutant with `v` as the diff to apply."""
@@ -121,9 +127,13 @@ def parse(path: Path) -> Mutant:
         raise MutantError(f"mutant {path}: no `Rule:` line before the diff (which ABI rule "
                           "it breaks)")
     file = _diff_file(path, text)
+    since = headers.get("Since") or None
+    if since is not None and not re.fullmatch(r"\d+\.\d+", since):
+        raise MutantError(f"mutant {path}: Since: {since!r}; expected a tree version such as 7.2")
+    label = since or BASE_TREE
     return Mutant(path.stem, path, file, headers["Rule"], headers.get("Fixes-revert") or None,
                   headers.get("Tests") or None, text, headers.get("Trees") or None,
-                  (Variant(BASE_TREE, path, file, text),))
+                  (Variant(label, path, file, text),), label, since)
 
 
 def parse_variant(path: Path, label: str) -> Variant:
@@ -252,6 +262,22 @@ def for_tree(mutant: Mutant, tree: Path, shown_as: Path | None = None) -> Mutant
     raise MutantError(f"mutant {mutant.id} has no patch for the tree {shown_as or tree}"
                       f"{f' ({version})' if version else ''}: made for {made}; "
                       + "\n".join(tried) + note, hint=HINT)
+
+
+def since_split(mutants: list[Mutant], tree: Path) -> tuple[list[Mutant], list[str]]:
+    """The mutants whose rule exists on `tree`, and a line for each left out because its
+    code is newer than the tree (its Since:)."""
+    version = tree_version(tree)
+    if version is None:
+        return mutants, []
+    kept, left = [], []
+    for m in mutants:
+        if m.since and _version_key(version) < _version_key(m.since):
+            left.append(f"{m.id}: left out on this {version} tree: its code is new in "
+                        f"{m.since} (Since:)")
+        else:
+            kept.append(m)
+    return kept, left
 
 
 def for_tree_all(mutants: list[Mutant], tree: Path, shown_as: Path | None = None

@@ -110,6 +110,30 @@ def test_select_by_file_sees_the_variants_file(folder: Path) -> None:
     assert mutants.select(cat, "core.c") == cat
 
 
+def test_a_mutant_since_a_newer_tree_is_left_out_by_name_on_an_older_one(folder: Path,
+                                                                          tmp_path: Path) -> None:
+    (folder / "002-g-new-in-7.patch").write_text(
+        "Subject: [MUTANT] g\n\nRule: g(): 7.x only\nSince: 7.2\n---\n"
+        + _diff("return -EPERM;", "return 1;"))
+    cat = mutants.catalog(folder)
+    new = next(m for m in cat if m.id == "002-g-new-in-7")
+    assert (new.since, new.variant, new.variants[0].label) == ("7.2", "7.2", "7.2")
+    old_tree, new_tree = _tree(tmp_path / "o", OLD, (6, 12)), _tree(tmp_path / "n", NEW, (7, 2))
+    kept, left = mutants.since_split(cat, old_tree)
+    assert [m.id for m in kept] == ["001-f-returns-0"]
+    assert left == ["002-g-new-in-7: left out on this 6.12 tree: its code is new in 7.2 (Since:)"]
+    kept, left = mutants.since_split(cat, new_tree)
+    assert len(kept) == 2 and not left
+    assert [m.variant for m in mutants.for_tree_all(kept, new_tree)] == ["7.2", "7.2"]
+
+
+def test_since_must_name_a_tree_version(folder: Path) -> None:
+    (folder / "002-g.patch").write_text("Rule: g\nSince: seven\n---\n"
+                                        + _diff("return -EPERM;", "return 1;"))
+    with pytest.raises(MutantError, match="Since: 'seven'; expected a tree version"):
+        mutants.catalog(folder)
+
+
 def test_the_tree_version_is_read_from_the_top_makefile(tmp_path: Path) -> None:
     assert mutants.tree_version(_tree(tmp_path / "a", OLD, (7, 2))) == "7.2"
     assert mutants.tree_version(_tree(tmp_path / "b", OLD)) is None
@@ -119,7 +143,7 @@ def test_every_variant_of_the_shipped_catalog_parses() -> None:
     cat = mutants.catalog()
     assert len(cat) >= 45
     for m in cat:
-        assert m.variants[0].label == BASE_TREE and m.variants[0].path == m.path
+        assert m.variants[0].label == (m.since or BASE_TREE) and m.variants[0].path == m.path
         for v in m.variants:
             assert v.file in mutants.KERNEL_FILES, v.path
             assert v.text.count("diff --git ") == 1, v.path
@@ -136,4 +160,6 @@ def test_every_shipped_mutant_has_a_patch_for_each_cached_tree(tree: Path | None
     has a variant that applies: `git apply --check` only reads the tree."""
     if tree is None:
         pytest.skip("no linux-source tree unpacked in the cache")
-    assert len(mutants.for_tree_all(mutants.catalog(), tree)) >= 45
+    kept, newer = mutants.since_split(mutants.catalog(), tree)
+    assert len(mutants.for_tree_all(kept, tree)) >= 45
+    assert all("(Since:)" in line for line in newer)
