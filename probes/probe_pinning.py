@@ -317,6 +317,132 @@ def already_charged(who: str) -> int:
     return int(out["pages"])
 
 
+# --- mlock-gift: perf's allowance beside io_uring's RLIMIT_MEMLOCK ------------------------
+
+NR_IO_URING_SETUP, NR_IO_URING_REGISTER = 425, 427   # the same on every arch (unified table)
+IORING_REGISTER_BUFFERS, IORING_UNREGISTER_BUFFERS = 0, 1
+IO_URING_DISABLED = "/proc/sys/kernel/io_uring_disabled"
+GIFT_UID = 4242        # a uid no other check uses: its user_struct starts with nothing charged
+GIFT_RLIMIT_PAGES = 64
+GIFT_PERF_PAGES = 1 + 16   # within perf_event_mlock_kb x CPUs on any guest
+
+
+class Uring:
+    """An io_uring whose only use is IORING_REGISTER_BUFFERS: io_uring charges registered
+    pages to the user's locked_vm against RLIMIT_MEMLOCK (io_uring/rsrc.c io_account_mem())."""
+
+    def __init__(self) -> None:
+        params = ctypes.create_string_buffer(120)   # struct io_uring_params, zeroed
+        self.fd = libc.syscall(NR_IO_URING_SETUP, 4, params)
+        if self.fd < 0:
+            raise probelib.libc_error()
+
+    def fits(self, pages: int) -> str:
+        """Register `pages` of fresh anonymous memory (no THP: a folio is charged whole) and
+        unregister them: 'ok' or the errno's name (ENOMEM: over RLIMIT_MEMLOCK)."""
+        m = Mapping(-1, pages * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
+                    mmap.MAP_PRIVATE | probelib.MAP_ANONYMOUS)
+        try:
+            libc.madvise(m.addr, m.length, mmap.MADV_NOHUGEPAGE)
+            ctypes.memset(m.addr, 1, m.length)
+            iov = (ctypes.c_uint64 * 2)(m.addr, m.length)
+            if libc.syscall(NR_IO_URING_REGISTER, self.fd, IORING_REGISTER_BUFFERS,
+                            ctypes.byref(iov), 1) != 0:
+                return probelib.errname(ctypes.get_errno())
+            libc.syscall(NR_IO_URING_REGISTER, self.fd, IORING_UNREGISTER_BUFFERS, None, 0)
+            return "ok"
+        finally:
+            m.close()
+
+    def headroom(self, most: int) -> int:
+        """The most pages (0..most) one registration may pin now."""
+        lo, hi = 0, most
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if self.fits(mid) == "ok" else (lo, mid - 1)
+        return lo
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _gift(rlimit_pages: int) -> dict:
+    """In a child, as GIFT_UID without capabilities: io_uring's headroom under RLIMIT_MEMLOCK
+    with nothing mapped, with a perf buffer within perf_event_mlock_kb mapped, and with that
+    buffer mapped twice; then, io_uring's pages registered up to the limit, whether a perf
+    mapping of 1+1 pages still fits its own allowance."""
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (rlimit_pages * PAGE,) * 2)
+    os.setgroups([])
+    os.setresgid(GIFT_UID, GIFT_UID, GIFT_UID)
+    os.setresuid(GIFT_UID, GIFT_UID, GIFT_UID)
+    try:
+        ring = Uring()
+    except OSError as e:
+        return {"io_uring": probelib.errname(e)}
+    out: dict = {"headroom_unmapped": ring.headroom(rlimit_pages)}
+    fd = open_dummy(SW_FLAGS)
+    rb = RingBuffer(fd, GIFT_PERF_PAGES - 1)
+    out["vm_pin_kb_perf"] = vm_pin_kb()
+    out["headroom_perf_mapped"] = ring.headroom(rlimit_pages)
+    again = Mapping(fd, rb.length, mmap.PROT_READ | mmap.PROT_WRITE)
+    out["headroom_perf_mapped_twice"] = ring.headroom(rlimit_pages)
+    again.close()
+    rb.close()
+    os.close(fd)
+    out["headroom_after_unmap"] = ring.headroom(rlimit_pages)
+    ring.close()
+    return out
+
+
+def _gift_reverse(rlimit_pages: int) -> dict:
+    """io_uring first, to RLIMIT_MEMLOCK, then a 1+1-page perf mapping with
+    perf_event_mlock_kb small (set by the caller): does perf's allowance still hold it?"""
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (rlimit_pages * PAGE,) * 2)
+    os.setgroups([])
+    os.setresgid(GIFT_UID + 1, GIFT_UID + 1, GIFT_UID + 1)
+    os.setresuid(GIFT_UID + 1, GIFT_UID + 1, GIFT_UID + 1)
+    ring = Uring()
+    m = Mapping(-1, rlimit_pages * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
+                mmap.MAP_PRIVATE | probelib.MAP_ANONYMOUS)
+    libc.madvise(m.addr, m.length, mmap.MADV_NOHUGEPAGE)
+    ctypes.memset(m.addr, 1, m.length)
+    iov = (ctypes.c_uint64 * 2)(m.addr, m.length)
+    reg = libc.syscall(NR_IO_URING_REGISTER, ring.fd, IORING_REGISTER_BUFFERS, ctypes.byref(iov), 1)
+    out = {"registered": "ok" if reg == 0 else probelib.errname(ctypes.get_errno())}
+    fd = open_dummy(SW_FLAGS)
+    out["perf_map_after"] = probelib.outcome(lambda: RingBuffer(fd, 1).close())
+    os.close(fd)
+    ring.close()
+    m.close()
+    return out
+
+
+def check_mlock_gift(args: list[str]) -> dict:
+    """perf_event_mlock_kb's allowance and io_uring's RLIMIT_MEMLOCK (7.2.13 "perf: Track
+    the perf mlock gift separately": perf's pages within its allowance go to user->perf_mlock,
+    no longer to the user->locked_vm io_uring checks; 6.12: both in locked_vm)."""
+    disabled = open(IO_URING_DISABLED).read().strip() if os.path.exists(IO_URING_DISABLED) \
+        else "0"
+    try:
+        if disabled != "0":
+            with open(IO_URING_DISABLED, "w") as f:
+                f.write("0")
+        with sysctls(paranoid="2"):
+            gift = probelib.in_child(_gift, GIFT_RLIMIT_PAGES)
+            out: dict = {"rlimit_pages": GIFT_RLIMIT_PAGES, "perf_pages": GIFT_PERF_PAGES,
+                         "gift": gift}
+        with sysctls(paranoid="2", mlock="8"):
+            out["reverse"] = probelib.in_child(_gift_reverse, GIFT_RLIMIT_PAGES)
+    finally:
+        if disabled != "0":
+            with open(IO_URING_DISABLED, "w") as f:
+                f.write(disabled)
+    if gift.get("io_uring") == "ENOSYS":
+        raise probelib.Skip("the kernel has no io_uring (CONFIG_IO_URING off): "
+                            "io_uring_setup() ENOSYS")
+    return out
+
+
 def open_test_pmu_task() -> int:
     """An event of the test PMU on this task, any CPU, user space only: what perf_event_open()
     lets `lab` open at perf_event_paranoid 2."""

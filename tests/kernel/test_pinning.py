@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 import pytest
 from charge_model import ChargeModel
 
+from harness.kernels.kernel import release_version
+
 if TYPE_CHECKING:
     from conftest import ProbeCheck
 
@@ -259,3 +261,51 @@ def test_shmem_detached_events(probe_check) -> None:
     d = probe_check("probe_pinning", "detached", once=False)
     pytest.fail(f"this kernel offers detached events ({d}); the lab has no checks for the "
                 "seed 002 promises yet (pinned while the task runs, data kept when not)")
+
+
+# Debian's changelogs: "perf: Track the perf mlock gift separately" is in 6.12.115-1
+# (trixie-security) and 7.2.13-1; a kernel of those lines from then on must have it.
+GIFT_SEPARATE_SINCE = {(6, 12): 115, (7, 2): 13}
+
+
+def test_perfs_mlock_allowance_and_io_urings_rlimit_follow_one_model(probe_check, guest,
+                                                                     kernel_fact) -> None:
+    """perf_mmap() charges pages within perf_event_mlock_kb x CPUs to the user as a "gift";
+    io_uring charges registered buffers to user->locked_vm against RLIMIT_MEMLOCK
+    (io_uring/rsrc.c __io_account_mem()). 6.12 counts perf's gift in locked_vm too, so a
+    perf mapping leaves io_uring that much less, and io_uring's pages push a perf mapping
+    past its allowance into pinned_vm (EPERM at the limit). 7.2.13 ("perf: Track the perf
+    mlock gift separately") counts it in user->perf_mlock: io_uring keeps its whole limit,
+    the 7.x double charge of a twice-mapped buffer included, and perf keeps its allowance.
+    The kernel cannot be asked which it has, so the test observes one and holds the kernel
+    to all of that model (and a release past the backport to the separate one) (as GIFT_UID, a user with nothing charged, RLIMIT_MEMLOCK 64
+    pages, a 17-page buffer)."""
+    r = probe_check("probe_pinning", "mlock-gift")
+    g, rev, limit, perf = r["gift"], r["reverse"], r["rlimit_pages"], r["perf_pages"]
+    assert "error" not in g and "error" not in rev, f"the probe's child failed: {g} {rev}"
+    assert g["headroom_unmapped"] == limit == g["headroom_after_unmap"], \
+        f"with no perf mapping io_uring must pin all {limit} pages: {g}"
+    assert g["vm_pin_kb_perf"] == 0, f"a buffer within the allowance pins nothing: {g}"
+    assert rev["registered"] == "ok", f"io_uring could not register {limit} pages: {rev}"
+    separate = g["headroom_perf_mapped"] == limit
+    kernel_fact("perf mlock gift", "separate from locked_vm (user->perf_mlock)" if separate
+                else "counted in locked_vm with io_uring's pages")
+    version = release_version(guest.kernel.release)
+    if version is not None and version[:2] in GIFT_SEPARATE_SINCE:
+        since = GIFT_SEPARATE_SINCE[version[:2]]
+        assert separate or version[2] < since, \
+            (f"{guest.kernel.release} carries 'perf: Track the perf mlock gift separately' "
+             f"(Debian {version[0]}.{version[1]}.{since}-1 on), yet a {perf}-page perf "
+             f"buffer left io_uring {g['headroom_perf_mapped']} of {limit} pages")
+    if separate:
+        assert g["headroom_perf_mapped_twice"] == limit, \
+            f"perf's pages are not io_uring's: the buffer mapped twice took some: {g}"
+        assert rev["perf_map_after"] == "ok", \
+            f"io_uring's pages are not perf's: a 2-page perf mapping was refused: {rev}"
+        return
+    assert g["headroom_perf_mapped"] == limit - perf, \
+        f"counted in locked_vm, the {perf}-page buffer must leave {limit - perf}: {g}"
+    assert g["headroom_perf_mapped_twice"] == limit - perf, \
+        f"a buffer mapped twice is charged once: {g}"
+    assert rev["perf_map_after"] == "EPERM", \
+        f"with locked_vm at RLIMIT_MEMLOCK a perf mapping must go to pinned_vm and fail: {rev}"
