@@ -701,6 +701,55 @@ def check_module_unload(args: list[str]) -> dict:
     return out
 
 
+def check_revoke(args: list[str]) -> dict:
+    """The test PMU unregistered under a mapped event (7.x: perf_pmu_unregister() revokes
+    live events, "perf: Make perf_pmu_unregister() useable"; the event's state REVOKED): a new
+    mmap and every ioctl are ENODEV, poll() says EPOLLERR, read() still works, the existing
+    mappings stay readable with aux_head frozen, the PMU type is gone (ENOENT), and the event
+    no longer holds the module. Then everything unmapped, closed, and the module unloaded
+    (the next test that needs the PMU loads it again)."""
+    param = f"/sys/module/{PMU}/parameters/unregister"
+    if not os.path.exists(param):
+        raise probelib.Skip("ringlab_aux has no `unregister` parameter: the kernel's "
+                            "include/linux/perf_event.h has no PERF_EVENT_STATE_REVOKED, so "
+                            "its perf_pmu_unregister() cannot revoke live events")
+    pmu_type = test_pmu_type(PMU)
+    fd = open_test_pmu(chunk=4096, period_us=2000)
+    rb = RingBuffer(fd, 4)
+    aux = AuxArea(fd, rb, 4)
+    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
+    run_for(fd, 0.1)
+    out: dict[str, Any] = {"aux_head_before": aux.head, "refcnt_before": _refcnt()}
+    out["unregister"] = probelib.outcome(lambda: _write(param, "1"))
+    out["pmu_in_sysfs"] = os.path.exists(f"/sys/bus/event_source/devices/{PMU}")
+    out["refcnt_after"] = _refcnt()
+    out["mmap_again"] = probelib.outcome(
+        lambda: Mapping(fd, rb.length, mmap.PROT_READ | mmap.PROT_WRITE).close())
+    out["ioctl_enable"] = probelib.outcome(
+        lambda: fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE))
+    out["ioctl_disable"] = probelib.outcome(
+        lambda: fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE))
+    out["poll"] = _revents(fd)
+    out["read"] = _read_len(fd)
+    head = aux.head
+    time.sleep(0.1)
+    out["aux_head_frozen"] = aux.head == head
+    out["data_head_readable"] = rb.data_head >= 0
+    a = perf.attr(pmu_type, 4096, perf.ATTR_DISABLED)
+    out["open_old_type"] = probelib.outcome(lambda: os.close(perf.perf_event_open(a, -1, 0)))
+    aux.close()
+    rb.close()
+    os.close(fd)
+    out["rmmod"] = _unload()
+    out["loaded_after_rmmod"] = _refcnt() is not None
+    return out
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def check_throughput(args: list[str]) -> dict:
     """AUX bytes/s through the test PMU and a reader: 64 KiB chunks every 100 us into a 1 MiB
     area for SECONDS, the reader consuming records and advancing aux_tail; once with the

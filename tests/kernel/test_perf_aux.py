@@ -326,3 +326,29 @@ def test_the_pmu_module_stays_while_mapped_and_unloads_after(probe_check, test_p
         f"after munmap the module's count must be back to {before}: {r['refcnt_unmapped']}"
     assert r["rmmod_after"] == "ok" and not r["loaded_after_rmmod"], \
         f"with nothing mapped rmmod must work: {r['rmmod_after']}"
+
+
+@pytest.mark.guest(fresh=True)   # the module is unloaded at the end; nothing else shares it
+def test_a_pmu_that_goes_away_revokes_its_mapped_events(probe_check, test_pmu) -> None:
+    """Issue 29, a PMU that goes away under a mapping. 7.x (upstream v6.15, "perf: Make
+    perf_pmu_unregister() useable"; 7.2.13 kernel/events/core.c): perf_pmu_unregister()
+    revokes each live event (__pmu_detach_event(): PERF_EVENT_STATE_REVOKED, its module
+    reference dropped) and leaves its buffers attached. Then: mmap ENODEV (perf_mmap()),
+    every ioctl ENODEV (_perf_ioctl()), poll EPOLLERR and not EPOLLHUP (perf_poll()), read()
+    still answering; the mappings stay, no longer written; the PMU's type gone (ENOENT from
+    perf_init_event()). ringlab_aux unregisters on `echo 1 > parameters/unregister`, built
+    only where the kernel's perf_event.h has PERF_EVENT_STATE_REVOKED (6.12: a skip)."""
+    r = probe_check("probe_perf_aux", "revoke", once=False)
+    assert r["unregister"] == "ok", f"perf_pmu_unregister() with a mapped event: {r['unregister']}"
+    assert not r["pmu_in_sysfs"], "the PMU is still under /sys/bus/event_source/devices"
+    assert int(r["refcnt_after"]) == int(r["refcnt_before"]) - 1, \
+        f"a revoked event must drop its module reference: {r['refcnt_before']} -> {r['refcnt_after']}"
+    wrong = {k: r[k] for k in ("mmap_again", "ioctl_enable", "ioctl_disable") if r[k] != "ENODEV"}
+    assert not wrong, f"a revoked event's mmap and ioctls must be ENODEV: {wrong}"
+    assert r["poll"] == ["POLLERR"], f"poll() of a revoked event: {r['poll']} (EPOLLERR only)"
+    assert isinstance(r["read"], int), f"read() of a revoked event must still answer: {r['read']}"
+    assert r["aux_head_frozen"] and r["data_head_readable"], \
+        f"the mappings must stay readable and no longer written: {r}"
+    assert r["open_old_type"] == "ENOENT", f"perf_event_open() of the gone type: {r['open_old_type']}"
+    assert r["rmmod"] == "ok" and not r["loaded_after_rmmod"], \
+        f"after munmap and close the module must unload: {r['rmmod']}"

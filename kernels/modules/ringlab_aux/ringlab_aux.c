@@ -218,6 +218,39 @@ static struct pmu rl_pmu = {
 	.free_aux	= rl_free_aux,
 };
 
+#ifdef RL_HAVE_PMU_REVOKE
+/*
+ * echo 1 > /sys/module/ringlab_aux/parameters/unregister: the PMU goes away while the module
+ * stays, as a hot-unplugged device's would: 7.x revokes its live events (their module
+ * references too). An AUX area mapped then must be unmapped before rmmod: the last munmap
+ * calls rl_free_aux(), this module's code.
+ */
+static bool rl_unregistered;
+
+static int unregister_set(const char *val, const struct kernel_param *kp)
+{
+	bool on;
+	int ret = kstrtobool(val, &on);
+
+	if (ret || !on)
+		return ret;
+	if (rl_unregistered)
+		return -EALREADY;
+	ret = perf_pmu_unregister(&rl_pmu);
+	if (!ret)
+		rl_unregistered = true;
+	return ret;
+}
+
+static const struct kernel_param_ops unregister_ops = {
+	.set = unregister_set,
+};
+module_param_cb(unregister, &unregister_ops, NULL, 0200);
+MODULE_PARM_DESC(unregister, "write 1 to unregister the PMU, its live events revoked (7.x)");
+#else
+static const bool rl_unregistered;
+#endif
+
 static int __init rl_init(void)
 {
 	return perf_pmu_register(&rl_pmu, "ringlab_aux", -1);
@@ -225,7 +258,8 @@ static int __init rl_init(void)
 
 static void __exit rl_exit(void)
 {
-	perf_pmu_unregister(&rl_pmu);
+	if (!rl_unregistered)
+		perf_pmu_unregister(&rl_pmu);
 }
 
 module_init(rl_init);
