@@ -1,6 +1,6 @@
 """Every kind of splat `ringlab_splat` can fire, fired on every x86 kernel line of lab.yaml
-(Debian's 6.12.117, sid's 7.2.13, trixie-backports' 7.3.4; the 7.2 build in the kbuild tier):
-each fails the test it happened in, with a title that names its kind and site, the same title
+(Debian's 6.12.117, sid's 7.2.13, trixie-backports' 7.3.4, experimental's 7.3~rc7; the 7.2
+build in the kbuild tier): each fails the test it happened in, with a title that names its kind and site, the same title
 on every line (issue 33). And `./lab run` proves it sees this kernel's splats before it judges
 anything on it (harness/splat_proof.py)."""
 from __future__ import annotations
@@ -20,7 +20,7 @@ from suite_splat_kinds import ALWAYS, TITLES  # noqa: E402  (the kinds and their
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = REPO / "tests" / "suites" / "suite_splat_kinds.py"
-DEBIAN_X86 = ("trixie-cloud", "sid-cloud", "bpo-cloud")
+DEBIAN_X86 = ("trixie-cloud", "sid-cloud", "bpo-cloud", "exp-cloud")
 # The 7.2 build of the e2e tier: sid's linux-source-7.2 as src-7.2-min pins it, tinyconfig +
 # minimal.config (what a bisect step builds) + line-number debug info to decode frames with.
 SRC_72 = yaml.safe_load((REPO / "lab.yaml").read_text())["kernels"]["src-7.2-min"]["build"]
