@@ -113,6 +113,8 @@ _RIP = re.compile(r"^(?:RIP: 0010:|pc : )(?P<fn>[\w.]+\+0x[0-9a-f]+/0x[0-9a-f]+)
 # may add " (P)" and a module's build id: " f+0x1/0x2 [mod 0123abcd] (P)").
 _FRAME = re.compile(r"^\s*(?:\? )?(?P<fn>[\w.]+)\+0x[0-9a-f]+/0x[0-9a-f]+"
                     r"(?: \[(?P<mod>[\w-]+)(?: [0-9a-f]+)?\])?")
+# x86 "RIP: 0010:0xffffffffc0418031": the CPU was at an address that is no kernel text.
+_BARE_RIP = re.compile(r"^RIP: 0010:0x[0-9a-f]+$")
 _CLONE = re.compile(r"(?:\.(?:isra|constprop|part|cold|llvm|lto_priv)(?:\.\d+)?)+$")
 _TRACE_HEADERS = ("Call Trace:", "Call trace:")  # x86, arm64 (arch/*/kernel/*stack*.c)
 
@@ -144,9 +146,28 @@ class Splat:
     @property
     def site(self) -> str | None:
         """The function the bug is in: where the CPU was, or the first frame that is not the
-        kernel's own reporting code (warn_alloc, refcount_warn_saturate, ...)."""
-        fns = ([self.rip.split("+")[0]] if self.rip else []) + self.call_trace
+        kernel's own reporting code (warn_alloc, refcount_warn_saturate, ...). With no
+        reliable frame (a jump to an address that is no text leaves the unwinder guessing),
+        the first '? ' frame: the caller is still the best lead."""
+        fns = ([self.rip.split("+")[0]] if self.rip else []) + \
+            (self.call_trace or self.guessed_trace)
         return next((_fn(f) for f in fns if not _REPORTERS.match(f)), None)
+
+    @property
+    def guessed_trace(self) -> list[str]:
+        """The '? ' frames after 'Call Trace:', innermost first."""
+        return [m.group("fn") for f in trace_frames(self.lines, guessed=True)
+                if (m := _FRAME.match(f))]
+
+    @property
+    def tcg_artefact(self) -> str | None:
+        """Its first line, if the report is one QEMU's TCG causes (console.TCG_ARTEFACTS).
+        Not an int3 Oops at an address that is no kernel text: freed module text is filled
+        with int3, so that is a call into a module that is gone, the kernel's bug."""
+        found = console.tcg_artefact_in(self.lines[0])
+        if found and any(_BARE_RIP.match(line.strip()) for line in self.lines):
+            return None
+        return found
 
     @property
     def modules(self) -> dict[str, str]:
@@ -169,9 +190,10 @@ class Splat:
                 "tainting_modules": self.tainting_modules, "text": self.text}
 
 
-def trace_frames(lines: list[str]) -> list[str]:
+def trace_frames(lines: list[str], guessed: bool = False) -> list[str]:
     """The reliable frames after 'Call Trace:' as printed, offsets and module kept
-    ("hang_set+0x3f/0x60 [ringlab_splat]"): what decode_stacktrace.sh needs."""
+    ("hang_set+0x3f/0x60 [ringlab_splat]"): what decode_stacktrace.sh needs. `guessed`: the
+    '? ' frames instead, without their mark."""
     frames, inside = [], False
     for line in lines:
         text = line.strip()
@@ -179,8 +201,8 @@ def trace_frames(lines: list[str]) -> list[str]:
             inside = True
         elif inside and (text == "</TASK>" or text.startswith("---[ end")):
             break
-        elif inside and not text.startswith("? ") and _FRAME.match(line):
-            frames.append(text)
+        elif inside and text.startswith("? ") == guessed and _FRAME.match(line):
+            frames.append(text.removeprefix("? "))
     return frames
 
 

@@ -15,6 +15,7 @@ from harness.kernellog import console, splats
 from harness.pytest_plugin.guests import Guests
 from harness.pytest_plugin.observation import Observation
 from harness.pytest_plugin.record import Record
+from harness.results import verdicts
 
 # Why this attempt of a test ended with the guest or the emulator broken, not the test:
 # (cause, what happened), cause "emulator" (no kernel splat: QEMU died, SSH dropped, a hang the
@@ -69,17 +70,31 @@ class Health:
         found = splats.find(text.splitlines()[-400:])
         if found:
             record.splats = self.observation.with_decoded(g, [s.as_dict() for s in found])
-        kernel_said = [s for s in found if not (g.plan.accel == "tcg" and
-                                                console.tcg_artefact_in(s.lines[0]))]
+        kernel_said = [s for s in found if not (g.plan.accel == "tcg" and s.tcg_artefact)]
         broke = ("kernel" if kernel_said else "emulator", dead)
-        item.stash[BROKE_KEY] = broke
         record.broke = list(broke)
-        report.outcome = "failed"
         said = "".join(f"the kernel splatted: {t}\n"
                        for t in dict.fromkeys(s.title for s in kernel_said))
+        self.guests.discard(g, f"the guest died during {item.nodeid}")
+        known = self._known_crash(item, kernel_said)
+        if known is not None:  # the crash a known issue of this test causes: not rerun
+            report.outcome = "skipped"
+            setattr(report, "wasxfail", f"{known}; the guest died: {dead}")
+            report.sections.append(("guest died", f"{said}last console lines:\n{tail}\n"))
+            return
+        item.stash[BROKE_KEY] = broke
+        report.outcome = "failed"
         report.longrepr = f"the guest died during this test: {dead}\n{said}" \
                           f"last console lines:\n{tail}"
-        self.guests.discard(g, f"the guest died during {item.nodeid}")
+
+    def _known_crash(self, item: pytest.Item, said: list[splats.Splat]) -> str | None:
+        """The known issues' summary if every splat of a guest death is a known issue of this
+        test (kernels/known-issues.yaml `splats`); None if any is not, or there was none."""
+        issues = self.observation.ctx.issues_for(item.nodeid)
+        if not said or not issues:
+            return None
+        v = verdicts.judge([], [s.title for s in said], issues)
+        return v.reason if v.outcome == "xfailed" else None
 
     def note_call(self, item: pytest.Item, report: pytest.TestReport,
                   found: list[splats.Splat]) -> None:

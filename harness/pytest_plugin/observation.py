@@ -10,7 +10,7 @@ import pytest
 
 from harness.errors import LabError
 from harness.guest.guest import Guest
-from harness.kernellog import console, decode, splats
+from harness.kernellog import decode, splats
 from harness.pytest_plugin.context import RunContext
 from harness.pytest_plugin.guests import GUEST_KEY, START_KEY, Guests, Watch
 from harness.pytest_plugin.record import Outbox, Record
@@ -120,7 +120,7 @@ class Observation:
         of that test."""
         issues = self.ctx.issues_for(nodeid) if nodeid else []
         return [s for s in splats.find(lines)
-                if not (g.plan.accel == "tcg" and console.tcg_artefact_in(s.lines[0]))
+                if not (g.plan.accel == "tcg" and s.tcg_artefact)
                 and not any(i.explains_splat(s.title) for i in issues)]
 
     def with_decoded(self, g: Guest | None, found: list[dict]) -> list[dict]:

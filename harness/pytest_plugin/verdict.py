@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.kernellog import console, splats
+from harness.kernellog import splats
 from harness.pytest_plugin.context import RunContext
 from harness.pytest_plugin.record import Record
 from harness.results import summary, verdicts
@@ -39,7 +39,7 @@ class Verdict:
             raised = summary.first_line(call.excinfo.exconly()) or "the test failed"
         elif report.failed:
             raised = reason(report)
-        bugs = [s.title for s in found if not (tcg and console.tcg_artefact_in(s.lines[0]))]
+        bugs = [s.title for s in found if not (tcg and s.tcg_artefact)]
         v = verdicts.judge(checks.failures if checks else [], bugs,
                            self.ctx.issues_for(item.nodeid), raised)
         item.stash[VERDICT_KEY] = v

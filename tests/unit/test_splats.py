@@ -125,6 +125,23 @@ def test_the_tainting_module_is_named() -> None:
     assert s.as_dict()["title"] == "WARNING at drivers/x.c:9 f"
 
 
+def test_a_call_into_an_unloaded_module_is_the_kernels_not_tcgs() -> None:
+    """7.2.13: a revoked PMU's module unloaded, then its AUX area unmapped (probe_perf_aux
+    revoke-unload). __rb_free_aux() calls the module's free_aux(), freed text the kernel filled
+    with int3: an int3 Oops at a bare address, every frame a guess. Not the TCG text-patching
+    artefact (that one traps inside a kernel function), and titled by its caller."""
+    found = splats.find((DATA / "console-revoke-unload-7.2.log").read_text().splitlines())
+    oops, panic = found
+    assert oops.title == "Oops: int3 in __rb_free_aux"
+    assert oops.tcg_artefact is None
+    assert oops.call_trace == [] and oops.guessed_trace[:2] == ["__rb_free_aux", "perf_mmap_close"]
+    assert panic.title == "Kernel panic - not syncing: Fatal exception in interrupt"
+    # The artefact's shape still is one: an int3 trap inside a kernel function.
+    artefact = splats.find(["Oops: int3: 0000 [#1] PREEMPT SMP NOPTI",
+                            "RIP: 0010:text_poke_bp_batch+0x1f/0x240"])[0]
+    assert artefact.tcg_artefact == "Oops: int3: 0000 [#1] PREEMPT SMP NOPTI"
+
+
 def test_a_corrupted_log_is_read_without_error() -> None:
     """Binary garbage, cut-off reports and control characters, as a crashed console leaves."""
     garbage = bytes(range(256)).decode("latin-1") * 3
