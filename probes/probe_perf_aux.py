@@ -745,6 +745,44 @@ def check_revoke(args: list[str]) -> dict:
     return out
 
 
+def check_revoke_unload(args: list[str]) -> dict:
+    """The module of a revoked PMU unloaded while its AUX area is still mapped, then the
+    area unmapped. A revoke drops the event's module reference (__pmu_detach_event():
+    module_put(pmu->module)), but the AUX buffer keeps the PMU's free_aux() pointer
+    (rb->free_aux, called from the last AUX munmap: __rb_free_aux()). So either rmmod is
+    refused while the area lives, or the munmap must not call into the unloaded module.
+    Writes a ringlab line to /dev/kmsg before each step: a crash's console names it."""
+    param = f"/sys/module/{PMU}/parameters/unregister"
+    if not os.path.exists(param):
+        raise probelib.Skip("ringlab_aux has no `unregister` parameter: the kernel's "
+                            "include/linux/perf_event.h has no PERF_EVENT_STATE_REVOKED, so "
+                            "its perf_pmu_unregister() cannot revoke live events")
+    fd = open_test_pmu(chunk=4096, period_us=2000)
+    rb = RingBuffer(fd, 4)
+    aux = AuxArea(fd, rb, 4)
+    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
+    run_for(fd, 0.1)
+    out: dict[str, Any] = {}
+    _mark("revoke-unload: unregister")
+    out["unregister"] = probelib.outcome(lambda: _write(param, "1"))
+    _mark("revoke-unload: rmmod with the AUX area mapped")
+    out["rmmod_while_mapped"] = _unload()
+    _mark("revoke-unload: munmap of the AUX area")
+    aux.close()
+    _mark("revoke-unload: munmap of the data area and close")
+    rb.close()
+    os.close(fd)
+    out["survived"] = True
+    if out["rmmod_while_mapped"] != "ok":
+        out["rmmod"] = _unload()
+    return out
+
+
+def _mark(text: str) -> None:
+    with open("/dev/kmsg", "w") as f:
+        f.write(f"ringlab: {text}\n")
+
+
 def _write(path: str, text: str) -> None:
     with open(path, "w") as f:
         f.write(text)

@@ -352,3 +352,21 @@ def test_a_pmu_that_goes_away_revokes_its_mapped_events(probe_check, test_pmu) -
     assert r["open_old_type"] == "ENOENT", f"perf_event_open() of the gone type: {r['open_old_type']}"
     assert r["rmmod"] == "ok" and not r["loaded_after_rmmod"], \
         f"after munmap and close the module must unload: {r['rmmod']}"
+
+
+@pytest.mark.guest(fresh=True)   # the module is unloaded; where the kernel crashes, the guest
+def test_a_revoked_pmus_module_can_go_while_its_aux_area_is_mapped_safely(probe_check,
+                                                                        test_pmu) -> None:
+    """Issue 29, a PMU that goes away under a mapping, taken one step further: a driver
+    unbinds (perf_pmu_unregister(): its events revoked, their module references dropped,
+    __pmu_detach_event()), then its module is unloaded, then user space unmaps the AUX area.
+    The AUX buffer kept the PMU's free_aux() (rb->free_aux, set by rb_alloc_aux(); called by
+    __rb_free_aux() at the last AUX munmap). The rule: either rmmod is refused while the
+    buffer lives, or the munmap does not call into the module; no splat either way. In-tree
+    drivers take this path on unbind (arm_spe_pmu, hisi_ptt: modular AUX PMUs that call
+    perf_pmu_unregister() from their remove)."""
+    r = probe_check("probe_perf_aux", "revoke-unload", once=False)
+    assert r["unregister"] == "ok", f"perf_pmu_unregister() with a mapped event: {r['unregister']}"
+    assert r["survived"], f"the munmap after the module went must not crash: {r}"
+    assert r.get("rmmod", r["rmmod_while_mapped"]) == "ok", \
+        f"with nothing mapped the module must unload: {r}"
