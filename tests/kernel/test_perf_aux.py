@@ -317,8 +317,11 @@ def test_the_pmu_module_stays_while_mapped_and_unloads_after(probe_check, test_p
     needs a PMU that unregisters without unloading; ringlab_aux does not yet (docs/results)."""
     r = probe_check("probe_perf_aux", "module-unload", once=False)
     before = int(r["refcnt_before"])
-    assert int(r["refcnt_mapped"]) == before + 1 == int(r["refcnt_closed_mapped"]), \
-        (f"one event holds one module reference, open or only mapped: before {before}, "
+    # How many references (the event's; a kernel with the AUX buffer holding its own has two)
+    # is not ABI; that the mapping holds the module open or only mapped, is.
+    assert int(r["refcnt_mapped"]) > before and \
+        int(r["refcnt_closed_mapped"]) == int(r["refcnt_mapped"]), \
+        (f"the mapped event holds its module, open or only mapped: before {before}, "
          f"mapped {r['refcnt_mapped']}, closed but mapped {r['refcnt_closed_mapped']}")
     assert r["rmmod_while_mapped"] != "ok" and r["loaded_after_refused_rmmod"], \
         f"rmmod of a PMU module with a mapped AUX area must be refused: {r['rmmod_while_mapped']}"
