@@ -11,17 +11,17 @@ from types import ModuleType
 
 from harness import cache, config as lab_config
 from harness.commands import (bench, bisect, bisect_step, boot, build, doctor, explore, gc,
-                              module, mutate, nightly, review, run, run_folder, selftest,
-                              splats, ssh)
+                              module, mutate, nightly, report, review, run, run_folder,
+                              selftest, splats, ssh)
 from harness.errors import LabError
 
 log = logging.getLogger("ringlab")
 # Each verb is one module with register(subparsers) and main(args) -> int, in help order.
 VERBS: tuple[ModuleType, ...] = (run, explore, boot, ssh, module, build, review, bisect,
-                                 bisect_step, mutate, nightly, splats, doctor, gc, selftest,
-                                 bench)
+                                 bisect_step, mutate, nightly, report, splats, doctor, gc,
+                                 selftest, bench)
 # Verbs that open their own run folder and log file (the others log to the screen).
-OWN_LOGGING = ("run", "explore", "review", "bisect", "mutate", "nightly")
+OWN_LOGGING = ("run", "explore", "review", "bisect", "mutate", "nightly", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:

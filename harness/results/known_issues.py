@@ -24,7 +24,12 @@ from harness.errors import ConfigError
 
 KNOWN_ISSUES = Path(__file__).resolve().parents[2] / "kernels" / "known-issues.yaml"
 KEYS = {"id", "test", "checks", "when", "splats", "seen_on", "not_seen_on", "reason", "link",
-        "explore"}
+        "explore", "subject", "fixes", "code", "fix"}
+# For `./lab report`: `subject` the mail's subject ("perf/core: ..."), `fixes` the commit that
+# introduced it as a Fixes: tag wants it (12 hex digits, then ("its subject")), `code` the
+# functions responsible ("kernel/events/core.c:perf_mmap_rb"), `fix` a series folder.
+FIXES = re.compile(r'^[0-9a-f]{12} \("[^"]+"\)$')
+CODE = re.compile(r"^[\w./-]+\.[ch]:\w+$")
 # `explore:` binds a failure of `./lab explore` to the issue: its path, the check that failed
 # (fnmatch; "splat" with the issue's `splats`), and what the shrunk sequence did (a trait the
 # model names, any of them), e.g. {paths: [pinning], checks: [allowance], traits: [mapped-again]}
@@ -59,6 +64,10 @@ class KnownIssue:
     explore_paths: tuple[str, ...] = ()
     explore_checks: tuple[str, ...] = ()
     explore_traits: tuple[str, ...] = ()
+    subject: str = ""             # for ./lab report
+    fixes: str = ""
+    code: tuple[str, ...] = ()
+    fix: str = ""                 # a series folder, relative to the project
 
     def covers(self, nodeid: str) -> bool:
         """Its tests, and the suite's replays of the explore failures kept as this issue's
@@ -164,9 +173,20 @@ def _issue(r: YamlReader, item: Any, key: str) -> KnownIssue:
                          "ids", empty=True)
     ex_traits = _strings(r, ex.get("traits", []), f"{key}.explore.traits", "a list of traits",
                          empty=True)
+    fixes = r.string(d["fixes"], f"{key}.fixes", FIXES, 'a commit as Fixes: names it: '
+                     '0c8a4e4139ad ("perf/core: Further simplify perf_mmap()")') \
+        if "fixes" in d else ""
+    code = _strings(r, d.get("code", []), f"{key}.code", "a list of FILE.c:FUNCTION",
+                    empty=True)
+    for j, c in enumerate(code):
+        if not CODE.match(c):
+            raise r.fail(f"{key}.code[{j}]", "FILE.c:FUNCTION, e.g. kernel/events/core.c:"
+                         "perf_mmap_rb", c)
     return KnownIssue(r.string(d["id"], f"{key}.id"), tests, checks, when, splat_res, seen_on,
                       r.string(d["reason"], f"{key}.reason"), r.string(d["link"], f"{key}.link"),
-                      not_seen_on, ex_paths, ex_checks, ex_traits)
+                      not_seen_on, ex_paths, ex_checks, ex_traits,
+                      r.string(d["subject"], f"{key}.subject") if "subject" in d else "", fixes,
+                      code, r.string(d["fix"], f"{key}.fix") if "fix" in d else "")
 
 
 def _check_predicate(r: YamlReader, text: Any, key: str) -> None:

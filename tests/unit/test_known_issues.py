@@ -195,6 +195,10 @@ def test_the_check_fixture_goes_on_after_a_failure() -> None:
      "  - {id: a, test: t, checks: [c], reason: r, link: l}", r"issues\[1\]\.id"),
     ("issues:\n  - {id: a, test: t, checks: [c], reason: r, link: l, not_seen_on: 7}",
      r"issues\[0\]\.not_seen_on: expected a list of kernel releases"),
+    ("issues:\n  - {id: a, test: t, checks: [c], reason: r, link: l, fixes: 0c8a4e4139ad}",
+     r"issues\[0\]\.fixes: expected a commit as Fixes: names it"),
+    ("issues:\n  - {id: a, test: t, checks: [c], reason: r, link: l, code: [perf_mmap_rb]}",
+     r"issues\[0\]\.code\[0\]: expected FILE.c:FUNCTION"),
     ("issues: [", "not valid YAML"),
 ])
 def test_mistakes_name_file_and_key(tmp_path: Path, text: str, culprit: str) -> None:
