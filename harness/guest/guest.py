@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import (BootError, BootPanic, BootTimeout, GuestHang, ModuleError,
-                            ProbeError, SSHError)
+from harness.errors import (BootError, BootPanic, BootTimeout, GuestHang, LabError,
+                            ModuleError, ProbeError, SSHError)
 from harness.guest import monitor, qemu, snapshot
 from harness.guest.probe_client import Deadlines, ProbeResult, ProbeRunner, probes_digest
 from harness.guest.rootfs import RootfsImage
@@ -107,6 +107,9 @@ class Guest:
         self.kernel_log: list[str] = []
         self.tainted = -1  # the kernel's taint mask as of the last kmsg()
         self._observed: dict[tuple, ProbeResult] = {}
+        # Why the guest is no longer usable though QEMU runs (a warm reboot that did not come
+        # back): health() says so, and the test that broke it is rerun on a fresh guest.
+        self.broken: str | None = None
         # Every probe run, for the reports (each test shows the ones it ran).
         self.probe_log: list[tuple[str, tuple[str, ...], str, ProbeResult]] = []
         self.deadlines = Deadlines.load()
@@ -196,6 +199,8 @@ class Guest:
 
     def health(self) -> str | None:
         """None if the guest looks alive; otherwise what happened to it."""
+        if self.broken:
+            return self.broken
         if self.vm.panicked.is_set() and self.vm.panic:
             return f"kernel panic: {self.vm.panic.title}"
         if self.vm.exited.is_set() or not self.vm.alive():
@@ -232,6 +237,13 @@ class Guest:
         what a persistent ring buffer needs (reserve_mem= finds the same memory). SSH and the
         probe runner reconnect; the new boot's log so far is added to kernel_log, and kmsg() goes
         on from there. The seconds it took."""
+        try:
+            return self._warm_reboot(timeout)
+        except LabError as e:
+            self.broken = f"a warm reboot did not come back: {e.message}"
+            raise
+
+    def _warm_reboot(self, timeout: float) -> float:
         start = time.monotonic()
         deadline = start + timeout
         sock = self.workdir / "qmp.sock"
