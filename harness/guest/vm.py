@@ -92,6 +92,7 @@ class VM:
         self.lockup: str | None = None
         self.lockup_at = 0.0
         self.stages: dict[str, float] = {}
+        self.kernel_starts = 0  # kernel banners seen ("Linux version"): one per boot, warm too
         self.exit_status: int | None = None
         self.started_at = 0.0
         self.last_output_at = 0.0  # time.monotonic() of the last console line
@@ -142,6 +143,8 @@ class VM:
         self.last_output_at = time.monotonic()
         line = console.clean(raw)
         stage = console.stage_of(line)
+        if stage == "kernel":
+            self.kernel_starts += 1
         if stage and stage not in self.stages:
             self.stages[stage] = time.monotonic() - self.started_at
             log.debug("boot: %s at %.2f s", stage, self.stages[stage])
