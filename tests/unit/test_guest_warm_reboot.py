@@ -1,6 +1,7 @@
 """Warm reboots: a reset that shows no kernel banner is done again, and a guest whose warm
-reboot did not come back is broken though its QEMU runs: health() says so, which makes the plugin rerun the test on a fresh guest and replace this one (on a host
-loaded fourfold a warm reboot stalled, and the next tests failed "not connected to the guest")."""
+reboot did not come back is broken though its QEMU runs: health() says so, which makes the
+plugin rerun the test on a fresh guest and replace this one (before, the next tests failed
+"not connected to the guest")."""
 from __future__ import annotations
 
 import threading
