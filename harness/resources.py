@@ -4,6 +4,7 @@ KVM verdict, the snapshots folder). The class keeps its name, Lab: it is the lab
 commands and fixtures hold."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -129,6 +130,6 @@ class Lab:
 
     def boot(self, kernel_name: str | None, console_log: Path, cpus: int | None = None,
              cmdline: str = "", extra_probe_dirs: tuple[Path, ...] = (),
-             memory_mb: int | None = None) -> Guest:
-        return boot(self.plan(kernel_name, console_log, cpus, cmdline, extra_probe_dirs,
-                              memory_mb))
+             memory_mb: int | None = None, gdb_port: int | None = None) -> Guest:
+        plan = self.plan(kernel_name, console_log, cpus, cmdline, extra_probe_dirs, memory_mb)
+        return boot(dataclasses.replace(plan, gdb_port=gdb_port) if gdb_port else plan)

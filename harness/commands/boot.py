@@ -10,6 +10,8 @@ from pathlib import Path
 
 from harness import cache, config as lab_config
 from harness.commands import options, run_folder
+from harness.guest.guest import free_port
+from harness.kernels.kernel import BootableKernel
 from harness.resources import Lab
 
 log = logging.getLogger("ringlab")
@@ -22,7 +24,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--cpus", type=int, help="vCPUs (default: machine.cpus)")
     b.add_argument("--cmdline", help="extra kernel command line")
     b.add_argument("--refresh", action="store_true", help="look for a newer kernel package")
+    b.add_argument("--gdb", action="store_true", help="QEMU's gdbstub on a loopback port; "
+                   "prints the gdb command line (with the vmlinux and scripts/gdb of a build "
+                   "kernel)")
     b.set_defaults(func=main)
+
+
+def gdb_help(k: BootableKernel, port: int) -> str:
+    """What to type to attach gdb to the guest's gdbstub: with the vmlinux of a build kernel
+    and its scripts/gdb helpers (lx-dmesg, lx-lsmod, lx-symbols) where the build made them."""
+    target = f"-ex 'target remote 127.0.0.1:{port}'"
+    vmlinux = k.build_dir / "vmlinux" if k.build_dir else None
+    if vmlinux is None or not vmlinux.exists():
+        return (f"  gdb:   gdb {target}\n"
+                f"         (no vmlinux here: a Debian kernel's symbols are in its -dbg package, "
+                f"linux-image-{k.release}-dbg, /usr/lib/debug/boot/vmlinux-{k.release})\n")
+    helpers = k.build_dir / "vmlinux-gdb.py" if k.build_dir else None
+    source = f" -ex 'source {helpers}'" if helpers and helpers.exists() else ""
+    hint = "" if source else " (no vmlinux-gdb.py: CONFIG_GDB_SCRIPTS is off)"
+    return (f"  gdb:   gdb {vmlinux} {target}{source}{hint}\n"
+            f"         (symbols match the running kernel only with --cmdline nokaslr)\n")
 
 
 def state_path(lab: Lab) -> Path:
@@ -45,7 +66,9 @@ def main(args: argparse.Namespace) -> int:
     lab = Lab(cfg, refresh=args.refresh)
     k = cfg.kernel(args.kernel)
     console_log = cfg.reports_dir / f"boot-{lab_config.file_safe(k.name)}-console.log"
-    with lab.boot(k.name, console_log, cpus=args.cpus, cmdline=args.cmdline or "") as g:
+    gdb_port = free_port() if args.gdb else None
+    with lab.boot(k.name, console_log, cpus=args.cpus, cmdline=args.cmdline or "",
+                  gdb_port=gdb_port) as g:
         # Ctrl-C from here on is the way to stop: it may come while "Ctrl-C stops it" is still
         # being printed (a script that waits for that line signals at once), so the print is
         # inside the try too, not before it.
@@ -57,7 +80,8 @@ def main(args: argparse.Namespace) -> int:
             print(f"guest {k.name} ({g.kernel.release}) up in {g.record.boot_s:.1f} s, accel "
                   f"{g.plan.accel}; console log: {console_log}\n"
                   f"  shell: ./lab ssh     (or: {' '.join(ssh_argv(lab, state))})\n"
-                  f"Ctrl-C stops it.", flush=True)
+                  + (gdb_help(g.kernel, gdb_port) if gdb_port else "")
+                  + "Ctrl-C stops it.", flush=True)
             while g.health() is None:
                 time.sleep(1)
             log.error("guest died: %s", g.health())

@@ -50,6 +50,7 @@ class BootPlan:
     snapshots: Path | None = None  # where guest snapshots are kept; None: always boot
     qemu_version: str = ""  # part of the snapshot key
     tcg_cpu: str | None = None  # another TCG CPU model than the arch's (qemu.TCG_CPUS)
+    gdb_port: int | None = None  # QEMU's gdbstub on this loopback port (./lab boot --gdb)
 
 
 @dataclass
@@ -353,7 +354,7 @@ def _spec(plan: BootPlan, workdir: Path, port: int, root_disk: Path, save: bool,
         root_disk=root_disk, modules_disk=plan.kernel.modules_image,
         ssh_port=port, pidfile=workdir / "qemu.pid",
         qmp_socket=workdir / "qmp.sock", incoming=incoming,
-        arch=plan.kernel.arch, tcg_cpu=plan.tcg_cpu)
+        arch=plan.kernel.arch, tcg_cpu=plan.tcg_cpu, gdb_port=plan.gdb_port)
 
 
 def _accel_key(plan: BootPlan) -> str:

@@ -54,6 +54,7 @@ class QemuSpec:
     incoming: bool = False  # start paused, waiting for `migrate-incoming` over QMP (a restore)
     arch: str = arches.DEFAULT  # the guest's (harness.arch): binary, machine, CPU, console
     tcg_cpu: str | None = None  # another TCG CPU model than TCG_CPUS[arch] (./lab bench boot)
+    gdb_port: int | None = None  # QEMU's gdbstub on 127.0.0.1:PORT (./lab boot --gdb)
 
 
 def base_cmdline(arch: str = arches.DEFAULT) -> str:
@@ -104,6 +105,8 @@ def command(spec: QemuSpec, binary: str | None = None) -> list[str]:
         argv += ["-pidfile", str(spec.pidfile)]
     if spec.qmp_socket is not None:
         argv += ["-qmp", f"unix:{opt_value(spec.qmp_socket)},server=on,wait=off"]
+    if spec.gdb_port is not None:
+        argv += ["-gdb", f"tcp:127.0.0.1:{spec.gdb_port}"]
     if spec.incoming:
         # `defer`, not a URI here: a guest saved while stopped stays paused after the load, so
         # the lab drives the load and the `cont` over QMP and sees a failed load as such.

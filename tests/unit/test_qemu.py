@@ -88,3 +88,9 @@ def test_qemu_itself_reads_the_escaped_drive_path_whole(tmp_path: Path) -> None:
             "-drive", f"file={qemu.opt_value(missing)},if=none,format=qcow2"]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     assert p.returncode != 0 and f"Could not open '{missing}'" in p.stderr
+
+
+def test_a_gdbstub_listens_on_loopback_only_when_asked() -> None:
+    argv = qemu.command(spec(gdb_port=40683))
+    assert argv[argv.index("-gdb") + 1] == "tcp:127.0.0.1:40683"
+    assert "-gdb" not in qemu.command(spec())
