@@ -18,8 +18,6 @@ from harness.resources import Lab
 from harness.results import known_issues
 
 log = logging.getLogger("ringlab")
-REPO = Path(__file__).resolve().parents[2]
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("report", help="a known kernel issue as a maintainer reads it: "
@@ -88,7 +86,7 @@ def main(args: argparse.Namespace) -> int:
                 f"test {', '.join(issue.tests)} shows it")
     fix_name = None
     if issue.fix:
-        patches = kseries.read(REPO / issue.fix)
+        patches = kseries.read(run_folder.REPO / issue.fix)
         fix = out / "fix.patch"
         fix.write_text("".join(p.text for p in patches))
         files.append(fix)
