@@ -125,6 +125,10 @@ class Layout:
     def tree(self, package: str, version: str) -> Path:
         return self.trees() / f"{package}_{version}"
 
+    def selftests(self, digest: str) -> Path:
+        """A kernel tree's selftests built for the guest (harness/selftests/build.py)."""
+        return self.root / "selftests" / digest
+
     def bisect(self, digest: str) -> Path:
         return self.root / "bisect" / digest
 

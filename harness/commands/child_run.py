@@ -40,6 +40,7 @@ class RunRequest:
     refresh: bool = False
     history: str | None = None
     keep_guest: bool = False
+    selftests: bool = False             # the kernel's own selftests too (tests/kselftest)
     pytest_args: tuple[str, ...] = ()
 
     def to_json(self) -> str:

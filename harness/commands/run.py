@@ -16,6 +16,7 @@ from harness.commands import child_run, options, run_folder
 from harness.errors import LabError
 from harness.resources import Lab
 from harness.results import history, known_issues, matrix, summary
+from harness.selftests import build as selftest_build
 
 log = logging.getLogger("ringlab")
 SUITE = run_folder.REPO / "tests" / "kernel"
@@ -35,6 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "file stays on one worker); 'auto': host cores / guest vCPUs (default 1)")
     r.add_argument("--keep-guest", action="store_true", help="keep the guest up at the end")
     r.add_argument("--refresh", action="store_true", help="look for a newer kernel package")
+    r.add_argument("--selftests", action="store_true",
+                   help="run the kernel's own selftests of these paths too (perf_events, "
+                   "ring-buffer, ftracetest's ring-buffer cases), built from the kernel's tree: "
+                   "one test per case beside ours")
     r.add_argument("--history", metavar="DIR", help="keep this run's summary in DIR and compare "
                    "it with the previous run of the same kernel (new failures, fixed, flaky)")
     options.pytest_args(r)
@@ -53,7 +58,7 @@ def main(args: argparse.Namespace) -> int:
         names = kernel_names(cfg, args.kernel)
         req = child_run.RunRequest(cfg.path, names[0], Path(), selection=args.k, jobs=args.jobs,
                                  refresh=args.refresh, history=args.history,
-                                 keep_guest=args.keep_guest,
+                                 keep_guest=args.keep_guest, selftests=args.selftests,
                                  pytest_args=tuple(args.pytest_args))
     known_issues.load()  # a broken list is a clear error here, not a pytest INTERNALERROR
     if len(names) > 1:
@@ -66,7 +71,8 @@ def main(args: argparse.Namespace) -> int:
         req = child_run.RunRequest(**{**req.__dict__, "report_dir": report_dir})
     lab = prepare_kernel(cfg, req)
     prove_splats(lab, req)
-    return run_suite(cfg, req)
+    manifest = prepare_selftests(lab, req) if req.selftests else None
+    return run_suite(cfg, req, manifest)
 
 
 def kernel_names(cfg: lab_config.LabConfig, arg: str | None) -> list[str]:
@@ -108,6 +114,22 @@ def prove_splats(lab: Lab, req: child_run.RunRequest) -> None:
     (log.info if proof.proved else log.warning)("%s", summary.detection_line(asdict(proof)))
 
 
+def prepare_selftests(lab: Lab, req: child_run.RunRequest) -> Path:
+    """Build the kernel's selftests before pytest collects (one case, one test): a tree that
+    cannot be had or a build that fails stops the run with the build's own error."""
+    try:
+        source, fingerprint = selftest_build.source_for(lab, req.kernel)
+        manifest = selftest_build.build(source, lab.kernel(req.kernel).arch, lab.cache_root,
+                                        fingerprint)
+    except LabError as e:
+        _not_run(req, f"selftests: {e.message}")
+        raise
+    bundle = selftest_build.load(manifest)
+    log.info("selftests: %d cases from %s%s", len(bundle.cases), bundle.source,
+             f" (the tree has no {', '.join(bundle.missing)})" if bundle.missing else "")
+    return manifest
+
+
 def _not_run(req: child_run.RunRequest, why: str) -> None:
     """summary.json of a run that stopped before its suite: "not run: why" for the multi-kernel
     table and the nightly cell (harness/results/matrix.py)."""
@@ -115,8 +137,10 @@ def _not_run(req: child_run.RunRequest, why: str) -> None:
         {"kernel": req.kernel, "not_run": why, "counts": {}}, indent=2))
 
 
-def run_suite(cfg: lab_config.LabConfig, req: child_run.RunRequest) -> int:
-    """pytest over tests/kernel/ with the lab's plugin; the kernel is prepared already."""
+def run_suite(cfg: lab_config.LabConfig, req: child_run.RunRequest,
+              selftests: Path | None = None) -> int:
+    """pytest over tests/kernel/ with the lab's plugin (tests/kernel/kselftest too, given the
+    built selftests' manifest); the kernel is prepared already."""
     report_dir = req.report_dir
     argv = [str(SUITE), "-p", "harness.pytest_plugin", "--lab-config", str(cfg.path),
             "--kernel", req.kernel, "--lab-report-dir", str(report_dir),
@@ -129,6 +153,8 @@ def run_suite(cfg: lab_config.LabConfig, req: child_run.RunRequest) -> int:
         argv += ["--lab-tree", str(req.tree)]
     if req.keep_guest:
         argv.append("--keep-guest")
+    if selftests:
+        argv += ["--lab-selftests", str(selftests)]
     if req.selection:
         argv += ["-k", req.selection]
     try:
@@ -162,7 +188,8 @@ def run_many(cfg: lab_config.LabConfig, args: argparse.Namespace, names: list[st
     for name in names:
         req = child_run.RunRequest(
             cfg.path, name, parent / safe[name], selection=args.k, jobs=args.jobs,
-            refresh=args.refresh, history=args.history, pytest_args=tuple(args.pytest_args))
+            refresh=args.refresh, history=args.history, selftests=args.selftests,
+            pytest_args=tuple(args.pytest_args))
         log.info("kernel %s: %s", name, " ".join(child_run.argv(req)))
         codes[name] = child_run.run(req).exit_code
     table = matrix.build({n: parent / safe[n] / "summary.json" for n in names})

@@ -50,6 +50,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--fresh-guest-per-test", action="store_true",
                 help="give every test a guest no other test used (restored from the "
                      "profile's snapshot, so about a second each under TCG)")
+    g.addoption("--lab-selftests", default=None, metavar="MANIFEST",
+                help="the kernel's selftests built for this kernel (harness/selftests/build.py): "
+                "tests/kselftest runs one test per case")
     g.addoption("--lab-tree", default=None, metavar="DIR",
                 help="build the --kernel from this tree instead (a `build` kernel)")
 

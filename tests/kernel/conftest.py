@@ -105,3 +105,11 @@ def test_pmu(guest: Guest, lab: Lab, test_modules: ModuleBuilds,
         test_modules.lab_error("ringlab_aux", guest.kernel.name, request.node.nodeid, e)
     guest.insmod(ko)
     return int(guest.run("cat /sys/bus/event_source/devices/ringlab_aux/type").stdout)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """tests/kernel/kselftest runs the kernel's own selftests: only with --lab-selftests
+    (./lab run --selftests builds them)."""
+    if collection_path.name == "kselftest" and not config.getoption("--lab-selftests"):
+        return True
+    return None

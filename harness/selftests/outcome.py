@@ -1,0 +1,70 @@
+"""What one selftest case's run means for its pytest test (pure: output in, verdict out).
+
+The kernel's own words are kept: a SKIP's reason, a failure's diagnostics. A case that
+printed no result of its own (killed at its timeout, crashed, a harness that bailed out) fails
+with the exit status and the output's tail, since the case did not finish.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.selftests import ktap
+from harness.selftests.catalog import SelftestCase
+
+TIMEOUT_STATUS = 124  # timeout(1)'s exit status when it killed the case
+TAIL_LINES = 25
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """passed, failed, skipped or xfailed, and the message pytest shows."""
+    kind: str
+    message: str = ""
+
+
+def judge(case: SelftestCase, output: str, exit_status: int, timeout_s: int) -> Outcome:
+    """The verdict of `case` from its combined output and exit status."""
+    report = ktap.parse(output)
+    if case.target == "ftrace":
+        results = report.cases  # the case, and its instance run when flagged `instance`
+    else:
+        found = report.find(case.case)
+        results = [found] if found is not None else []
+    if not results or (report.planned is not None and len(results) < report.planned
+                       and case.target == "ftrace"):
+        why = (f"killed at its {timeout_s} s timeout" if exit_status == TIMEOUT_STATUS
+               else f"exit status {exit_status}")
+        if report.bailed_out:
+            why += f", bailed out: {report.bailed_out}"
+        return Outcome("failed", f"{case.program}: no KTAP result for {case.case} ({why})\n"
+                       + _tail(output))
+    failed = [r for r in results if r.outcome in ("failed", "xpassed")]
+    if failed:
+        return Outcome("failed", "\n".join(
+            [f"{case.program}: not ok {r.number} {r.name}"
+             + (f" # {r.directive} {r.reason}".rstrip() if r.directive else "")
+             for r in failed] + [""] + _diagnostics(failed, output)))
+    if all(r.outcome == "skipped" for r in results):
+        return Outcome("skipped", _skip_reason(case, results))
+    if any(r.outcome == "xfailed" for r in results):
+        return Outcome("xfailed", "; ".join(f"{r.name}: XFAIL {r.reason}".strip()
+                                            for r in results if r.outcome == "xfailed"))
+    return Outcome("passed")
+
+
+def _skip_reason(case: SelftestCase, results: list[ktap.Case]) -> str:
+    reasons = sorted({r.reason for r in results if r.reason})
+    if reasons:
+        return f"{case.program}: SKIP " + "; ".join(reasons)
+    if case.requires:
+        return f"{case.program}: SKIP (the case requires: {case.requires})"
+    return f"{case.program}: SKIP (no reason given)"
+
+
+def _diagnostics(failed: list[ktap.Case], output: str) -> list[str]:
+    lines = [d for r in failed for d in r.diagnostics]
+    return lines[-TAIL_LINES * 2:] if lines else _tail(output).splitlines()
+
+
+def _tail(output: str) -> str:
+    return "\n".join(output.rstrip().splitlines()[-TAIL_LINES:])
