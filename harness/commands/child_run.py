@@ -40,7 +40,8 @@ class RunRequest:
     refresh: bool = False
     history: str | None = None
     keep_guest: bool = False
-    selftests: bool = False             # the kernel's own selftests too (tests/kselftest)
+    selftests: bool = False             # the kernel's own selftests too (tests/kernel/kselftest)
+    selftests_from: Path | None = None  # ... built from this tree (review: the patched one)
     pytest_args: tuple[str, ...] = ()
 
     def to_json(self) -> str:
@@ -48,6 +49,8 @@ class RunRequest:
         return json.dumps({**d, "lab_config": str(self.lab_config),
                            "report_dir": str(self.report_dir),
                            "tree": str(self.tree) if self.tree else None,
+                           "selftests_from": str(self.selftests_from) if self.selftests_from
+                           else None,
                            "series": [str(s) for s in self.series]})
 
     @classmethod
@@ -56,6 +59,8 @@ class RunRequest:
         return cls(**{**d, "lab_config": Path(d["lab_config"]),
                       "report_dir": Path(d["report_dir"]),
                       "tree": Path(d["tree"]) if d.get("tree") else None,
+                      "selftests_from": Path(d["selftests_from"]) if d.get("selftests_from")
+                      else None,
                       "series": tuple(Path(s) for s in d.get("series", ())),
                       "pytest_args": tuple(d.get("pytest_args", ()))})
 

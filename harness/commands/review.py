@@ -28,6 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     rv.add_argument("--bench-runs", type=int, default=3, help="throughput runs per kernel, "
                     "interleaved with the other kernel's (0: no benchmark; below 3 the figures "
                     "are shown but not judged; default 3)")
+    rv.add_argument("--selftests", action="store_true",
+                    help="run the kernel's own selftests of these paths too, on both kernels "
+                    "built from the patched tree: a selftest case the series adds must fail "
+                    "on the base and pass on the patched kernel")
     options.pytest_args(rv)
     rv.set_defaults(func=main)
 
@@ -48,10 +52,12 @@ def main(args: argparse.Namespace) -> int:
     out = run_folder.open_run(cfg, args, f"review-{lab_config.file_safe(name)}")
     # Both builds first: a series that does not apply, or a build error, stops here.
     Lab(cfg).kernel(name)
-    Lab(patched_cfg).kernel(name)
+    patched_tree = Lab(patched_cfg).kernel(name).source_dir
     docs: dict[str, dict] = {}
     for label, extra in (("base", ()), ("patched", (series,))):
         req = child_run.RunRequest(cfg.path, name, out / label, selection=args.k, series=extra,
+                                   selftests=args.selftests,
+                                   selftests_from=patched_tree if args.selftests else None,
                                    pytest_args=tuple(args.pytest_args))
         log.info("review: %s: %s", label, " ".join(child_run.argv(req)))
         child = child_run.run(req)

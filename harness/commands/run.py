@@ -118,7 +118,11 @@ def prepare_selftests(lab: Lab, req: child_run.RunRequest) -> Path:
     """Build the kernel's selftests before pytest collects (one case, one test): a tree that
     cannot be had or a build that fails stops the run with the build's own error."""
     try:
-        source, fingerprint = selftest_build.source_for(lab, req.kernel)
+        if req.selftests_from is not None:
+            source = selftest_build.Source(req.selftests_from, f"{req.selftests_from} (given)")
+            fingerprint = f"tree {req.selftests_from}"
+        else:
+            source, fingerprint = selftest_build.source_for(lab, req.kernel)
         manifest = selftest_build.build(source, lab.kernel(req.kernel).arch, lab.cache_root,
                                         fingerprint)
     except LabError as e:

@@ -65,7 +65,8 @@ def prepared(case: SelftestCase, guest: Guest, request: pytest.FixtureRequest) -
 
 
 def test_selftest(case: SelftestCase, guest: Guest, bundle: build.Bundle,
-                  request: pytest.FixtureRequest) -> None:
+                  request: pytest.FixtureRequest, kernel_fact) -> None:
+    kernel_fact("selftests from", bundle.source)
     notes = prepared(case, guest, request)
     limit = case.timeout_s or NO_LIMIT_S
     command = (f"timeout -k {KILL_GRACE_S} {limit} "
