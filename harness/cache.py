@@ -17,6 +17,7 @@ path below is built by one method of Layout, and nowhere else:
                 roots, unpacked source trees, bisect worktrees, mutate trees, the worktrees of
                 the branches a nightly fetched (see KINDS)
   bench/linux/  `./lab bench`'s hard-link copy of a source tree
+  selftests/KEY/  the kernel's selftests built from a tree (bundle/, manifest.json)
   rescued-reports/TIME-RUN/  a run's reports, when its report folder could not take them
   usage/KIND/NAME.{used,lock}   per entry of KINDS: the last run that used it, and the lock a
                 running lab holds shared on it (./lab gc takes it exclusively)
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 # hard-linked into several entries counts once, for the first: trees before their link copies).
 KINDS = {"trees": "unpacked trees", "kernels": "kernels", "buildroots": "module build roots",
          "builds": "build folders", "bisect": "bisect worktrees", "mutate": "mutate trees",
-         "nightly": "nightly branch worktrees"}
+         "nightly": "nightly branch worktrees", "selftests": "built selftests"}
 RUN_ENV = "RINGLAB_RUN"
 
 

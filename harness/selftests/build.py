@@ -72,6 +72,7 @@ def build(source: Source, arch: str, cache_root: Path, fingerprint: str) -> Path
     a = arches.get(arch)
     key = hashlib.sha256(f"{FORMAT} {fingerprint} {a.name}".encode()).hexdigest()[:16]
     entry = cache.Layout(cache_root).selftests(key)
+    cache.mark_used(cache_root, entry)  # for ./lab gc --keep
     if (entry / MANIFEST).exists():
         return entry / MANIFEST
     with progress.step(f"building the kernel's selftests from {source.description}"), \

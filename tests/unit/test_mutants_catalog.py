@@ -3,6 +3,7 @@ next to their mutant, the one that applies to a tree is used (the tree's own ver
 and a mutant with none for the tree is an error naming it and the tree, never a silent drop."""
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 from harness import cache
 from harness.kernels import mutants
 from harness.kernels.mutants import BASE_TREE, MutantError
+
+REPO = Path(__file__).resolve().parents[2]
 
 FILE = "kernel/events/core.c"
 OLD = "int f(void)\n{\n\treturn -EINVAL;\n}\n"   # the code of the catalog's base tree
@@ -150,13 +153,18 @@ def test_every_variant_of_the_shipped_catalog_parses() -> None:
 
 
 def _cached_trees() -> list[Path]:
-    return sorted(cache.Layout(cache.cache_root()).trees().glob("linux-source-*_*/linux-source-*"))
+    """The unpacked trees of the cache that lab.yaml's build kernels pin (the mutants are made
+    for those; ./lab run --selftests also unpacks a Debian kernel's own, e.g. 6.12.117)."""
+    pinned = set(re.findall(r"package: (linux-source-[\d.]+), version: ([^}\s]+)\}",
+                            (REPO / "lab.yaml").read_text()))
+    return sorted(t for t in cache.Layout(cache.cache_root()).trees().glob(
+        "linux-source-*_*/linux-source-*") if tuple(t.parent.name.split("_", 1)) in pinned)
 
 
 @pytest.mark.parametrize("tree", _cached_trees() or [None], ids=lambda t: t.parent.name if t
                          else "no-cached-tree")
 def test_every_shipped_mutant_has_a_patch_for_each_cached_tree(tree: Path | None) -> None:
-    """On each unpacked Debian tree of the cache (the pinned 6.12.107, 7.2.13), every mutant
+    """On each unpacked Debian tree of the cache lab.yaml pins (6.12.107, 7.2.13), every mutant
     has a variant that applies: `git apply --check` only reads the tree."""
     if tree is None:
         pytest.skip("no linux-source tree unpacked in the cache")
