@@ -163,6 +163,7 @@ class NightlySpec:
     # pending are reported as not run (Dask itself would wait for a worker forever).
     no_worker_timeout_s: int = 600
     explore: NightlyExplore | None = None
+    selftests: bool = False         # each cell runs the kernel's own selftests too
 
 
 @dataclass(frozen=True)
@@ -456,7 +457,8 @@ _GIT_REF = re.compile(r"^(?!-)(?!.*\.\.)[A-Za-z0-9_./+-]+(?<![./])$")
 def _nightly(r: YamlReader, value: Any, kernels: dict[str, KernelSpec]) -> NightlySpec:
     """The `nightly:` section; every kernel it names must be one of `kernels:`."""
     n = r.mapping(value, "nightly", {"kernels", "variants", "profiles", "selections", "refresh",
-                                     "history", "no_worker_timeout_s", "explore"}, {"kernels"})
+                                     "history", "no_worker_timeout_s", "explore", "selftests"},
+                  {"kernels"})
     raw = n["kernels"]
     if not isinstance(raw, list) or not raw:
         raise r.fail("nightly.kernels", "a list of kernel names of `kernels:` (or {kernel: "
@@ -529,7 +531,8 @@ def _nightly(r: YamlReader, value: Any, kernels: dict[str, KernelSpec]) -> Night
                            lambda v, k: r.path(v, k, must_exist=False), None),
         no_worker_timeout_s=r.optional(n, "no_worker_timeout_s", "nightly",
                                        lambda v, k: r.integer(v, k, 10, 86400), 600),
-        explore=_nightly_explore(r, n["explore"]) if "explore" in n else None)
+        explore=_nightly_explore(r, n["explore"]) if "explore" in n else None,
+        selftests=r.optional(n, "selftests", "nightly", r.boolean, False))
 
 
 EXPLORE_PATHS = ("perf-ring", "perf-aux", "pinning", "trace-mmap")

@@ -175,6 +175,7 @@ class CellTask:
     submitted: float = field(default_factory=time.time)
     explore: NightlyExplore | None = None  # ./lab explore after the suite, the night's seed
     seed: int = 0
+    selftests: bool = False     # the kernel's own selftests beside ours (./lab run --selftests)
 
 
 @dataclass
@@ -380,7 +381,7 @@ def run_cell(task: CellTask) -> CellResult:
                 result.build_s = time.monotonic() - t
         req = child_run.RunRequest(cfg_path, cell.kernel.name, run_dir,
                                    selection=cell.selection.expr, tree=tree,
-                                   refresh=task.refresh)
+                                   refresh=task.refresh, selftests=task.selftests)
         log.info("cell %s: %s", cell.name, " ".join(child_run.argv(req)))
         t = time.monotonic()
         with (run_dir / "run.log").open("w") as out:
@@ -482,7 +483,8 @@ def _task(plan: Plan, cell: Cell, commit: str, raw: dict, refresh: bool) -> Cell
         fragments_rel=tuple(relative_to_repo(f) for f in
                             (cell.variant.fragments if cell.variant else ())),
         explore=cfg.nightly.explore if cfg.nightly else None,
-        seed=int(time.strftime("%Y%m%d")))
+        seed=int(time.strftime("%Y%m%d")),
+        selftests=bool(cfg.nightly and cfg.nightly.selftests))
 
 
 def store(result: CellResult, out: Path) -> Path:

@@ -16,6 +16,9 @@ CELL = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip",
         "xfailed": "xfail", "xpassed": "XPASS", "flaky": "flaky"}
 
 
+SELFTEST = "kselftest/test_kselftest.py::"  # the node ids of the kernel's own selftests
+
+
 def build(summaries: dict[str, Path]) -> dict:
     """{"kernels": {name: {release, counts, ...}}, "tests": {test: {kernel: outcome}}}."""
     kernels: dict[str, dict[str, Any]] = {}
@@ -69,4 +72,22 @@ def render(table: dict) -> str:
                      "  ".join(c.ljust(w) for c, w in zip(cells, cols)))
     lines.append(f"{len(table['tests'])} tests, {differ} with different outcomes across kernels"
                  " (- : not run there)")
+    lines += selftest_counts(table)
     return "\n".join(lines) + "\n"
+
+
+def selftest_counts(table: dict) -> list[str]:
+    """One line per column for the kernel's own selftests (./lab run --selftests), their
+    outcomes counted apart from ours: which kernels' own tests pass where ours do not."""
+    mine = {t: k for t, k in table["tests"].items() if SELFTEST in t}
+    if not mine:
+        return []
+    lines = ["kernel selftests (tools/testing/selftests, run beside ours):"]
+    for name in table["kernels"]:
+        counts: dict[str, int] = {}
+        for by_kernel in mine.values():
+            if (o := by_kernel.get(name)):
+                counts[o] = counts.get(o, 0) + 1
+        lines.append(f"  {name}: " + (", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+                                      or "not run"))
+    return lines

@@ -79,3 +79,18 @@ def test_a_column_the_lab_could_not_prove_it_sees_splats_on_is_said_up_front(
     lines = matrix.render(matrix.build({"a": a, "b": b})).splitlines()
     assert lines[1].startswith("a: WARNING: splat detection not proved on this kernel: ")
     assert not any(line.startswith("b: ") for line in lines)
+
+
+def test_the_kernels_own_selftests_are_counted_per_column(tmp_path: Path) -> None:
+    st = "tests/kernel/kselftest/test_kselftest.py::test_selftest"
+    a = write(tmp_path / "a" / "summary.json", "6.12.117", [
+        {"test": "t.py::test_x", "outcome": "passed"},
+        {"test": f"{st}[perf_events/mmap/perf_mmap.rb.map]", "outcome": "passed"},
+        {"test": f"{st}[ftrace/remotes/trace]", "outcome": "skipped"}])
+    b = write(tmp_path / "b" / "summary.json", "7.2.13", [
+        {"test": "t.py::test_x", "outcome": "failed"}])
+    text = matrix.render(matrix.build({"a": a, "b": b}))
+    assert text.endswith("kernel selftests (tools/testing/selftests, run beside ours):\n"
+                         "  a: 1 passed, 1 skipped\n  b: not run\n")
+    assert "no selftests" not in matrix.render(matrix.build({"b": b})) and \
+        "kernel selftests" not in matrix.render(matrix.build({"b": b}))

@@ -309,6 +309,14 @@ def test_an_explore_in_every_cell_is_read_and_checked(tmp_path: Path) -> None:
         tmp_path, "nightly:\n  kernels: [deb]\n  explore: {budget: 1m, paths: [x]}\n")
 
 
+def test_selftests_in_every_cell_is_a_boolean(tmp_path: Path) -> None:
+    cfg = load(tmp_path, "nightly:\n  kernels: [deb]\n  selftests: true\n")
+    assert cfg.nightly is not None and cfg.nightly.selftests
+    off = load(tmp_path, "nightly:\n  kernels: [deb]\n")
+    assert off.nightly is not None and not off.nightly.selftests
+    assert "nightly.selftests" in error_of(tmp_path, "nightly:\n  kernels: [deb]\n  selftests: 3\n")
+
+
 @pytest.mark.parametrize("code, status", [(0, nightly.PASSED), (1, nightly.FAILED),
                                           (2, nightly.ERROR)])
 def test_a_cells_explore_is_judged_by_its_exit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
