@@ -10,8 +10,8 @@ from pathlib import Path
 
 from harness import cache, config as lab_config
 from harness.commands import options, run_folder
+from harness.guest.gdb import gdb_help
 from harness.guest.guest import free_port
-from harness.kernels.kernel import BootableKernel
 from harness.resources import Lab
 
 log = logging.getLogger("ringlab")
@@ -28,22 +28,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "prints the gdb command line (with the vmlinux and scripts/gdb of a build "
                    "kernel)")
     b.set_defaults(func=main)
-
-
-def gdb_help(k: BootableKernel, port: int) -> str:
-    """What to type to attach gdb to the guest's gdbstub: with the vmlinux of a build kernel
-    and its scripts/gdb helpers (lx-dmesg, lx-lsmod, lx-symbols) where the build made them."""
-    target = f"-ex 'target remote 127.0.0.1:{port}'"
-    vmlinux = k.build_dir / "vmlinux" if k.build_dir else None
-    if vmlinux is None or not vmlinux.exists():
-        return (f"  gdb:   gdb {target}\n"
-                f"         (no vmlinux here: a Debian kernel's symbols are in its -dbg package, "
-                f"linux-image-{k.release}-dbg, /usr/lib/debug/boot/vmlinux-{k.release})\n")
-    helpers = k.build_dir / "vmlinux-gdb.py" if k.build_dir else None
-    source = f" -ex 'source {helpers}'" if helpers and helpers.exists() else ""
-    hint = "" if source else " (no vmlinux-gdb.py: CONFIG_GDB_SCRIPTS is off)"
-    return (f"  gdb:   gdb {vmlinux} {target}{source}{hint}\n"
-            f"         (symbols match the running kernel only with --cmdline nokaslr)\n")
 
 
 def state_path(lab: Lab) -> Path:

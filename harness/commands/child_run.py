@@ -40,6 +40,7 @@ class RunRequest:
     refresh: bool = False
     history: str | None = None
     keep_guest: bool = False
+    gdb_on_failure: bool = False        # keep the first failing test's guest paused for gdb
     selftests: bool = False             # the kernel's own selftests too (tests/kernel/kselftest)
     selftests_from: Path | None = None  # ... built from this tree (review: the patched one)
     pytest_args: tuple[str, ...] = ()

@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run N guests at once (pytest-xdist: one guest pool per worker, a test "
                    "file stays on one worker); 'auto': host cores / guest vCPUs (default 1)")
     r.add_argument("--keep-guest", action="store_true", help="keep the guest up at the end")
+    r.add_argument("--gdb-on-failure", action="store_true",
+                   help="stop at the first failing test and keep its guest paused with QEMU's "
+                   "gdbstub open; prints the gdb command line; Ctrl-C ends it")
     r.add_argument("--refresh", action="store_true", help="look for a newer kernel package")
     r.add_argument("--selftests", action="store_true",
                    help="run the kernel's own selftests of these paths too (perf_events, "
@@ -59,8 +62,11 @@ def main(args: argparse.Namespace) -> int:
         req = child_run.RunRequest(cfg.path, names[0], Path(), selection=args.k, jobs=args.jobs,
                                  refresh=args.refresh, history=args.history,
                                  keep_guest=args.keep_guest, selftests=args.selftests,
+                                 gdb_on_failure=args.gdb_on_failure,
                                  pytest_args=tuple(args.pytest_args))
     known_issues.load()  # a broken list is a clear error here, not a pytest INTERNALERROR
+    if req.gdb_on_failure and (len(names) > 1 or (req.jobs or "1") != "1"):
+        raise LabError("--gdb-on-failure keeps one guest paused: give one kernel and no -j")
     if len(names) > 1:
         return run_many(cfg, args, names)
     if args.request:
@@ -157,6 +163,8 @@ def run_suite(cfg: lab_config.LabConfig, req: child_run.RunRequest,
         argv += ["--lab-tree", str(req.tree)]
     if req.keep_guest:
         argv.append("--keep-guest")
+    if req.gdb_on_failure:
+        argv.append("--gdb-on-failure")
     if selftests:
         argv += ["--lab-selftests", str(selftests)]
     if req.selection:

@@ -1,7 +1,7 @@
 """pytest plugin: guests as fixtures, guest dmesg in each test's report, a run summary.
 
 Load with `-p harness.pytest_plugin` (./lab run does). Options: --kernel, --lab-config,
---keep-guest, --lab-report-dir, --lab-refresh, --fresh-guest-per-test. Tests take the `guest`
+--keep-guest, --gdb-on-failure (gdb.py), --lab-report-dir, --lab-refresh, --fresh-guest-per-test. Tests take the `guest`
 fixture; a test that needs another machine profile says so with @pytest.mark.guest(cpus=2), one
 that must not share its guest with @pytest.mark.guest(fresh=True).
 
@@ -21,6 +21,7 @@ import pytest
 
 from harness.errors import LabError
 from harness.pytest_plugin import context, html
+from harness.pytest_plugin.gdb import GdbOnFailure
 from harness.pytest_plugin.guests import Guests
 from harness.pytest_plugin.health import Health
 from harness.pytest_plugin.ledger import Ledger, Sender
@@ -53,6 +54,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--lab-selftests", default=None, metavar="MANIFEST",
                 help="the kernel's selftests built for this kernel (harness/selftests/build.py): "
                 "tests/kselftest runs one test per case")
+    g.addoption("--gdb-on-failure", action="store_true",
+                help="stop at the first failing test and keep its guest paused with QEMU's "
+                "gdbstub open (the gdb command line on stderr) until Ctrl-C")
     g.addoption("--lab-tree", default=None, metavar="DIR",
                 help="build the --kernel from this tree instead (a `build` kernel)")
 
@@ -87,6 +91,8 @@ def plugins(ctx: context.RunContext, config: pytest.Config) -> dict[str, object]
         "guests": guests, "observation": observation, "verdict": verdict, "health": health,
         "ledger": Ledger(ctx, outbox, observation),
         "phases": Phases(observation, verdict, health, Sender(ctx, guests, outbox))}
+    if config.getoption("--gdb-on-failure"):
+        found["gdb"] = GdbOnFailure()
     if (key := html.metadata_key()) is not None:
         page = html.Html(ctx, config, key)
         guests.on_handout.append(page.note_boot)

@@ -41,3 +41,48 @@ def test_the_printed_gdb_command_attaches_to_the_guest(make_lab_yaml) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
+
+
+@pytest.mark.skipif(shutil.which("gdb") is None, reason="no gdb on this host (./lab selftest "
+                    "installs it)")
+def test_the_first_failing_tests_guest_is_kept_paused_for_gdb(tmp_path: Path,
+                                                               make_lab_yaml) -> None:
+    argv = [sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin", "-p",
+            "no:cacheprovider", str(REPO / "tests" / "suites" / "suite_gdb_on_failure.py"),
+            "--lab-config", str(make_lab_yaml()), "--lab-report-dir", str(tmp_path / "run"),
+            "--gdb-on-failure"]
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        lines, deadline = [], time.monotonic() + 240
+        for line in proc.stdout:
+            lines.append(line)
+            if "Ctrl-C (or SIGTERM) stops it" in line or time.monotonic() > deadline:
+                break
+        text = "".join(lines)
+        assert "the guest of tests/suites/suite_gdb_on_failure.py::test_b_fails_leaving_a_mark" \
+            " is paused" in text, text[-3000:]
+        m = re.search(r"gdb:\s+gdb .*-ex '(target remote 127\.0\.0\.1:\d+)'", text)
+        assert m, text[-3000:]
+        ssh = re.search(r"(ssh -p \d+ -i \S+) -o HostKeyAlias=ringlab-guest root@127\.0\.0\.1",
+                        text)
+        assert ssh, text[-3000:]
+        ssh_argv = ssh.group(1).split() + ["-o", "StrictHostKeyChecking=no", "-o",
+                                           "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
+                                           "-o", "ConnectTimeout=5", "root@127.0.0.1"]
+        paused = subprocess.run(ssh_argv + ["true"], capture_output=True, text=True, timeout=60)
+        assert paused.returncode != 0, "a paused guest does not answer SSH"
+        gdb = subprocess.run(["gdb", "-batch", "-ex", m.group(1), "-ex", "info registers rip",
+                              "-ex", "detach"], capture_output=True, text=True, timeout=120)
+        assert re.search(r"^rip\s+0xffff[0-9a-f]+", gdb.stdout, re.M), gdb.stdout + gdb.stderr
+        # Detached, the guest runs again: the one the failing test left, its mark still there.
+        mark = subprocess.run(ssh_argv + ["cat", "/dev/shm/mark"], capture_output=True,
+                              text=True, timeout=120)
+        assert mark.stdout.strip() == "ringlab-gdb-mark", mark.stdout + mark.stderr
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=90)
+    text += out
+    assert proc.returncode == 1, text[-3000:]  # a test failed: not an interrupted run
+    assert "1 failed, 1 passed" in text and "test_c_never_runs" not in text, text[-3000:]
