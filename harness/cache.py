@@ -18,6 +18,7 @@ path below is built by one method of Layout, and nowhere else:
                 the branches a nightly fetched (see KINDS)
   bench/linux/  `./lab bench`'s hard-link copy of a source tree
   selftests/KEY/  the kernel's selftests built from a tree (bundle/, manifest.json)
+  debug/RELEASE/vmlinux  a Debian kernel's debug symbols, from linux-image-RELEASE-dbg
   rescued-reports/TIME-RUN/  a run's reports, when its report folder could not take them
   usage/KIND/NAME.{used,lock}   per entry of KINDS: the last run that used it, and the lock a
                 running lab holds shared on it (./lab gc takes it exclusively)
@@ -47,7 +48,8 @@ log = logging.getLogger(__name__)
 # hard-linked into several entries counts once, for the first: trees before their link copies).
 KINDS = {"trees": "unpacked trees", "kernels": "kernels", "buildroots": "module build roots",
          "builds": "build folders", "bisect": "bisect worktrees", "mutate": "mutate trees",
-         "nightly": "nightly branch worktrees", "selftests": "built selftests"}
+         "nightly": "nightly branch worktrees", "selftests": "built selftests",
+         "debug": "debug symbols"}
 RUN_ENV = "RINGLAB_RUN"
 
 
@@ -82,6 +84,10 @@ class Layout:
 
     def kernel(self, key: str) -> Path:
         return self.root / "kernels" / key
+
+    def debug_symbols(self, release: str) -> Path:
+        """A Debian kernel's vmlinux with debug info, from its -dbg package (gdb)."""
+        return self.root / "debug" / release
 
     def rootfs(self, digest: str) -> Path:
         return self.root / "rootfs" / digest

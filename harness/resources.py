@@ -10,12 +10,12 @@ import os
 from pathlib import Path
 
 from harness import arch as arches, cache, host
-from harness.config import BuildKernel, LabConfig
+from harness.config import BuildKernel, DebianKernel, LabConfig
 from harness.debian import mirror
-from harness.errors import HostError
+from harness.errors import HostError, KernelError
 from harness.guest import accel, qemu, rootfs, ssh
 from harness.guest.guest import BootPlan, Guest, boot
-from harness.kernels import kbuild, kernel, modules
+from harness.kernels import debug_symbols, kbuild, kernel, modules
 from harness.kernels.kernel import BootableKernel
 
 log = logging.getLogger(__name__)
@@ -76,6 +76,18 @@ class Lab:
                                                self.cache_root, self.client_key().public_line,
                                                arch=a)
         return self._rootfs[arch]
+
+    def debug_vmlinux(self, kernel_name: str | None = None) -> Path:
+        """The kernel's vmlinux with debug info: a build kernel's own, a Debian kernel's from
+        its -dbg package (fetched once: harness/kernels/debug_symbols.py)."""
+        spec = self.config.kernel(kernel_name)
+        k = self.kernel(spec.name)
+        if k.build_dir is not None and (k.build_dir / "vmlinux").exists():
+            return k.build_dir / "vmlinux"
+        if not isinstance(spec.source, DebianKernel):
+            raise KernelError(f"kernel {spec.name}: no vmlinux with symbols beside its image")
+        return debug_symbols.vmlinux(k, spec.source, self.cache_root,
+                                     lambda: mirror.resolve(self.config.mirror))
 
     def module(self, name: str, kernel_name: str | None = None) -> Path:
         """kernels/modules/NAME built for the kernel (cached); ModuleUnavailable if the lab

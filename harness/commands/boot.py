@@ -10,8 +10,8 @@ from pathlib import Path
 
 from harness import cache, config as lab_config
 from harness.commands import options, run_folder
-from harness.guest.gdb import gdb_help
-from harness.guest.guest import free_port
+from harness.guest.gdb import gdb_help, kaslr_offset
+from harness.guest.guest import Guest, free_port
 from harness.resources import Lab
 
 log = logging.getLogger("ringlab")
@@ -27,7 +27,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--gdb", action="store_true", help="QEMU's gdbstub on a loopback port; "
                    "prints the gdb command line (with the vmlinux and scripts/gdb of a build "
                    "kernel)")
+    b.add_argument("--symbols", action="store_true", help="with --gdb: a Debian kernel's "
+                   "vmlinux from its -dbg package (downloaded once, ~300 MB), and the KASLR "
+                   "offset it runs at, in the gdb command line")
     b.set_defaults(func=main)
+
+
+def gdb_lines(lab: Lab, g: Guest, port: int, symbols: bool) -> str:
+    """gdb_help for the guest: with its vmlinux (fetched if asked) moved by its KASLR offset."""
+    vmlinux = lab.debug_vmlinux(g.kernel.name) if symbols else (
+        g.kernel.build_dir / "vmlinux" if g.kernel.build_dir else None)
+    offset = kaslr_offset(g, vmlinux) if vmlinux and vmlinux.exists() else None
+    return gdb_help(g.kernel, port, vmlinux if symbols else None, offset)
 
 
 def state_path(lab: Lab) -> Path:
@@ -64,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"guest {k.name} ({g.kernel.release}) up in {g.record.boot_s:.1f} s, accel "
                   f"{g.plan.accel}; console log: {console_log}\n"
                   f"  shell: ./lab ssh     (or: {' '.join(ssh_argv(lab, state))})\n"
-                  + (gdb_help(g.kernel, gdb_port) if gdb_port else "")
+                  + (gdb_lines(lab, g, gdb_port, args.symbols) if gdb_port else "")
                   + "Ctrl-C stops it.", flush=True)
             while g.health() is None:
                 time.sleep(1)

@@ -92,7 +92,7 @@ def plugins(ctx: context.RunContext, config: pytest.Config) -> dict[str, object]
         "ledger": Ledger(ctx, outbox, observation),
         "phases": Phases(observation, verdict, health, Sender(ctx, guests, outbox))}
     if config.getoption("--gdb-on-failure"):
-        found["gdb"] = GdbOnFailure()
+        found["gdb"] = GdbOnFailure(guests)
     if (key := html.metadata_key()) is not None:
         page = html.Html(ctx, config, key)
         guests.on_handout.append(page.note_boot)

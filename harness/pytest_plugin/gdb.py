@@ -3,7 +3,8 @@
 The run stops after that test (its teardown runs as usual, so the lab's own checks of the
 guest still hold); at the session's end, before the guests stop, that guest's vCPUs are
 stopped and QEMU's gdbstub opened on a loopback port, and the lab waits for Ctrl-C with the
-commands to type on stderr. A test the known issues excuse (XFAIL) is not a failure here.
+commands to type on stderr: with the kernel's vmlinux (a Debian kernel's from its -dbg
+package, fetched once) at the KASLR offset the guest runs at. A test the known issues excuse (XFAIL) is not a failure here.
 """
 from __future__ import annotations
 
@@ -11,19 +12,21 @@ import signal
 import sys
 import time
 from collections.abc import Generator
+from pathlib import Path
 
 import pytest
 
 from harness.errors import LabError
 from harness.guest import gdb
 from harness.guest.guest import Guest, free_port
-from harness.pytest_plugin.guests import GUEST_KEY
+from harness.pytest_plugin.guests import GUEST_KEY, Guests
 
 OPTION = "--gdb-on-failure"
 
 
 class GdbOnFailure:
-    def __init__(self) -> None:
+    def __init__(self, guests: Guests) -> None:
+        self.guests = guests
         self.kept: tuple[str, Guest] | None = None
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outermost: sees the final report
@@ -49,6 +52,12 @@ class GdbOnFailure:
                   file=sys.stderr)
             return
         port = free_port()
+        try:  # the symbols first (a Debian kernel's -dbg package), while the guest still runs
+            vmlinux: Path | None = self.guests.get_pool().lab.debug_vmlinux(g.kernel.name)
+        except LabError as e:
+            print(f"\n{OPTION}: no symbols for {g.kernel.name}: {e}", file=sys.stderr)
+            vmlinux = None
+        offset = gdb.kaslr_offset(g, vmlinux) if vmlinux is not None else None
         try:
             gdb.pause_with_gdbstub(g.workdir / "qmp.sock", port)
         except LabError as e:
@@ -56,7 +65,7 @@ class GdbOnFailure:
             return
         print(f"\n{OPTION}: the guest of {nodeid} is paused ({g.kernel.name}, "
               f"{g.kernel.release}); QEMU's gdbstub on 127.0.0.1:{port}\n"
-              + gdb.gdb_help(g.kernel, port)
+              + gdb.gdb_help(g.kernel, port, vmlinux, offset)
               + "         (gdb's `continue` or `detach` runs the guest again; then, to look "
               "around:\n"
               f"          ssh -p {g.record.ssh_port} -i {g.plan.key.private} "

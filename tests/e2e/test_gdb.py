@@ -86,3 +86,35 @@ def test_the_first_failing_tests_guest_is_kept_paused_for_gdb(tmp_path: Path,
     text += out
     assert proc.returncode == 1, text[-3000:]  # a test failed: not an interrupted run
     assert "1 failed, 1 passed" in text and "test_c_never_runs" not in text, text[-3000:]
+
+
+@pytest.mark.skipif(shutil.which("gdb") is None, reason="no gdb on this host (./lab selftest "
+                    "installs it)")
+def test_a_debian_kernels_symbols_are_fetched_and_placed_at_its_kaslr_offset(
+        make_lab_yaml) -> None:
+    env = dict(os.environ, RINGLAB_CONFIG=str(make_lab_yaml()))
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "boot", "--gdb", "--symbols"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        lines, deadline = [], time.monotonic() + 280
+        for line in proc.stdout:
+            lines.append(line)
+            if "Ctrl-C stops it" in line or time.monotonic() > deadline:
+                break
+        text = "".join(lines)
+        m = re.search(r"gdb:\s+gdb (-ex 'add-symbol-file (\S+)/vmlinux -o 0x[0-9a-f]+') "
+                      r"-ex '(target remote 127\.0\.0\.1:\d+)'", text)
+        assert m, text[-2000:]
+        release = m.group(2).rsplit("/", 1)[-1]
+        gdb = subprocess.run(["gdb", "-batch", "-ex", m.group(1).split("'")[1], "-ex",
+                              m.group(3), "-ex", "p init_uts_ns.name.release",
+                              "-ex", "info symbol $pc", "-ex", "detach"],
+                             capture_output=True, text=True, timeout=120)
+        # The symbols are the running kernel's: its utsname read through them, $pc named.
+        assert f'"{release}"' in gdb.stdout, gdb.stdout + gdb.stderr
+        assert re.search(r"^\w+ \+ \d+ in section \.text", gdb.stdout, re.M), gdb.stdout
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
