@@ -41,7 +41,7 @@ from harness.kernels import mutants as catalogs, trees
 from harness.kernels.mutants import (  # noqa: F401 (the catalog, as callers know it)
     CATALOG, KERNEL_FILES, Mutant, MutantError, catalog, parse, select)
 from harness.kernels.series import Patch
-from harness.results import history
+from harness.results import history, matrix
 
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
@@ -68,6 +68,7 @@ class MutantResult:
     run_s: float = 0.0
     fixes_revert: str | None = None
     report: str = ""                             # the mutant's ./lab run report folder
+    selftest_killers: list[str] | None = None    # with --selftests: the kernel's own that failed
 
 
 def judge(baseline: ChildRun, child: ChildRun) -> tuple[str, list[str], str]:
@@ -84,8 +85,8 @@ def judge(baseline: ChildRun, child: ChildRun) -> tuple[str, list[str], str]:
     if not child.summary.get("results"):  # the selection holds no test for this mutant
         return SURVIVED, [], "no test of the selection ran"
     failed = [t for t, o in child.outcomes.items() if o in history.FAILING]
-    killers = [t for t in failed
-               if baseline.outcomes.get(t) in JUDGED_BASELINE and not child.without_guest(t)]
+    killers = [t for t in failed if matrix.SELFTEST not in t
+               and baseline.outcomes.get(t) in JUDGED_BASELINE and not child.without_guest(t)]
     if killers:
         first = next(r for r in child.summary.get("results", [])
                      if r["test"] == killers[0] and r["outcome"] != "rerun")
@@ -94,6 +95,13 @@ def judge(baseline: ChildRun, child: ChildRun) -> tuple[str, list[str], str]:
     if not child.booted or any(child.without_guest(t) for t in failed):
         return NOT_BOOTED, [], "the guest did not boot"
     return SURVIVED, [], ""
+
+
+def selftest_killers(baseline: ChildRun, child: ChildRun) -> list[str]:
+    """The kernel's own selftest cases that passed on the unmutated kernel and fail here."""
+    return [t for t, o in child.outcomes.items() if matrix.SELFTEST in t
+            and o in history.FAILING and baseline.outcomes.get(t) in JUDGED_BASELINE
+            and not child.without_guest(t)]
 
 
 # --- the tree mutants are applied to ------------------------------------------------------
@@ -223,6 +231,9 @@ class Plan:
     # issue explains; a kill is such a failure, confirmed on a fresh guest, that the
     # unmutated kernel's explore did not have.
     explore_s: float | None = None
+    # The kernel's own selftests too, every case on every mutant: a column of the kill table
+    # says whether they caught it; the kill rate stays ours.
+    selftests: bool = False
 
 
 # The explorer's paths a kernel file serves.
@@ -271,8 +282,11 @@ def _run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path
                ) -> tuple[ChildRun, float]:
     """`./lab run` of the kernel built from `tree`, in a child (as review and bisect do); its
     output goes to run_dir.log. Stopped (and its guests with it) if we are interrupted."""
+    if plan.selftests and selection:
+        selection = f"({selection}) or kselftest"
     req = child_run.RunRequest(plan.cfg.path, plan.name, run_dir, selection=selection,
-                               tree=tree, pytest_args=tuple(plan.pytest_args))
+                               tree=tree, selftests=plan.selftests,
+                               pytest_args=tuple(plan.pytest_args))
     start = time.monotonic()
     with open(f"{run_dir}.log", "w") as out:
         out.write("$ " + " ".join(child_run.argv(req)) + "\n")
@@ -416,6 +430,8 @@ def _one(plan: Plan, ws: Workspace, m: Mutant, outs: list[Path], baseline: Child
         child, run_s = _run_tests(plan, ws.src, tests, run_dir)
         r.run_s = round(run_s, 1)
     r.outcome, r.killed_by, r.why = judge(baseline, child)
+    if plan.selftests and child.summary is not None and not child.not_run:
+        r.selftest_killers = selftest_killers(baseline, child)
     if r.outcome == NOT_RUN:
         r.why = f"./lab run exit {child.exit_code}; see {run_dir}.log"
     return r
@@ -485,7 +501,17 @@ def render(doc: dict) -> str:
                      + (f" (reverts {r['fixes_revert']})" if r["fixes_revert"] else ""))
         if len(r["killed_by"]) > 1:
             lines.append(f"    also failed: {', '.join(k.split('::')[-1] for k in r['killed_by'][1:])}"[:300])
+        if r.get("selftest_killers") is not None:
+            st = r["selftest_killers"]
+            lines.append("    kernel selftests: " + ("killed it: " + ", ".join(
+                k.split("[", 1)[-1].rstrip("]") for k in st) if st else "survived")[:300])
     rate = f"{100 * t['kill_rate']:.0f}%" if t["kill_rate"] is not None else "n/a"
+    judged_st = [r for r in doc["mutants"] if r.get("selftest_killers") is not None
+                 and r["outcome"] in (KILLED, SURVIVED)]
+    if judged_st:
+        lines += ["", f"the kernel's own selftests killed "
+                  f"{sum(bool(r['selftest_killers']) for r in judged_st)} of {len(judged_st)} "
+                  "judged (ours: below)"]
     if doc.get("whole_suite"):
         lines += ["", cost_line(doc)]
     lines += ["", f"killed {t[KILLED]} of {t['judged']} judged ({rate}); survived {t[SURVIVED]};"
@@ -527,6 +553,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "kernel builds only slow each other)")
     mu.add_argument("--explore", metavar="BUDGET", help="judge each mutant with `./lab "
                     "explore` (BUDGET per path its file serves, e.g. 2m) instead of the suite")
+    mu.add_argument("--selftests", action="store_true", help="run the kernel's own selftests "
+                    "of these paths on every mutant too: a column of the kill table says "
+                    "whether they caught it (the kill rate stays the suite's)")
     options.pytest_args(mu)
     mu.set_defaults(func=main)
 
@@ -548,5 +577,6 @@ def main(args: argparse.Namespace) -> int:
         from harness.explore.session import parse_budget
         explore_s = parse_budget(args.explore)
     return run(Plan(cfg, name, mutants, args.k, args.pytest_args, out,
-                    whole_suite=args.whole_suite, explore_s=explore_s))
+                    whole_suite=args.whole_suite, explore_s=explore_s,
+                    selftests=args.selftests))
 

@@ -272,3 +272,14 @@ def test_two_runs_on_one_tree_are_refused(tmp_path: Path) -> None:
         with pytest.raises(LabError, match="another ./lab mutate is using the tree"):
             with Workspace(tree, tmp_path / "cache").opened():
                 pass
+
+
+def test_the_kernels_own_selftests_are_judged_apart_from_ours() -> None:
+    st = "tests/kernel/kselftest/test_kselftest.py::test_selftest[ring-buffer/map_test/x]"
+    base = child_run.of(_summary((A, "passed", ""), (st, "passed", "")), 1)
+    only_theirs = child_run.of(_summary((A, "passed", ""), (st, "failed", "not ok 1 x")), 1)
+    assert mutate.judge(base, only_theirs)[:2] == (SURVIVED, [])
+    assert mutate.selftest_killers(base, only_theirs) == [st]
+    both = child_run.of(_summary((A, "failed", "y"), (st, "passed", "")), 1)
+    assert mutate.judge(base, both)[:2] == (KILLED, [A])
+    assert mutate.selftest_killers(base, both) == []
