@@ -749,6 +749,29 @@ def _lifetime_rounds(inst: Instance, rounds: int = 200) -> dict:
             "remap_works": _remap_works(inst)}
 
 
+def _lifetime_moved(inst: Instance) -> dict:
+    """The data area moved whole (mremap MAYMOVE|FIXED, which VM_DONTEXPAND does not forbid):
+    the mapping at its new place must keep working (GET_READER, the events read through it),
+    and its munmap must end the mapping (the buffer resizes again)."""
+    out: dict[str, Any] = {}
+    fd = inst.open_cpu(0)
+    tm = TraceMap(fd)
+    out["move"], new, _ = probelib.remap(tm.data.addr, tm.data.length, "move")
+    if out["move"] == "ok":
+        tm.data.addr = new
+    inst.mark("after-move")
+    try:
+        out["reads_after_move"] = ("ok" if "after-move" in MapReader(tm, inst).until_empty().texts
+                                   else "marker not read")
+    except OSError as e:
+        out["reads_after_move"] = errno.errorcode.get(e.errno or 0, str(e))
+    tm.close()
+    os.close(fd)
+    out["resize_after"] = inst.set("buffer_size_kb", 32)
+    out["remap_works"] = _remap_works(inst)
+    return out
+
+
 RESHAPES = ("shrinking_mremap", "map_fixed_over_part", "mprotect_part", "grow_meta",
             "grow_meta_maymove", "grow_data", "grow_data_maymove", "dontunmap_move_data")
 
@@ -818,12 +841,12 @@ def _lifetime_reshape(inst: Instance) -> dict:
 
 LIFETIME = {"partial": _lifetime_partial, "fork": _lifetime_fork, "twice": _lifetime_twice,
             "close-first": _lifetime_close_first, "instances": _lifetime_instances,
-            "rounds": _lifetime_rounds, "reshape": _lifetime_reshape}
+            "rounds": _lifetime_rounds, "reshape": _lifetime_reshape, "moved": _lifetime_moved}
 
 
 def check_lifetime(args: list[str]) -> dict:
-    """ARGS: one of partial, fork, twice, close-first, instances, rounds. After each, the
-    instance must still be removable (no reference left behind)."""
+    """ARGS: one of partial, fork, twice, close-first, instances, rounds, reshape, moved.
+    After each, the instance must still be removable (no reference left behind)."""
     part = args[0] if args else ""
     if part not in LIFETIME:
         raise probelib.Skip(f"lifetime needs one of: {', '.join(LIFETIME)}")
