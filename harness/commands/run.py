@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import config as lab_config
-from harness import splat_proof
+from harness import host, splat_proof
 from harness.commands import child_run, options, run_folder
 from harness.errors import LabError
 from harness.resources import Lab
@@ -124,6 +124,7 @@ def prepare_selftests(lab: Lab, req: child_run.RunRequest) -> Path:
     """Build the kernel's selftests before pytest collects (one case, one test): a tree that
     cannot be had or a build that fails stops the run with the build's own error."""
     try:
+        host.require(host.BUILD_TOOLS)
         if req.selftests_from is not None:
             source = selftest_build.Source(req.selftests_from, f"{req.selftests_from} (given)")
             fingerprint = f"tree {req.selftests_from}"
