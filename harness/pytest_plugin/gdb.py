@@ -29,18 +29,15 @@ class GdbOnFailure:
         self.guests = guests
         self.kept: tuple[str, Guest] | None = None
 
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outermost: sees the final report
-    def pytest_runtest_makereport(self, item: pytest.Item,
-                                  call: pytest.CallInfo) -> Generator[None, None, None]:
-        outcome = yield
-        report = outcome.get_result()
-        if self.kept is not None or report.when != "call" or not report.failed:
-            return
-        g = item.stash.get(GUEST_KEY, None)
-        if g is None:
-            return
-        self.kept = (item.nodeid, g)
-        item.session.shouldfail = f"{OPTION}: {item.nodeid} failed; its guest is kept"
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: sees the final report
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo
+                                  ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if self.kept is None and report.when == "call" and report.failed and \
+                (g := item.stash.get(GUEST_KEY, None)) is not None:
+            self.kept = (item.nodeid, g)
+            item.session.shouldfail = f"{OPTION}: {item.nodeid} failed; its guest is kept"
+        return report
 
     @pytest.hookimpl(tryfirst=True)  # before the guests plugin stops every guest
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
