@@ -487,13 +487,15 @@ def test_a_moved_mapping_keeps_working_and_unmaps_once(trace, new_splats) -> Non
     # mm/mremap.c refuses to grow a VM_DONTEXPAND VMA and refuses MREMAP_DONTUNMAP on it, but
     # moves it whole (MREMAP_MAYMOVE|MREMAP_FIXED, same length): copy_vma() gives the new VMA
     # vm_ops->open, tracing_buffers_mmap_open() -> ring_buffer_map_dup() counts it (trace.c,
-    # 6.12.77+ and 7.x: e39bb9e02b68), and the old VMA's close uncounts it. So the buffer
-    # stays mapped: GET_READER and the events work through the new address, and its munmap
-    # is the last one (the buffer resizes again, ring_buffer_subbuf_order_set()/resize refuse
-    # only while mapped).
-    assert d["move"] == "ok", f"mremap(MAYMOVE|FIXED) of the whole data area: {d['move']}"
-    assert d["reads_after_move"] == "ok", \
-        f"after the move, GET_READER and reading through the new address: {d['reads_after_move']}"
+    # 6.12.77+ and 7.x: e39bb9e02b68), and the old VMA's close uncounts it. So a buffer whose
+    # only mapping moved stays mapped: GET_READER works (ring_buffer_map_get_reader() answers
+    # ENODEV for an unmapped CPU buffer) and the meta page reads right at its new address; the
+    # moved mapping's munmap is the last one (the buffer resizes again).
+    assert d["move"] == "ok", f"mremap(MAYMOVE|FIXED) of the meta page mapping: {d['move']}"
+    assert d["get_reader_after_move"] == "ok", \
+        f"GET_READER with the moved mapping the only one: {d['get_reader_after_move']}"
+    assert d["meta_after_move"] == d["meta_before"], \
+        f"the meta page at its new address: {d['meta_after_move']}, was {d['meta_before']}"
     assert d["resize_after"] == "ok", \
         f"after munmap of the moved mapping the buffer must resize: {d['resize_after']}"
     # A splat fails it through the plugin (lifetime()); the known issue's own WARN, in
