@@ -63,6 +63,7 @@ PATH_FILES: dict[str, tuple[str, ...]] = {
                 "include/linux/ring_buffer.h", "include/uapi/linux/trace_mmap.h"),
 }
 VERDICT_EXIT = {"REGRESSION": 1, "too noisy to judge": 4, "no regression": 0}
+_KNOWN = re.compile(r"known kernel issue ([\w.-]+):")
 _OFFSET = re.compile(r"\+0x[0-9a-f]+/0x[0-9a-f]+|:\d+\b")
 _DIFF_FILE = re.compile(r"^(?:diff --git a/\S+ b/(?P<git>\S+)|\+\+\+ b/(?P<plus>\S+))", re.M)
 
@@ -163,6 +164,9 @@ class Review:
     newly_failing: list[str] = field(default_factory=list)
     newly_flaky: list[str] = field(default_factory=list)
     newly_passing: list[str] = field(default_factory=list)
+    known_not_seen: list[str] = field(default_factory=list)   # xfailed -> passed
+    newly_known: list[str] = field(default_factory=list)      # passed -> xfailed
+    known_issue: dict[str, str] = field(default_factory=dict)  # test -> the issue's id
     newly_skipped: list[str] = field(default_factory=list)
     new_tests: list[str] = field(default_factory=list)
     gone_tests: list[str] = field(default_factory=list)
@@ -178,7 +182,7 @@ class Review:
     @property
     def tests_regressed(self) -> bool:
         return bool(self.newly_failing or self.newly_flaky or self.newly_skipped
-                    or self.new_warnings or self.gone_tests)
+                    or self.new_warnings or self.gone_tests or self.newly_known)
 
     @property
     def verdict(self) -> str:
@@ -216,9 +220,13 @@ class Review:
                              ("NEWLY FLAKY", self.newly_flaky),
                              ("NEWLY SKIPPED", self.newly_skipped),
                              ("NEW WARNING", self.new_warnings), ("GONE", self.gone_tests),
+                             ("NEWLY KNOWN", self.newly_known),
+                             ("NOT SEEN", self.known_not_seen),
                              ("NEWLY PASSING", self.newly_passing), ("NEW TEST", self.new_tests)):
             for item in items:
                 detail = f" ({' -> '.join(self.outcomes[item])})" if item in self.outcomes else ""
+                if item in self.known_issue:
+                    detail = detail[:-1] + f": known issue {self.known_issue[item]})"
                 out.append(f"  {label:14s} {item}{detail}")
         labels = {"worse": "BENCH WORSE", "too noisy": "BENCH NOISY", "better": "BENCH BETTER",
                   "same": "bench same", "control": "bench control", "not judged": "not judged"}
@@ -232,6 +240,15 @@ class Review:
             entry["median_ratio"] = b.median_ratio
         doc.update(verdict=self.verdict, regressed=self.regressed, exit_status=self.exit_status)
         return json.dumps(doc, indent=2)
+
+
+def _issue_of(summary: dict, test: str) -> str:
+    """The known issue an xfailed test's reason names ("known kernel issue ID: ...")."""
+    for r in summary.get("results", []):
+        if r["test"] == test and r["outcome"] == "xfailed":
+            if (m := _KNOWN.search(r.get("reason") or "")):
+                return m.group(1)
+    return "?"
 
 
 def _warnings(summary: dict) -> dict[str, set[str]]:
@@ -289,6 +306,12 @@ def compare(base: dict, patched: dict,
             r.newly_skipped.append(test)
         elif a in PASSING and b not in PASSING:
             r.newly_passing.append(test)
+        elif (b, a) == ("xfailed", "passed"):  # the series fixed a known kernel issue
+            r.known_not_seen.append(test)
+            r.known_issue[test] = _issue_of(base, test)
+        elif (b, a) == ("passed", "xfailed"):  # the series brought one in: a regression
+            r.newly_known.append(test)
+            r.known_issue[test] = _issue_of(patched, test)
     wb, wa = _warnings(base), _warnings(patched)
     old = set().union(*wb.values()) if wb else set()
     for test, titles in sorted(wa.items()):

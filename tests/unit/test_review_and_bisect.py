@@ -22,6 +22,21 @@ def _summary(outcomes: dict[str, str], splats: dict[str, list[str]] | None = Non
     return {"kernel": "k", "kernel_description": "k", "results": results}
 
 
+def test_a_known_issue_the_series_fixes_is_not_seen_and_one_it_brings_is_a_regression() -> None:
+    why = "known kernel issue perf-mmap-second-mapping-charged: a perf buffer mapped again"
+    base = _summary({"charged": "xfailed", "other": "passed"})
+    base["results"][0]["reason"] = why
+    patched = _summary({"charged": "passed", "other": "passed"})
+    r = review.compare(base, patched)
+    assert r.known_not_seen == ["charged"] and not r.regressed
+    assert "NOT SEEN       charged (xfailed -> passed: known issue " \
+        "perf-mmap-second-mapping-charged)" in "\n".join(r.lines())
+    back = review.compare(patched, base)
+    assert back.newly_known == ["charged"] and back.regressed
+    assert "NEWLY KNOWN    charged (passed -> xfailed: known issue " \
+        "perf-mmap-second-mapping-charged)" in "\n".join(back.lines())
+
+
 def test_review_classifies_every_change() -> None:
     base = _summary({"a": "passed", "b": "failed", "c": "passed", "d": "skipped", "e": "passed",
                      "gone": "passed"},
