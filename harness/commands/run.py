@@ -126,7 +126,8 @@ def prepare_selftests(lab: Lab, req: child_run.RunRequest) -> Path:
     try:
         host.require(host.BUILD_TOOLS)
         if req.selftests_from is not None:
-            source = selftest_build.Source(req.selftests_from, f"{req.selftests_from} (given)")
+            source = selftest_build.Source(req.selftests_from, f"{req.selftests_from} (the "
+                                           "patched tree of a review, on both its kernels)")
             fingerprint = f"tree {req.selftests_from}"
         else:
             source, fingerprint = selftest_build.source_for(lab, req.kernel)
