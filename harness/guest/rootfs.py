@@ -24,9 +24,10 @@ from harness.debian.mirror import Mirror
 log = logging.getLogger(__name__)
 
 FILES = Path(__file__).resolve().parents[2] / "rootfs"
-# Always in the image: what ringlab-init, sshd and the probes need.
+# Always in the image: what ringlab-init, sshd and the probes need; and bc, which the kernel's
+# own ftracetest cases compute with (test.d/remotes/functions: check_trace's timestamps).
 REQUIRED_PACKAGES = ("python3", "openssh-server", "kmod", "iproute2", "tini", "procps",
-                     "util-linux")
+                     "util-linux", "bc")
 # Left out of the image: documentation only slows the image build down.
 EXCLUDED_PATHS = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*",
                   "/usr/share/locale/*", "/usr/share/lintian/*")

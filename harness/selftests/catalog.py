@@ -42,6 +42,9 @@ MODULES: dict[str, str] = {"perf_events/mmap": "ringlab_aux"}
 # Shell commands run before an ftracetest case whose `requires:` names the key: the test
 # remote (CONFIG_TRACE_REMOTE_TEST) is a module the remotes/ cases expect loaded.
 SETUP: dict[str, str] = {"remotes/test": "modprobe remote_test"}
+# The guest a case needs, where the default one (1 vCPU) makes it skip: the remote hotplug
+# case takes a CPU offline, which needs a second one.
+GUEST: dict[str, dict[str, int]] = {"remotes/hotplug.tc": {"cpus": 2}}
 DEFAULT_TIMEOUT_S = 45  # kselftest's own default (runner.sh) when a target has no settings
 
 
@@ -59,6 +62,10 @@ class SelftestCase:
         """target/program, as NEEDS and MODULES name it."""
         return f"{self.target}/{self.program}"
 
+    def guest(self) -> dict[str, int]:
+        """The @pytest.mark.guest() arguments this case needs (GUEST), {} for the default."""
+        return GUEST.get(self.case, {}) if self.target == "ftrace" else {}
+
     def setup(self) -> str | None:
         """The SETUP command this case wants first, if any."""
         return next((c for need, c in SETUP.items() if need in self.requires.split()), None)
@@ -74,7 +81,8 @@ class SelftestCase:
         """The shell command that runs this case alone in the guest, the bundle at `root`."""
         where = f"{root}/{self.target}"
         if self.target == "ftrace":
-            return (f"cd {shlex.quote(where)} && ./ftracetest -K -l /tmp/ringlab-ftracetest "
+            # -v: a failing case's log (its `set -x` trace) follows its result, as # lines.
+            return (f"cd {shlex.quote(where)} && ./ftracetest -K -v -l /tmp/ringlab-ftracetest "
                     f"test.d/{shlex.quote(self.case)} 2>&1")
         return f"cd {shlex.quote(where)} && ./{self.program} -r {shlex.quote(self.case)} 2>&1"
 

@@ -57,13 +57,18 @@ def _skip_reason(case: SelftestCase, results: list[ktap.Case]) -> str:
     if reasons:
         return f"{case.program}: SKIP " + "; ".join(reasons)
     if case.requires:
-        return f"{case.program}: SKIP (the case requires: {case.requires})"
+        return (f"{case.program}: SKIP, no reason printed (the case requires: {case.requires}; "
+                "it may check more itself)")
     return f"{case.program}: SKIP (no reason given)"
 
 
 def _diagnostics(failed: list[ktap.Case], output: str) -> list[str]:
+    """The failed cases' own messages; else (ftracetest prints a failing case's log after its
+    result line) the output's tail, long enough for the command that failed."""
     lines = [d for r in failed for d in r.diagnostics]
-    return lines[-TAIL_LINES * 2:] if lines else _tail(output).splitlines()
+    if lines:
+        return lines[-TAIL_LINES * 2:]
+    return output.rstrip().splitlines()[-TAIL_LINES * 2:]
 
 
 def _tail(output: str) -> str:

@@ -124,7 +124,8 @@ def test_a_case_without_its_result_line_fails_saying_why() -> None:
 def test_an_ftrace_skip_without_words_names_what_the_case_requires() -> None:
     text = "TAP version 13\n1..1\nok 1 Test trace remote # SKIP\n"
     assert outcome.judge(REMOTE, text, 0, 900).message == (
-        "ftracetest: SKIP (the case requires: remotes/test)")
+        "ftracetest: SKIP, no reason printed (the case requires: remotes/test; it may check "
+        "more itself)")
     assert REMOTE.setup() == "modprobe remote_test" and MMAP.setup() is None
 
 
@@ -138,4 +139,10 @@ def test_case_ids_and_commands() -> None:
 
 def test_a_kept_ftrace_skip_is_a_skip_naming_the_requirement() -> None:
     got = outcome.judge(REMOTE, *output("ftrace-skip-remote-7.2.13.txt"), 900)
-    assert got == outcome.Outcome("skipped", "ftracetest: SKIP (the case requires: remotes/test)")
+    assert got == outcome.Outcome("skipped", "ftracetest: SKIP, no reason printed (the case "
+                                  "requires: remotes/test; it may check more itself)")
+
+
+def test_a_case_that_needs_a_second_cpu_asks_for_its_guest() -> None:
+    hotplug = SelftestCase("ftrace", "ftracetest", "remotes/hotplug.tc", 0, "remotes/test")
+    assert hotplug.guest() == {"cpus": 2} and MMAP.guest() == {} and REMOTE.guest() == {}
