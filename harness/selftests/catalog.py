@@ -42,10 +42,9 @@ MODULES: dict[str, str] = {"perf_events/mmap": "ringlab_aux"}
 # Shell commands run before an ftracetest case whose `requires:` names the key: the test
 # remote (CONFIG_TRACE_REMOTE_TEST) is a module the remotes/ cases expect loaded.
 SETUP: dict[str, str] = {"remotes/test": "modprobe remote_test"}
-# The guest a case needs, where the default one (1 vCPU) makes it skip: the remote hotplug
-# case takes a CPU offline, which needs a second one.
-GUEST: dict[str, dict[str, int]] = {"remotes/hotplug.tc": {"cpus": 2}}
-DEFAULT_TIMEOUT_S = 45  # kselftest's own default (runner.sh) when a target has no settings
+DEFAULT_TIMEOUT_S = 45
+FTRACE_LOG = "log: "   # the prefix of an ftracetest case's log lines in its output
+FTRACE_LOG_TAIL = 8  # kselftest's own default (runner.sh) when a target has no settings
 
 
 @dataclass(frozen=True)
@@ -62,10 +61,6 @@ class SelftestCase:
         """target/program, as NEEDS and MODULES name it."""
         return f"{self.target}/{self.program}"
 
-    def guest(self) -> dict[str, int]:
-        """The @pytest.mark.guest() arguments this case needs (GUEST), {} for the default."""
-        return GUEST.get(self.case, {}) if self.target == "ftrace" else {}
-
     def setup(self) -> str | None:
         """The SETUP command this case wants first, if any."""
         return next((c for need, c in SETUP.items() if need in self.requires.split()), None)
@@ -81,9 +76,13 @@ class SelftestCase:
         """The shell command that runs this case alone in the guest, the bundle at `root`."""
         where = f"{root}/{self.target}"
         if self.target == "ftrace":
-            # -v: a failing case's log (its `set -x` trace) follows its result, as # lines.
-            return (f"cd {shlex.quote(where)} && ./ftracetest -K -v -l /tmp/ringlab-ftracetest "
-                    f"test.d/{shlex.quote(self.case)} 2>&1")
+            # -v: a failing case's log (its `set -x` trace) follows its result, as # lines;
+            # -k keeps every case's log, whose tail (FTRACE_LOG lines) says why a case that
+            # prints no reason skipped (the check before its exit_unsupported).
+            return (f"cd {shlex.quote(where)} && d=$(mktemp -d) && ./ftracetest -K -v -k "
+                    f"-l $d test.d/{shlex.quote(self.case)} 2>&1; s=$?; for f in $d/*-log.*; "
+                    f"do tail -n {FTRACE_LOG_TAIL} \"$f\" | sed 's/^/# {FTRACE_LOG}/'; done; "
+                    "rm -rf $d; exit $s")
         return f"cd {shlex.quote(where)} && ./{self.program} -r {shlex.quote(self.case)} 2>&1"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.selftests import ktap
+from harness.selftests import catalog, ktap
 from harness.selftests.catalog import SelftestCase
 
 TIMEOUT_STATUS = 124  # timeout(1)'s exit status when it killed the case
@@ -45,21 +45,34 @@ def judge(case: SelftestCase, output: str, exit_status: int, timeout_s: int) -> 
              + (f" # {r.directive} {r.reason}".rstrip() if r.directive else "")
              for r in failed] + [""] + _diagnostics(failed, output)))
     if all(r.outcome == "skipped" for r in results):
-        return Outcome("skipped", _skip_reason(case, results))
+        return Outcome("skipped", _skip_reason(case, results, report.trailing))
     if any(r.outcome == "xfailed" for r in results):
         return Outcome("xfailed", "; ".join(f"{r.name}: XFAIL {r.reason}".strip()
                                             for r in results if r.outcome == "xfailed"))
     return Outcome("passed")
 
 
-def _skip_reason(case: SelftestCase, results: list[ktap.Case]) -> str:
+def _skip_reason(case: SelftestCase, results: list[ktap.Case], trailing: list[str]) -> str:
     reasons = sorted({r.reason for r in results if r.reason})
     if reasons:
         return f"{case.program}: SKIP " + "; ".join(reasons)
+    if (checked := _before_exit(trailing)):
+        return f"{case.program}: SKIP (UNSUPPORTED after: {checked})"
     if case.requires:
         return (f"{case.program}: SKIP, no reason printed (the case requires: {case.requires}; "
                 "it may check more itself)")
     return f"{case.program}: SKIP (no reason given)"
+
+
+def _before_exit(trailing: list[str]) -> str:
+    """From an ftracetest case's log tail (its `set -x` trace): the commands just before it
+    gave up (exit_unsupported, or the requires: check's own message)."""
+    log = [t[len(catalog.FTRACE_LOG):] for t in trailing if t.startswith(catalog.FTRACE_LOG)]
+    for i, line in enumerate(log):
+        if "exit_unsupported" in line or "exit_unresolved" in line:
+            return "; ".join(x.lstrip("+ ").strip() for x in log[max(0, i - 3):i]
+                             if x.strip() and "exit_" not in x)
+    return ""
 
 
 def _diagnostics(failed: list[ktap.Case], output: str) -> list[str]:

@@ -26,9 +26,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "case" not in metafunc.fixturenames:
         return
     cases = build.load(Path(metafunc.config.getoption("--lab-selftests"))).cases
-    metafunc.parametrize("case", [
-        pytest.param(c, id=c.id, marks=[pytest.mark.guest(**c.guest())] if c.guest() else [])
-        for c in cases])
+    metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 
 @pytest.fixture(scope="session")

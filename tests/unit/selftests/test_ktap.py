@@ -143,6 +143,14 @@ def test_a_kept_ftrace_skip_is_a_skip_naming_the_requirement() -> None:
                                   "requires: remotes/test; it may check more itself)")
 
 
-def test_a_case_that_needs_a_second_cpu_asks_for_its_guest() -> None:
-    hotplug = SelftestCase("ftrace", "ftracetest", "remotes/hotplug.tc", 0, "remotes/test")
-    assert hotplug.guest() == {"cpus": 2} and MMAP.guest() == {} and REMOTE.guest() == {}
+def test_a_bare_ftrace_skip_is_explained_by_the_check_its_log_ends_on() -> None:
+    text = ("TAP version 13\n1..1\nok 1 Test trace remote read with an offline CPU # SKIP\n"
+            "# Totals: pass:0 fail:0 xfail:0 xpass:0 skip:1 error:0\n"
+            "# log: + get_cpu_ids\n# log: + wc -l\n# log: + [ 2 -ge 2 ]\n"
+            "# log: + echo 0\n# log: ./ftracetest: 11: cannot create "
+            "/sys/devices/system/cpu/cpu0/online: Permission denied\n# log: + return 1\n"
+            "# log: + exit_unsupported\n")
+    got = outcome.judge(REMOTE, text, 0, 900)
+    assert got.kind == "skipped" and got.message == (
+        "ftracetest: SKIP (UNSUPPORTED after: echo 0; ./ftracetest: 11: cannot create "
+        "/sys/devices/system/cpu/cpu0/online: Permission denied; return 1)")
