@@ -17,6 +17,17 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300),
               pytest.mark.usefixtures("no_stray_qemu")]
 
+def output_until(proc: subprocess.Popen, marker: str, seconds: float) -> str:
+    """What `proc` printed up to the line holding `marker` (or for `seconds`)."""
+    assert proc.stdout is not None
+    lines, deadline = [], time.monotonic() + seconds
+    for line in proc.stdout:
+        lines.append(line)
+        if marker in line or time.monotonic() > deadline:
+            break
+    return "".join(lines)
+
+
 
 @pytest.mark.skipif(shutil.which("gdb") is None, reason="no gdb on this host (./lab selftest "
                     "installs it)")
@@ -25,13 +36,7 @@ def test_the_printed_gdb_command_attaches_to_the_guest(make_lab_yaml) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "boot", "--gdb"], cwd=REPO,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        assert proc.stdout is not None
-        lines, deadline = [], time.monotonic() + 180
-        for line in proc.stdout:
-            lines.append(line)
-            if "Ctrl-C stops it" in line or time.monotonic() > deadline:
-                break
-        text = "".join(lines)
+        text = output_until(proc, "Ctrl-C stops it", 180)
         m = re.search(r"gdb:\s+gdb .*-ex '(target remote 127\.0\.0\.1:\d+)'", text)
         assert m, text[-2000:]
         gdb = subprocess.run(["gdb", "-batch", "-ex", m.group(1), "-ex", "info registers rip",
@@ -54,13 +59,7 @@ def test_the_first_failing_tests_guest_is_kept_paused_for_gdb(tmp_path: Path,
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     try:
-        assert proc.stdout is not None
-        lines, deadline = [], time.monotonic() + 240
-        for line in proc.stdout:
-            lines.append(line)
-            if "Ctrl-C (or SIGTERM) stops it" in line or time.monotonic() > deadline:
-                break
-        text = "".join(lines)
+        text = output_until(proc, "Ctrl-C (or SIGTERM) stops it", 240)
         assert "the guest of tests/suites/suite_gdb_on_failure.py::test_b_fails_leaving_a_mark" \
             " is paused" in text, text[-3000:]
         m = re.search(r"gdb:\s+gdb .*-ex '(target remote 127\.0\.0\.1:\d+)'", text)
@@ -97,13 +96,7 @@ def test_a_debian_kernels_symbols_are_fetched_and_placed_at_its_kaslr_offset(
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     try:
-        assert proc.stdout is not None
-        lines, deadline = [], time.monotonic() + 280
-        for line in proc.stdout:
-            lines.append(line)
-            if "Ctrl-C stops it" in line or time.monotonic() > deadline:
-                break
-        text = "".join(lines)
+        text = output_until(proc, "Ctrl-C stops it", 280)
         m = re.search(r"gdb:\s+gdb (-ex 'add-symbol-file (\S+)/vmlinux -o 0x[0-9a-f]+') "
                       r"-ex '(target remote 127\.0\.0\.1:\d+)'", text)
         assert m, text[-2000:]
