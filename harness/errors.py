@@ -100,6 +100,12 @@ class GuestHang(LabError):
     """The guest stopped answering while a command ran."""
 
 
+class KernelOops(GuestHang):
+    """The kernel oopsed while a command ran and the command did not come back: the task that
+    hit the Oops was killed holding what it held, so waiting out the command's deadline only
+    costs time (the Oops is on the console already)."""
+
+
 class ProbeError(LabError):
     """A probe did not produce a result: it crashed, hung, or printed something that is not JSON."""
 

@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import (BootError, BootPanic, BootTimeout, GuestHang, LabError,
-                            ModuleError, ProbeError, SSHError)
+from harness.errors import (BootError, BootPanic, BootTimeout, GuestHang, KernelOops,
+                            LabError, ModuleError, ProbeError, SSHError)
 from harness.guest import monitor, qemu, snapshot
 from harness.guest.probe_client import Deadlines, ProbeResult, ProbeRunner, probes_digest
 from harness.guest.rootfs import RootfsImage
@@ -79,6 +79,10 @@ HANG_S = 30.0
 # A lockup or stall report (harness/kernellog/splats.py) ends the test this long after its first
 # line, so that its call trace reaches the console log first.
 LOCKUP_GRACE_S = 3.0
+# A command the kernel oopsed under is given this long to come back (the Oops killed a task the
+# command may not even wait on) before the wait ends: the Oops is on the console already, and a
+# task killed holding a lock leaves the command stuck until its deadline.
+OOPS_GRACE_S = 3.0
 # A warm reset is followed by the kernel's banner within a few seconds (8 s at most measured on
 # a host loaded fourfold); past this, the reset is done again, at most RESETS times in all
 # (Guest._reset_until_the_kernel_starts says why).
@@ -122,9 +126,14 @@ class Guest:
         ssh.watchdog = self._raise_if_dead
         ssh.start_heartbeat()
 
-    def _raise_if_dead(self) -> None:
+    def _raise_if_dead(self, since: float) -> None:
+        """The watchdog of a wait on the guest that began at `since` (time.monotonic())."""
         if (dead := self.health()) is not None:
             raise GuestHang(f"the guest died: {dead}")
+        oops_at = self.vm.oops_at
+        if self.vm.oops and oops_at >= since and time.monotonic() - oops_at > OOPS_GRACE_S:
+            raise KernelOops(f"the kernel oopsed and the command did not come back within "
+                             f"{OOPS_GRACE_S:g} s: {self.vm.oops}")
 
     @property
     def kernel(self) -> BootableKernel:

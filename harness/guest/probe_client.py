@@ -194,13 +194,14 @@ class ProbeRunner:
     def _read_line(self, deadline: float) -> dict[str, Any]:
         chan = self._chan
         assert chan is not None
+        since = time.monotonic()
         while b"\n" not in self._buf:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise GuestHang("the guest's probe runner did not answer in time "
                                 "(guest hung, or the probe runner is stuck)")
             if not select.select([chan], [], [], min(remaining, 1.0))[0]:
-                self.ssh.watchdog()
+                self.ssh.watchdog(since)
                 continue
             data = chan.recv(65536)
             if not data:

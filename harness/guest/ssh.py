@@ -67,9 +67,10 @@ class GuestSSH:
         self.host_key_line = host_key_line
         self.user = user
         self._client: paramiko.SSHClient | None = None
-        # Called at least once a second while waiting on the guest; raises if the guest died
-        # (set by guest.py), so a crash is reported at once rather than at the timeout.
-        self.watchdog: Callable[[], None] = lambda: None
+        # Called at least once a second while waiting on the guest, with when the wait began;
+        # raises if the guest died or the kernel oopsed since (set by guest.py), so a crash is
+        # reported at once rather than at the timeout.
+        self.watchdog: Callable[[float], None] = lambda since: None
         self.last_answer = time.monotonic()  # when sshd last answered (start_heartbeat)
         self._beating = threading.Event()
 
@@ -164,7 +165,7 @@ class GuestSSH:
                 if remaining <= 0:
                     raise GuestHang(f"command did not finish in {timeout:g} s: {command}")
                 if not select.select([chan], [], [], min(remaining, 1.0))[0]:
-                    self.watchdog()
+                    self.watchdog(start)
                     continue
                 got = False
                 while chan.recv_ready():
@@ -176,7 +177,7 @@ class GuestSSH:
                 if chan.exit_status_ready() and not chan.recv_ready() and chan.eof_received:
                     break
                 if not got and (chan.closed or not chan.get_transport().is_active()):
-                    self.watchdog()  # a dead guest says so; else the connection itself broke
+                    self.watchdog(start)  # a dead guest says so; else the connection itself broke
                     raise GuestHang(f"the SSH connection closed before the command finished: "
                                     f"{command}")
                 if not got:

@@ -91,6 +91,10 @@ class VM:
         # The first lockup / stall / hung-task report line (harness/kernellog/splats.py), and when.
         self.lockup: str | None = None
         self.lockup_at = 0.0
+        # The first Oops banner (splats.die_in), and when: a command the Oops killed does not
+        # come back, and Guest says so within OOPS_GRACE_S instead of at the command's deadline.
+        self.oops: str | None = None
+        self.oops_at = 0.0
         self.stages: dict[str, float] = {}
         self.kernel_starts = 0  # kernel banners seen ("Linux version"): one per boot, warm too
         self.exit_status: int | None = None
@@ -158,6 +162,9 @@ class VM:
         if self.lockup is None and (lockup := splats.lockup_in(line)):
             self.lockup, self.lockup_at = lockup, time.monotonic()
             log.debug("console: lockup: %s", lockup)
+        if self.oops is None and (oops := splats.die_in(line)):
+            self.oops, self.oops_at = oops, time.monotonic()
+            log.debug("console: oops: %s", oops)
         if not self.panicked.is_set():
             if (p := console.panic_in(line, "\n".join(self._recent))):
                 self.panic = p

@@ -278,6 +278,19 @@ def _file(path: str) -> str:
     return path.rsplit("/", 1)[-1] if path.startswith("/") else path
 
 
+# The kernel's die() banner, with its counter: x86 "Oops: Oops: 0000 [#1] SMP" or "Oops: invalid
+# opcode: 0000 [#1]" (arch/x86/kernel/dumpstack.c __die_header()), arm64 "Internal error: Oops:
+# 0000000096000004 [#1] SMP" (arch/arm64/kernel/traps.c __die()). A WARNING or a "BUG: sleeping
+# function called..." does not die(); an Oops kills the task that hit it.
+_DIE = re.compile(r"^(?:Oops|Internal error): .*\[#\d+\]")
+
+
+def die_in(line: str) -> str | None:
+    """The cleaned line if the kernel's die() reports an Oops in it, else None."""
+    text = console.clean(line)
+    return text if _DIE.match(text) else None
+
+
 def lockup_in(line: str) -> str | None:
     """The cleaned line if a lockup, stall or hung-task report starts in it (the watchdog's
     report can come after other output on the same console line), else None."""

@@ -47,6 +47,7 @@ class Watch:
     reviewed: int = 0
     baseline: dict[str, str] | None = None
     last_test: str | None = None
+    tests: int = 0  # tests handed this guest so far (1: it is fresh for the current one)
 
 
 GUEST_KEY = pytest.StashKey[Guest]()
@@ -185,6 +186,7 @@ class Guests:
         if w.baseline is None:  # the state of a new guest, to tell a changed one
             w.baseline = g.state()
         w.last_test = request.node.nodeid
+        w.tests += 1
         request.node.stash[GUEST_KEY] = g
         request.node.stash[START_KEY] = Start(len(g.kernel_log), len(g.probe_log), g.tainted)
         yield g

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from harness.errors import GuestHang, LabError, SSHError
+from harness.errors import GuestHang, KernelOops, LabError, SSHError
 from harness.guest.guest import Guest
 from harness.kernellog import console, splats
 from harness.pytest_plugin.guests import Guests
@@ -34,6 +34,9 @@ class Health:
         self.config = config
         self.guests = guests
         self.observation = observation
+        # Kernel crash signatures (the splat titles of a guest death) seen on a guest no other
+        # test had used, and the first test that crashed so.
+        self.crashes: dict[tuple[str, ...], str] = {}
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """Rerun a test in a fresh guest only when the guest or the emulator broke under it,
@@ -56,6 +59,9 @@ class Health:
         """How the guest died or stopped answering during this phase; None if it is well."""
         dead = g.health()
         if dead is None and report.failed and call.excinfo is not None and \
+                call.excinfo.errisinstance(KernelOops):  # no wait: the Oops is on the console
+            dead = str(call.excinfo.value)
+        if dead is None and report.failed and call.excinfo is not None and \
                 call.excinfo.errisinstance((GuestHang, SSHError)):
             dead = _wait_for_death(g) or f"the guest stopped answering: " \
                 f"{call.excinfo.exconly().splitlines()[0]}"
@@ -73,8 +79,9 @@ class Health:
         kernel_said = [s for s in found if not (g.plan.accel == "tcg" and s.tcg_artefact)]
         broke = ("kernel" if kernel_said else "emulator", dead)
         record.broke = list(broke)
-        said = "".join(f"the kernel splatted: {t}\n"
-                       for t in dict.fromkeys(s.title for s in kernel_said))
+        signature = tuple(dict.fromkeys(s.title for s in kernel_said))
+        said = "".join(f"the kernel splatted: {t}\n" for t in signature)
+        fresh = self.guests.watch(g).tests <= 1
         self.guests.discard(g, f"the guest died during {item.nodeid}")
         known = self._known_crash(item, kernel_said)
         if known is not None:  # the crash a known issue of this test causes: not rerun
@@ -82,10 +89,29 @@ class Health:
             setattr(report, "wasxfail", f"{known}; the guest died: {dead}")
             report.sections.append(("guest died", f"{said}last console lines:\n{tail}\n"))
             return
-        item.stash[BROKE_KEY] = broke
+        verdict = self._crash_verdict(item, signature, fresh)
+        if verdict is None:
+            item.stash[BROKE_KEY] = broke
         report.outcome = "failed"
         report.longrepr = f"the guest died during this test: {dead}\n{said}" \
-                          f"last console lines:\n{tail}"
+                          f"{verdict or ''}last console lines:\n{tail}"
+
+    def _crash_verdict(self, item: pytest.Item, signature: tuple[str, ...], fresh: bool
+                       ) -> str | None:
+        """Why a kernel crash is a verdict already (not rerun), or None to rerun it in a
+        fresh guest: a crash on a guest no earlier test used came from this test alone, and a
+        crash with the signature of one seen so on a fresh guest in this run is that crash
+        again. A death without a kernel splat (the emulator's) is always rerun."""
+        if not signature:
+            return None
+        if fresh:
+            self.crashes.setdefault(signature, item.nodeid)
+            return ("a kernel crash on a guest no other test had used: a verdict, not "
+                    "rerun\n")
+        if (first := self.crashes.get(signature)) is not None:
+            return (f"the same kernel crash as {first} (on a fresh guest there): a verdict, "
+                    f"not rerun\n")
+        return None
 
     def _known_crash(self, item: pytest.Item, said: list[splats.Splat]) -> str | None:
         """The known issues' summary if every splat of a guest death is a known issue of this

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.kernellog import splats
+from harness.kernellog import console, splats
 
 DATA = Path(__file__).parent / "data"
 
@@ -227,3 +227,24 @@ def test_one_site_has_one_title_on_every_kernel_line() -> None:
                     by_kind.setdefault(kind, set()).add(t)
     assert set(ALWAYS) <= set(by_kind)
     assert {k: ts for k, ts in by_kind.items() if len(ts) > 1} == {}
+
+
+def test_every_oops_in_the_kept_consoles_is_a_die_and_nothing_else_is() -> None:
+    """splats.die_in() ends a command the kernel oopsed under (issue 31): every die() banner
+    of every kernel line the lab runs (x86 6.12/7.x, RT, arm64) is seen, and a WARNING or a
+    BUG that does not die() is not."""
+    seen: set[str] = set()
+    for log in sorted(DATA.glob("console-*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            text = console.clean(line)
+            if "[#1]" in text and text.startswith(("Oops:", "Internal error:")):
+                assert splats.die_in(line) == text, (log.name, line)
+                seen.add(text.split("[#")[0])
+            elif splats.die_in(line):
+                raise AssertionError(f"{log.name}: not an Oops: {line}")
+    assert {"Oops: Oops: 0000 ", "Oops: invalid opcode: 0000 ",
+            "Internal error: Oops: 0000000096000004 "} <= seen, seen
+    for line in ("WARNING: CPU: 0 PID: 1 at kernel/x.c:1 f+0x1/0x2",
+                 "BUG: sleeping function called from invalid context at mm/x.c:1",
+                 "BUG: kernel NULL pointer dereference, address: 0000000000000008"):
+        assert splats.die_in(line) is None

@@ -214,9 +214,10 @@ def test_other_crash(guest):
     guest.run("true")
 ''', "--known-issues", str(known))
     r = [(x["test"].split("::")[-1], x["outcome"]) for x in doc["results"]]
-    # Under TCG too: an int3 at an address that is no text is not the emulator's artefact.
-    assert r == [("test_known_crash", "xfailed"), ("test_other_crash", "rerun"),
-                 ("test_other_crash", "failed")], r
+    # Under TCG too: an int3 at an address that is no text is not the emulator's artefact;
+    # on a guest no other test had used (the known crash's was replaced), it is not rerun.
+    assert r == [("test_known_crash", "xfailed"), ("test_other_crash", "failed")], r
+    assert "a kernel crash on a guest no other test had used" in result.stdout.str()
     known_crash = doc["results"][0]
     assert "crash-known" in known_crash["reason"] and "the guest died" in known_crash["reason"]
     assert [s["title"] for s in known_crash["splats"]][0] == "Oops: int3 in __rb_free_aux"
@@ -341,3 +342,36 @@ def test_remote(guest):
     pass
 """)
     result.assert_outcomes(passed=1)
+
+
+def test_a_kernel_crash_reruns_only_when_an_earlier_test_could_have_caused_it(lab_run) -> None:
+    """Issue 31: a deterministic kernel crash is a verdict. A crash on a guest earlier tests
+    used is rerun in a fresh guest (their leftovers may be the cause); one on a guest no
+    other test used, or with the signature of such a crash seen before, is not."""
+    oops = ("BUG: kernel NULL pointer dereference, address: 0000000000000008\\n"
+            "Oops: Oops: 0000 [#1] SMP NOPTI\\nRIP: 0010:perf_mmap_close+0x2f/0x390\\n"
+            "Call Trace:\\n <TASK>\\n remove_vma+0x2f/0x70\\n </TASK>\\n"
+            "Kernel panic - not syncing: Fatal exception\\n")
+    result, doc, text, booted = lab_run(f'''
+def test_first(guest):
+    guest.run("true")
+
+def test_crashes(guest):
+    guest.console += "{oops}"
+    guest.dead = "kernel panic: Fatal exception"
+    guest.run("true")
+
+def test_between(guest):
+    guest.run("true")
+
+def test_crashes_the_same(guest):
+    guest.console += "{oops}"
+    guest.dead = "kernel panic: Fatal exception"
+    guest.run("true")
+''')
+    r = [(x["test"].split("::")[-1], x["outcome"]) for x in doc["results"]]
+    assert r == [("test_first", "passed"), ("test_crashes", "rerun"), ("test_crashes", "failed"),
+                 ("test_between", "passed"), ("test_crashes_the_same", "failed")], r
+    out = result.stdout.str()
+    assert "the same kernel crash as test_suite.py::test_crashes (on a fresh guest" in out
+    assert out.count("a verdict, not rerun") == 2, out  # the rerun of test_crashes, and the last
