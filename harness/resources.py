@@ -13,7 +13,7 @@ from harness import arch as arches, cache, host
 from harness.config import BuildKernel, DebianKernel, LabConfig
 from harness.debian import mirror
 from harness.errors import HostError, KernelError
-from harness.guest import accel, qemu, rootfs, ssh
+from harness.guest import accel, qemu, rootfs, ssh, warm
 from harness.guest.guest import BootPlan, Guest, boot
 from harness.kernels import debug_symbols, kbuild, kernel, modules
 from harness.kernels.kernel import BootableKernel
@@ -34,6 +34,7 @@ class Lab:
         self._qemu_versions: dict[str, str] = {}  # per qemu-system binary
         self.builds: dict[str, kbuild.BuildReport] = {}  # the build kernels of this session
         self.usage = cache.Usage(self.cache_root)  # what this session holds in the cache
+        self._ahead = warm.Warmer()  # profiles booting ahead (boot_ahead)
 
     def builder(self) -> kbuild.Builder:
         return kbuild.Builder(self.cache_root, lambda: mirror.resolve(self.config.mirror),
@@ -143,5 +144,30 @@ class Lab:
     def boot(self, kernel_name: str | None, console_log: Path, cpus: int | None = None,
              cmdline: str = "", extra_probe_dirs: tuple[Path, ...] = (),
              memory_mb: int | None = None, gdb_port: int | None = None) -> Guest:
+        """A guest: restored from its profile's snapshot, or cold booted and saved (once
+        across processes: a concurrent lab's cold boot of the profile is waited for)."""
         plan = self.plan(kernel_name, console_log, cpus, cmdline, extra_probe_dirs, memory_mb)
-        return boot(dataclasses.replace(plan, gdb_port=gdb_port) if gdb_port else plan)
+        if gdb_port:
+            plan = dataclasses.replace(plan, gdb_port=gdb_port)
+        self._ahead.wait(plan)
+        if warm.has_snapshot(plan):
+            return boot(plan)
+        with warm.cold_boot_lock(plan):
+            return boot(plan)
+
+    def wait_ahead(self) -> None:
+        """Wait for the boots ahead still running (a session's end: none is left half-saved)."""
+        self._ahead.wait_all()
+
+    def boot_ahead(self, kernel_name: str | None, console_log: Path,
+                   profiles: list[tuple[int, int, str]]) -> None:
+        """Cold boot, at once in the background, each (cpus, memory_mb, cmdline) profile that
+        has no snapshot yet (harness/guest/warm.py); boot() of one waits for its boot ahead."""
+        plans = [self.plan(kernel_name, console_log, cpus=c, memory_mb=m, cmdline=cl)
+                 for c, m, cl in profiles]
+        started = self._ahead.start([dataclasses.replace(
+            p, console_log=warm.console_log_for(console_log, p)) for p in plans])
+        if started:
+            log.info("booting %d more machine profile(s) ahead, at once: %s", len(started),
+                     ", ".join(f"{p.cpus} cpu {p.memory_mb} MB" + (" +cmdline" if p.cmdline
+                                                                  else "") for p in started))

@@ -72,14 +72,33 @@ def argv(req: RunRequest, python: str = sys.executable) -> list[str]:
             "--request", req.to_json()]
 
 
-def run_jobs(guest_cpus: int, text: str) -> int:
-    """How many guests `./lab run -j` runs at once: N, or `auto`: the host's cores over each
-    guest's vCPUs (under TCG a vCPU wants a core), at least 1."""
+# Host memory one guest takes beyond its RAM (QEMU itself, TCG's translation cache), MB.
+GUEST_OVERHEAD_MB = 512
+
+
+def run_jobs(guest_cpus: int, text: str, guest_memory_mb: int = 1024,
+             host_memory_mb: int | None = None) -> int:
+    """How many guests `./lab run -j` runs at once: N, or `auto`: as many as the host's cores
+    (under TCG a vCPU wants a core) and its available memory hold, at least 1."""
     if text == "auto":
-        return max(1, (os.cpu_count() or 1) // max(1, guest_cpus))
+        by_cores = (os.cpu_count() or 1) // max(1, guest_cpus)
+        free = available_memory_mb() if host_memory_mb is None else host_memory_mb
+        by_memory = free // (guest_memory_mb + GUEST_OVERHEAD_MB) if free else by_cores
+        return max(1, min(by_cores, by_memory))
     if not text.isdigit() or int(text) < 1:
         raise ValueError(f"-j: expected a number of guests (1 or more) or 'auto', got {text!r}")
     return int(text)
+
+
+def available_memory_mb() -> int:
+    """MemAvailable of /proc/meminfo in MB; 0 if it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 # --- running it, and reading its folder back --------------------------------------------------

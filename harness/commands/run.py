@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -31,9 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     # whole: harness/commands/child_run.py RunRequest, as JSON.
     r.add_argument("--request", help=argparse.SUPPRESS)
     options.selection(r)
-    r.add_argument("-j", "--jobs", metavar="N", default="1",
+    r.add_argument("-j", "--jobs", metavar="N", default=None,
                    help="run N guests at once (pytest-xdist: one guest pool per worker, a test "
-                   "file stays on one worker); 'auto': host cores / guest vCPUs (default 1)")
+                   "file stays on one worker); 'auto' (the default): as many as the host's "
+                   "cores and memory hold; -j 1: one after the other")
     r.add_argument("--keep-guest", action="store_true", help="keep the guest up at the end")
     r.add_argument("--gdb-on-failure", action="store_true",
                    help="stop at the first failing test and keep its guest paused with QEMU's "
@@ -59,7 +61,9 @@ def main(args: argparse.Namespace) -> int:
         names = [cfg.kernel(req.kernel).name]
     else:
         names = kernel_names(cfg, args.kernel)
-        req = child_run.RunRequest(cfg.path, names[0], Path(), selection=args.k, jobs=args.jobs,
+        # A guest kept for the user (gdb, --keep-guest) needs the one process with a terminal.
+        jobs = args.jobs or ("1" if args.gdb_on_failure or args.keep_guest else "auto")
+        req = child_run.RunRequest(cfg.path, names[0], Path(), selection=args.k, jobs=jobs,
                                  refresh=args.refresh, history=args.history,
                                  keep_guest=args.keep_guest, selftests=args.selftests,
                                  gdb_on_failure=args.gdb_on_failure,
@@ -172,9 +176,14 @@ def run_suite(cfg: lab_config.LabConfig, req: child_run.RunRequest,
     if req.selection:
         argv += ["-k", req.selection]
     try:
-        jobs = child_run.run_jobs(cfg.machine.cpus, req.jobs or "1")
+        jobs = child_run.run_jobs(cfg.machine.cpus, req.jobs or "1", cfg.machine.memory_mb)
     except ValueError as e:
         raise LabError(str(e)) from None
+    if req.jobs == "auto":
+        log.info("running %d guest%s at once (-j auto: %d cores, %d MB available, %d vCPU and "
+                 "%d MB a guest; -j 1 runs one after the other)", jobs, "s" * (jobs > 1),
+                 os.cpu_count() or 1, child_run.available_memory_mb(), cfg.machine.cpus,
+                 cfg.machine.memory_mb)
     if jobs > 1:  # pytest-xdist: a guest pool per worker, a test file stays on one worker
         argv += ["-n", str(jobs), "--dist", "loadfile"]
     argv += req.pytest_args
@@ -201,7 +210,7 @@ def run_many(cfg: lab_config.LabConfig, args: argparse.Namespace, names: list[st
     codes = {}
     for name in names:
         req = child_run.RunRequest(
-            cfg.path, name, parent / safe[name], selection=args.k, jobs=args.jobs,
+            cfg.path, name, parent / safe[name], selection=args.k, jobs=args.jobs or "auto",
             refresh=args.refresh, history=args.history, selftests=args.selftests,
             pytest_args=tuple(args.pytest_args))
         log.info("kernel %s: %s", name, " ".join(child_run.argv(req)))

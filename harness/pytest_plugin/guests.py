@@ -59,7 +59,8 @@ class GuestPool:
     A guest that died is replaced by a fresh one for the next test. Every guest after the
     first of a profile is restored from its snapshot (harness/guest/snapshot.py), not booted."""
 
-    def __init__(self, lab: Lab, kernel: str, report_dir: Path, console_log: Path) -> None:
+    def __init__(self, lab: Lab, kernel: str, report_dir: Path, console_log: Path,
+                 wanted: tuple[Profile, ...] = ()) -> None:
         self.lab = lab
         self.kernel = kernel
         self.report_dir = report_dir
@@ -69,6 +70,10 @@ class GuestPool:
         # Profiles whose pooled guest a fresh=True test had: no other test may use it. It is
         # stopped when the next test asks (its teardown still reads its kernel log first).
         self.spent: set[Profile] = set()
+        # The profiles the session's tests ask for (pytest_collection_modifyitems), booted
+        # ahead at once when they have no snapshot yet.
+        self.wanted: list[Profile] = list(wanted)
+        self._ahead_started = False
 
     def get(self, cpus: int | None, memory_mb: int | None = None, fresh: bool = False,
             cmdline: str = "") -> Guest:
@@ -85,8 +90,7 @@ class GuestPool:
             self.discard(p)
             g = None
         if g is None:
-            g = self.lab.boot(self.kernel, self.console_log,
-                              cpus=p.cpus, memory_mb=p.memory_mb, cmdline=p.cmdline)
+            g = self._boot(p)
             self.guests[p] = g
             self.boots.append({"cpus": p.cpus, "memory_mb": p.memory_mb,
                                **({"cmdline": p.cmdline} if p.cmdline else {}),
@@ -98,12 +102,24 @@ class GuestPool:
             self.spent.add(p)
         return g
 
+    def _boot(self, p: Profile) -> Guest:
+        """A guest of profile p. The session's first boot starts the boots of every other
+        profile its tests want and have no snapshot of, at once in the background
+        (Lab.boot_ahead)."""
+        if not self._ahead_started:
+            self._ahead_started = True
+            self.lab.boot_ahead(self.kernel, self.console_log,
+                                [(q.cpus, q.memory_mb, q.cmdline) for q in self.wanted if q != p])
+        return self.lab.boot(self.kernel, self.console_log, cpus=p.cpus, memory_mb=p.memory_mb,
+                             cmdline=p.cmdline)
+
     def discard(self, profile: Profile) -> None:
         g = self.guests.pop(profile, None)
         if g is not None:
             g.stop()
 
     def stop_all(self) -> None:
+        self.lab.wait_ahead()
         for n in list(self.guests):
             self.discard(n)
 
@@ -118,6 +134,7 @@ class Guests:
         self.outbox = outbox
         self.pool: GuestPool | None = None
         self.error: LabError | None = None
+        self.wanted: tuple[Profile, ...] = ()
         self.watches: dict[Guest, Watch] = {}
         # Called with (guest, watch) when a test gets its guest, before the test's start is
         # marked: whoever must look at the guest between tests (splats, report metadata).
@@ -132,8 +149,20 @@ class Guests:
             worker = f"-{self.ctx.worker}" if self.ctx.worker else ""
             self.pool = GuestPool(lab, self.ctx.kernel, self.ctx.report_dir,
                                   self.ctx.report_dir /
-                                  f"console-{file_safe(self.ctx.kernel)}{worker}.log")
+                                  f"console-{file_safe(self.ctx.kernel)}{worker}.log",
+                                  self.wanted)
         return self.pool
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """The machine profiles the session's tests ask for, for booting them ahead."""
+        m = self.ctx.lab_config.machine
+        seen: dict[Profile, None] = {}
+        for item in items:
+            marker = item.get_closest_marker("guest")
+            kw = marker.kwargs if marker else {}
+            seen[Profile(kw.get("cpus") or m.cpus, kw.get("memory_mb") or m.memory_mb,
+                         str(kw.get("cmdline", "")))] = None
+        self.wanted = tuple(seen)
 
     def watch(self, g: Guest) -> Watch:
         return self.watches.setdefault(g, Watch())

@@ -1,6 +1,8 @@
 """The serial vs -j comparison: figures per mode and the tests that changed between runs."""
 from __future__ import annotations
 
+import pytest
+
 from harness.cli import build_parser
 from harness.commands.bench_parallel import PARALLEL_TARGET, Sample, render, summarize, unstable
 
@@ -23,14 +25,28 @@ def test_a_test_missing_from_one_run_is_unstable() -> None:
     assert unstable([sample("-j 2", 1, 55), lost]) == {"-j 2": [B]}
 
 
-def test_ratios_are_medians_against_serial_and_the_target_is_judged_on_j2() -> None:
+def test_ratios_are_medians_against_serial_and_the_targets_are_judged_on_the_default() -> None:
     samples = [sample("serial", i, w) for i, w in enumerate((100, 120, 110))]
-    samples += [sample("-j 2", i, w) for i, w in enumerate((70, 65, 90))]
+    samples += [sample("default", i, w) for i, w in enumerate((70, 65, 90))]
     doc = summarize(samples)
     assert doc["wall_s"]["serial"] == {"min": 100, "median": 110, "max": 120, "n": 3}
-    assert doc["ratio_to_serial"]["-j 2"] == 70 / 110
-    assert 70 / 110 > PARALLEL_TARGET and "MISSED" in render(doc)
-    assert doc["failed_runs"] == {"serial": 0, "-j 2": 0}
+    assert doc["ratio_to_serial"]["default"] == 70 / 110
+    assert 70 / 110 > PARALLEL_TARGET and render(doc).count("MISSED") == 2  # ratio and 45 s
+    assert doc["failed_runs"] == {"serial": 0, "default": 0}
+    fast = summarize([sample("serial", 1, 100), sample("default", 1, 44)])
+    assert "MISSED" not in render(fast) and render(fast).count("met") == 2
+
+
+def test_auto_is_bounded_by_cores_and_by_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.commands.child_run import GUEST_OVERHEAD_MB, run_jobs
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    assert run_jobs(1, "auto", 1024, host_memory_mb=64 * 1024) == 4
+    assert run_jobs(2, "auto", 1024, host_memory_mb=64 * 1024) == 2
+    assert run_jobs(1, "auto", 1024, host_memory_mb=2 * (1024 + GUEST_OVERHEAD_MB)) == 2
+    assert run_jobs(1, "auto", 1024, host_memory_mb=100) == 1
+    assert run_jobs(1, "3") == 3
+    with pytest.raises(ValueError, match="got 'x'"):
+        run_jobs(1, "x")
 
 
 def test_the_command_line_parses() -> None:

@@ -92,6 +92,7 @@ class FakeLab:
     """Stands for harness.resources.Lab: boots FakeGuests, numbered, and remembers them; its
     kernel's .config is `kernel_config` (None: the lab has no config for it)."""
     booted: list[FakeGuest] = []
+    ahead: list[list[tuple[int, int, str]]] = []  # boot_ahead()'s profiles, per call
     kernel_config: Path | None = None
 
     def __init__(self, config: Any, refresh: bool = False) -> None:
@@ -103,6 +104,13 @@ class FakeLab:
         g.plan.cmdline = cmdline
         FakeLab.booted.append(g)
         return g
+
+    def boot_ahead(self, kernel: str, console_log: Path,
+                   profiles: list[tuple[int, int, str]]) -> None:
+        FakeLab.ahead.append(profiles)
+
+    def wait_ahead(self) -> None:
+        pass
 
     def kernel(self, name: str | None = None) -> BootableKernel:
         return BootableKernel(name="fake", release="6.12-fake", vmlinuz=Path("/nonexistent"),

@@ -375,3 +375,29 @@ def test_crashes_the_same(guest):
     out = result.stdout.str()
     assert "the same kernel crash as test_suite.py::test_crashes (on a fresh guest" in out
     assert out.count("a verdict, not rerun") == 2, out  # the rerun of test_crashes, and the last
+
+
+def test_the_first_boot_starts_the_other_profiles_ahead(lab_run) -> None:
+    """Issue 31: a run on a new kernel boots the profiles its tests want at once, not one cold
+    boot after another: the session's first boot hands the other profiles to boot_ahead."""
+    from fake_guest import FakeLab
+    FakeLab.ahead.clear()
+    result, doc, text, booted = lab_run('''
+import pytest
+
+def test_default(guest):
+    guest.run("true")
+
+@pytest.mark.guest(cpus=2)
+def test_two(guest):
+    guest.run("true")
+
+@pytest.mark.guest(memory_mb=256, cmdline="nokaslr")
+def test_small(guest):
+    guest.run("true")
+''')
+    assert [x["outcome"] for x in doc["results"]] == ["passed"] * 3
+    assert len(FakeLab.ahead) == 1, FakeLab.ahead
+    ahead = FakeLab.ahead[0]
+    assert [(c, cl) for c, _, cl in ahead] == [(2, ""), (1, "nokaslr")], ahead
+    assert ahead[1][1] == 256

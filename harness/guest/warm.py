@@ -1,0 +1,102 @@
+"""Machine profiles without a snapshot, booted at once rather than one after the other.
+
+A run on a new kernel needs a cold boot per machine profile (1 vCPU, 2 vCPUs, 256 MB, a
+persistent buffer's command line): 9-14 s each under TCG, paid in series as the first test of
+each profile asks. `Warmer` boots every profile a run needs and has no snapshot of, all at once
+in threads, each saved as its snapshot (harness/guest/snapshot.py) and stopped; the test that
+asks then restores it. A cold boot of a profile holds a lock file beside the snapshots, so the
+workers of a `-j` run (separate processes) boot each profile once and the others wait for it.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from harness.guest import guest as guests
+from harness.guest import snapshot
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def cold_boot_lock(plan: guests.BootPlan) -> Iterator[bool]:
+    """Held while this process may cold boot `plan`'s profile: yields whether the profile
+    still has no snapshot once the lock is ours (False: another process saved it meanwhile,
+    restore it). A plan without snapshots yields True and locks nothing."""
+    if plan.snapshots is None:
+        yield True
+        return
+    key = guests.snapshot_key(plan)
+    plan.snapshots.mkdir(parents=True, exist_ok=True)
+    with open(plan.snapshots / f".boot-{key.digest()}.lock", "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield snapshot.find(plan.snapshots, key) is None
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def has_snapshot(plan: guests.BootPlan) -> bool:
+    return plan.snapshots is not None and \
+        snapshot.find(plan.snapshots, guests.snapshot_key(plan)) is not None
+
+
+class Warmer:
+    """Cold boots in the background, one thread per profile; `wait(plan)` before a profile's
+    own boot, so a test restores what a thread saved instead of booting it a second time."""
+
+    def __init__(self) -> None:
+        self._threads: dict[str, threading.Thread] = {}
+
+    def start(self, plans: list[guests.BootPlan]) -> list[guests.BootPlan]:
+        """Boot (and save) each plan without a snapshot, in the background; the plans
+        started."""
+        started = []
+        for plan in plans:
+            name = self._name(plan)
+            if plan.snapshots is None or name in self._threads or has_snapshot(plan):
+                continue
+            t = threading.Thread(target=self._boot, args=(plan,), name=f"warm-{name}",
+                                 daemon=True)
+            self._threads[name] = t
+            t.start()
+            started.append(plan)
+        return started
+
+    def wait(self, plan: guests.BootPlan) -> None:
+        if (t := self._threads.pop(self._name(plan), None)) is not None:
+            t.join()
+
+    def wait_all(self) -> None:
+        for t in self._threads.values():
+            t.join()
+        self._threads.clear()
+
+    @staticmethod
+    def _name(plan: guests.BootPlan) -> str:
+        return guests.snapshot_key(plan).digest()
+
+    @staticmethod
+    def _boot(plan: guests.BootPlan) -> None:
+        """One profile's cold boot, saved and stopped. A failure is only logged: the test that
+        asks for the profile boots it itself and reports what goes wrong there."""
+        try:
+            with cold_boot_lock(plan) as cold:
+                if cold:
+                    with guests.boot(plan):
+                        pass
+        except Exception as e:  # noqa: BLE001 - the test's own boot reports it
+            log.warning("booting the %d cpu / %d MB%s profile ahead failed (%s); its first "
+                        "test boots it", plan.cpus, plan.memory_mb,
+                        f" ({plan.cmdline})" if plan.cmdline else "", e)
+
+
+def console_log_for(base: Path, plan: guests.BootPlan) -> Path:
+    """A profile's own console log for its boot ahead: boots at once must not interleave their
+    lines in one file."""
+    return base.with_name(f"{base.stem}-warm-{plan.cpus}cpu-{plan.memory_mb}mb-"
+                          f"{guests.snapshot_key(plan).digest()[:8]}{base.suffix}")
