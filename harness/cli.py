@@ -3,6 +3,7 @@ stop guests on SIGINT/SIGTERM, and turn a LabError into one `lab: error:` line (
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import signal
@@ -10,29 +11,48 @@ import sys
 from types import ModuleType
 
 from harness import cache, config as lab_config
-from harness.commands import (bench, bisect, bisect_step, boot, build, doctor, explore, gc,
-                              module, mutate, nightly, report, review, run, run_folder,
-                              selftest, splats, ssh)
+from harness.commands import run_folder
 from harness.errors import LabError
 
 log = logging.getLogger("ringlab")
-# Each verb is one module with register(subparsers) and main(args) -> int, in help order.
-VERBS: tuple[ModuleType, ...] = (run, explore, boot, ssh, module, build, review, bisect,
-                                 bisect_step, mutate, nightly, report, splats, doctor, gc,
-                                 selftest, bench)
+# Each verb is one module of harness/commands/ with register(subparsers) and main(args) -> int,
+# in help order. Only the verb typed is imported (a throw-away `./lab ssh` does not pay for
+# the benches' and the explorer's imports); `./lab --help` imports them all.
+VERBS: tuple[str, ...] = ("run", "explore", "boot", "ssh", "module", "build", "review",
+                          "bisect", "bisect-step", "mutate", "nightly", "report", "splats",
+                          "doctor", "gc", "selftest", "bench")
 # Verbs that open their own run folder and log file (the others log to the screen).
 OWN_LOGGING = ("run", "explore", "review", "bisect", "mutate", "nightly", "report")
+# Options of ./lab itself that take a value (to find the verb in argv without parsing it).
+_VALUED = ("--lab-config",)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def verb_module(verb: str) -> ModuleType:
+    return importlib.import_module(f"harness.commands.{verb.replace('-', '_')}")
+
+
+def verb_in(argv: list[str]) -> str | None:
+    """The verb of a command line, if it names one (else None: parse with every verb)."""
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in _VALUED:
+            skip = True
+        elif not a.startswith("-"):
+            return a if a in VERBS else None
+    return None
+
+
+def build_parser(verbs: tuple[str, ...] = VERBS) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="./lab", description="ringlab: a QEMU test lab for the "
                                 "kernel's ring-buffer mapping paths")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging on screen")
     p.add_argument("--lab-config", metavar="PATH", help="lab.yaml to use (default: the "
                    "checkout's; or $RINGLAB_CONFIG)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for verb in VERBS:
-        verb.register(sub)
+    for verb in verbs:
+        verb_module(verb).register(sub)
     return p
 
 
@@ -41,7 +61,9 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    verb = verb_in(argv)
+    args = build_parser((verb,) if verb else VERBS).parse_args(argv)
     if getattr(args, "modules", None):
         if not args.kernel:
             print("lab: error: --modules goes with --kernel IMAGE", file=sys.stderr)

@@ -500,6 +500,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     bb.add_argument("--cpus", type=int, help="vCPUs (default: machine.cpus)")
     bb.add_argument("--cold", action="store_true", help="also time a cold start in an empty "
                     "cache (download + rootfs build)")
+    bb.add_argument("--throwaway", action="store_true", help="instead: where the time of a "
+                    "throw-away `./lab ssh -- true` goes, step by step (RUNS guests, default "
+                    "5), against its 1 s target")
     _probe_bench(bsub, "perf-ring", "perf ring buffer: mmap vs read() rates, test wall",
                  "Records/s read through the mmap'd perf buffer vs counter reads/s through "
                  "read() of a group, and the wall time of tests/kernel/test_perf_ring.py.")
@@ -587,6 +590,9 @@ def main(args: argparse.Namespace) -> int:
         return explore_bench.run(Lab(cfg), args.kernel, runs=args.runs, seconds=args.seconds)
     if args.bench == "nightly":
         return nightly_bench(cfg, args.kernel, tuple(args.k or NIGHTLY_SELECTIONS))
+    if args.throwaway:
+        from harness.commands import bench_throwaway
+        return bench_throwaway.throwaway_bench(cfg, args.kernel, runs=args.runs)
     return boot_bench(cfg, args.kernel, runs=args.runs, probe_runs=args.probe_runs,
                       cold=args.cold, cpus=args.cpus)
 

@@ -38,3 +38,15 @@ def test_help_everywhere() -> None:
                 ["bench", "boot"]):
         p = lab(*cmd, "--help")
         assert p.returncode == 0 and "usage:" in p.stdout, cmd
+
+
+def test_only_the_verb_typed_is_imported() -> None:
+    """A throw-away `./lab ssh` does not pay for every verb's imports (issue 31 §2)."""
+    from harness import cli
+    assert cli.verb_in(["ssh", "--", "true"]) == "ssh"
+    assert cli.verb_in(["--lab-config", "run", "-v", "bisect-step", "x"]) == "bisect-step"
+    assert cli.verb_in(["-v", "--help"]) is None and cli.verb_in(["nope"]) is None
+    p = cli.build_parser(("gc",))
+    assert p.parse_args(["gc"]).command == "gc"
+    for verb in cli.VERBS:  # every verb's module is where its name says
+        assert hasattr(cli.verb_module(verb), "register")
