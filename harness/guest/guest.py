@@ -478,6 +478,7 @@ def _restore(plan: BootPlan, snap: snapshot.Snapshot, workdir: Path) -> Guest:
 
         try:
             snapshot.restore(workdir / "qmp.sock", snap, deadline)
+            loaded = time.monotonic() - start
         except snapshot.SnapshotError as e:
             vm.wait_for(vm.exited, time.monotonic() + 1)  # QEMU's own words reach the log
             e.console_tail = console.tail(vm.console_text(), 5)
@@ -495,7 +496,8 @@ def _restore(plan: BootPlan, snap: snapshot.Snapshot, workdir: Path) -> Guest:
             raise snapshot.SnapshotError(f"the restored guest: {e}") from None
         log.debug("restore: clock and random pool set at %.2f s", time.monotonic() - start)
         record = BootRecord(ssh_port=port, boot_s=time.monotonic() - start,
-                            ssh_ready_s=ssh_ready, restored=True, snapshot=snap.name)
+                            ssh_ready_s=ssh_ready, restored=True, snapshot=snap.name,
+                            stages={"state loaded": loaded, "ssh": ssh_ready})
         _console_note(plan, f"restored in {record.boot_s:.2f} s (SSH ready at {ssh_ready:.2f} "
                             f"s, port {port})")
         log.info("guest %s restored in %.1f s (ssh at %.1f s, accel %s, port %d)",
