@@ -24,7 +24,8 @@ from harness.resources import Lab
 # Issue 31: a throw-away `./lab ssh -- true` within this (median, 2-core TCG host).
 TARGET_S = 1.0
 STEPS = ("python start + imports", "lab.yaml + kernel resolved",
-         "QEMU start + state loaded (floor)", "SSH handshake", "probe runner, clock, random pool", "the command over SSH", "teardown",
+         "QEMU start + state loaded (floor)", "first answer (probe runner)",
+         "clock, random pool", "the command (probe runner)", "teardown",
          "sum of the steps", "./lab ssh -- true (whole)")
 
 
@@ -45,12 +46,12 @@ def _one(cfg: LabConfig, kernel: str | None, console_log: Path) -> dict[str, flo
     g = boot(plan)
     try:
         if not g.record.restored:
-            raise LabError(f"the guest was booted, not restored ({g.record.fallback or 'no '
-                           f'snapshot yet'}): run the bench again")
+            why = g.record.fallback or "no snapshot yet"
+            raise LabError(f"the guest was booted, not restored ({why}): run the bench again")
         row[STEPS[2]] = g.record.stages["state loaded"]
         row[STEPS[3]] = g.record.ssh_ready_s - g.record.stages["state loaded"]
         row[STEPS[4]] = g.record.boot_s - g.record.ssh_ready_s
-        row[STEPS[5]] = _timed(lambda: g.ssh.run("true", timeout=30))
+        row[STEPS[5]] = _timed(lambda: g.runner.exec("true", 30))
     finally:
         row[STEPS[6]] = _timed(g.stop)
     row[STEPS[7]] = sum(row[s] for s in STEPS[:7])

@@ -39,11 +39,11 @@ def main(args: argparse.Namespace) -> int:
     k = lab.config.kernel(args.kernel)
     console_log = lab.config.reports_dir / f"ssh-{lab_config.file_safe(k.name)}-console.log"
     with lab.boot(k.name, console_log) as g:
-        if args.command:  # over the lab's own connection: no second SSH handshake
-            r = g.ssh.run(" ".join(args.command), timeout=COMMAND_TIMEOUT_S)
-            sys.stdout.write(r.stdout)
-            sys.stderr.write(r.stderr)
-            return r.exit_status
+        if args.command:  # through the probe runner: no SSH handshake at all
+            status, out, err = g.runner.exec(" ".join(args.command), COMMAND_TIMEOUT_S)
+            sys.stdout.write(out)
+            sys.stderr.write(err)
+            return status
         state = {"port": g.record.ssh_port, "key": str(g.plan.key.private),
                  "host_key": g.plan.rootfs.host_key}
         return subprocess.call(boot.ssh_argv(lab, state))

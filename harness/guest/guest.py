@@ -22,7 +22,8 @@ from pathlib import Path
 from harness.errors import (BootError, BootPanic, BootTimeout, GuestHang, KernelOops,
                             LabError, ModuleError, ProbeError, SSHError)
 from harness.guest import monitor, qemu, snapshot
-from harness.guest.probe_client import Deadlines, ProbeResult, ProbeRunner, probes_digest
+from harness.guest.probe_client import (RUNNER_PORT, Deadlines, ProbeResult, ProbeRunner,
+                                        probes_digest)
 from harness.guest.rootfs import RootfsImage
 from harness.guest.ssh import ClientKey, CommandResult, GuestSSH
 from harness.guest.vm import VM
@@ -64,6 +65,7 @@ class BootRecord:
     restored: bool = False  # started from a snapshot (boot_s is then the restore's time)
     snapshot: str | None = None  # the snapshot restored from, or saved by this boot
     fallback: str | None = None  # why a snapshot was not restored, when one failed
+    runner_port: int | None = None  # the host port QEMU forwards to the probe runner daemon
 
 
 # A booting guest that prints nothing for this long is stalled: every stage of a boot prints
@@ -124,7 +126,9 @@ class Guest:
         self.probe_log: list[tuple[str, tuple[str, ...], str, ProbeResult]] = []
         self.deadlines = Deadlines.load()
         ssh.watchdog = self._raise_if_dead
-        ssh.start_heartbeat()
+        if ssh.connected:
+            ssh.start_heartbeat()
+        runner.start_heartbeat()
 
     def _raise_if_dead(self, since: float) -> None:
         """The watchdog of a wait on the guest that began at `since` (time.monotonic())."""
@@ -222,9 +226,10 @@ class Guest:
             return f"QEMU exited (status {self.vm.exit_status})"
         if self.vm.lockup and time.monotonic() - self.vm.lockup_at > LOCKUP_GRACE_S:
             return f"the kernel reports a lockup: {self.vm.lockup}"
-        quiet = min(time.monotonic() - self.ssh.last_answer, self.vm.silent_for())
+        answered = max(self.ssh.last_answer, self.runner.last_answer)
+        quiet = min(time.monotonic() - answered, self.vm.silent_for())
         if quiet > HANG_S:
-            return f"hung (no SSH answer and no console output for {quiet:.0f} s)"
+            return f"hung (no answer from the guest and no console output for {quiet:.0f} s)"
         return None
 
     def stop(self) -> None:
@@ -282,10 +287,13 @@ class Guest:
             raise BootError(f"the guest did not come back from a warm reboot: {e}",
                             console.tail(self.vm.console_text())) from None
         monitor.reboot_ends_qemu(sock, deadline)
-        self.ssh, self.runner = ssh, ProbeRunner(ssh, self.plan.extra_probe_dirs)
+        self.runner.close()
+        self.ssh, self.runner = ssh, ProbeRunner(ssh, self.plan.extra_probe_dirs,
+                                                 self.record.runner_port)
         ssh.watchdog = self._raise_if_dead
         ssh.start_heartbeat()
         self.runner.start()
+        self.runner.start_heartbeat()
         # The new boot's log up to now is judged as what the caller's test caused (a splat of
         # a persistent buffer's validation at boot, say); kmsg() goes on from here.
         lines, self.tainted = self.runner.kmsg(from_boot=True)
@@ -354,7 +362,7 @@ def _boot_failure(vm: VM, plan: BootPlan, timed_out: bool) -> BootError:
 
 
 def _spec(plan: BootPlan, workdir: Path, port: int, root_disk: Path, save: bool,
-          incoming: bool = False) -> qemu.QemuSpec:
+          incoming: bool = False, runner_port: int | None = None) -> qemu.QemuSpec:
     """The QEMU machine of `plan`, its monitor on workdir/qmp.sock (snapshots, warm reboots)."""
     return qemu.QemuSpec(
         kernel=plan.kernel.vmlinuz, initramfs=plan.kernel.initramfs,
@@ -363,7 +371,8 @@ def _spec(plan: BootPlan, workdir: Path, port: int, root_disk: Path, save: bool,
         root_disk=root_disk, modules_disk=plan.kernel.modules_image,
         ssh_port=port, pidfile=workdir / "qemu.pid",
         qmp_socket=workdir / "qmp.sock", incoming=incoming,
-        arch=plan.kernel.arch, tcg_cpu=plan.tcg_cpu, gdb_port=plan.gdb_port)
+        arch=plan.kernel.arch, tcg_cpu=plan.tcg_cpu, gdb_port=plan.gdb_port,
+        runner_forward=None if runner_port is None else (runner_port, RUNNER_PORT))
 
 
 def _accel_key(plan: BootPlan) -> str:
@@ -418,9 +427,9 @@ def _save(plan: BootPlan, vm: VM, ssh: GuestSSH, workdir: Path, overlay: Path,
 
 def _start(plan: BootPlan, workdir: Path, attempt: int,
            save_as: snapshot.SnapshotKey | None = None) -> Guest:
-    port = free_port()
+    port, runner_port = free_port(), free_port()
     overlay = _overlay(plan.rootfs.image, workdir)
-    spec = _spec(plan, workdir, port, overlay, save=save_as is not None)
+    spec = _spec(plan, workdir, port, overlay, save=save_as is not None, runner_port=runner_port)
     _console_note(plan, f"boot {plan.kernel.name} ({plan.kernel.release}), accel {plan.accel}, "
                         f"{plan.cpus} cpu(s), attempt {attempt}, "
                         f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
@@ -439,14 +448,14 @@ def _start(plan: BootPlan, workdir: Path, attempt: int,
 
         ssh.connect(deadline, alive)
         ssh_ready = time.monotonic() - start
-        runner = ProbeRunner(ssh, plan.extra_probe_dirs)
+        runner = ProbeRunner(ssh, plan.extra_probe_dirs, runner_port)
         if save_as:
             runner.launch()  # saved with the guest: a restored guest's probes are ready at once
         saved = _save(plan, vm, ssh, workdir, overlay, save_as) if save_as else None
         runner.start()
         record = BootRecord(ssh_port=port, boot_s=time.monotonic() - start,
                             ssh_ready_s=ssh_ready, stages=dict(vm.stages), attempts=attempt,
-                            snapshot=saved)
+                            snapshot=saved, runner_port=runner_port)
         log.info("guest %s up in %.1f s (ssh at %.1f s, accel %s, port %d)", plan.kernel.name,
                  record.boot_s, ssh_ready, plan.accel, port)
         return Guest(plan, vm, ssh, runner, workdir, record)
@@ -459,9 +468,9 @@ def _restore(plan: BootPlan, snap: snapshot.Snapshot, workdir: Path) -> Guest:
     """A guest restored from `snap` on its own overlay and SSH port, its clock stepped to the
     host's and its random pool reseeded; SnapshotError (or a BootError) if it does not answer
     SSH within RESTORE_TIMEOUT_S. The ready marker is not printed again: SSH is the sign."""
-    port = free_port()
+    port, runner_port = free_port(), free_port()
     spec = _spec(plan, workdir, port, snapshot.overlay(snap, workdir), save=False,
-                 incoming=True)
+                 incoming=True, runner_port=runner_port)
     _console_note(plan, f"restore {plan.kernel.name} ({plan.kernel.release}), accel "
                         f"{plan.accel}, {plan.cpus} cpu(s), from snapshot {snap.name}, "
                         f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
@@ -483,13 +492,15 @@ def _restore(plan: BootPlan, snap: snapshot.Snapshot, workdir: Path) -> Guest:
             vm.wait_for(vm.exited, time.monotonic() + 1)  # QEMU's own words reach the log
             e.console_tail = console.tail(vm.console_text(), 5)
             raise
+        # SSH connects when first used (a test's shell command, a push): the probe runner's
+        # daemon, up in the snapshot, answers straight through QEMU's forward well before an
+        # SSH handshake would (probes/runner.py says why).
         ssh = GuestSSH(port, plan.key, plan.rootfs.host_key)
-        ssh.connect(deadline, alive)
-        ssh_ready = time.monotonic() - start
-        log.debug("restore: SSH ready at %.2f s", ssh_ready)
-        runner = ProbeRunner(ssh, plan.extra_probe_dirs)
+        ssh.connect_on_first_use(plan.boot_timeout_s, alive)
+        runner = ProbeRunner(ssh, plan.extra_probe_dirs, runner_port)
         runner.start()
-        log.debug("restore: probe runner ready at %.2f s", time.monotonic() - start)
+        ssh_ready = time.monotonic() - start
+        log.debug("restore: probe runner ready at %.2f s", ssh_ready)
         try:
             runner.refresh(time.time_ns(), os.urandom(64))
         except ProbeError as e:
@@ -497,10 +508,11 @@ def _restore(plan: BootPlan, snap: snapshot.Snapshot, workdir: Path) -> Guest:
         log.debug("restore: clock and random pool set at %.2f s", time.monotonic() - start)
         record = BootRecord(ssh_port=port, boot_s=time.monotonic() - start,
                             ssh_ready_s=ssh_ready, restored=True, snapshot=snap.name,
-                            stages={"state loaded": loaded, "ssh": ssh_ready})
-        _console_note(plan, f"restored in {record.boot_s:.2f} s (SSH ready at {ssh_ready:.2f} "
-                            f"s, port {port})")
-        log.info("guest %s restored in %.1f s (ssh at %.1f s, accel %s, port %d)",
+                            stages={"state loaded": loaded, "runner": ssh_ready},
+                            runner_port=runner_port)
+        _console_note(plan, f"restored in {record.boot_s:.2f} s (answering at {ssh_ready:.2f} "
+                            f"s, SSH port {port})")
+        log.info("guest %s restored in %.1f s (answering at %.1f s, accel %s, port %d)",
                  plan.kernel.name, record.boot_s, ssh_ready, plan.accel, port)
         return Guest(plan, vm, ssh, runner, workdir, record)
     except BaseException:

@@ -1,10 +1,11 @@
 """The client of probes/runner.py: running probes in a guest and getting their JSON back.
 
 The probes folder is pushed once per guest and probes/runner.py started there as a daemon
-listening on the guest's loopback (RUNNER_PORT); the harness reaches it through one SSH
-forwarded channel and it serves requests over it (a fork per probe). A guest saved as a
-snapshot is saved with that daemon up, so a restored guest's probes are ready as soon as SSH
-answers: no push, no python3 to start. A probe's outcome is a ProbeResult with its parsed
+listening on RUNNER_PORT; the harness reaches it straight through QEMU's port forward (a
+token proves it is the lab: probes/runner.py says why), or through an SSH forwarded channel
+where there is no forward, and it serves requests over that connection (a fork per probe). A
+guest saved as a snapshot is saved with that daemon up, so a restored guest's probes are ready
+the moment the guest runs: no push, no python3 to start, no SSH handshake. A probe's outcome is a ProbeResult with its parsed
 JSON, or a ProbeError saying exactly what went wrong: a crash (with the traceback), a signal,
 a timeout, or output that is not one JSON document.
 """
@@ -14,6 +15,8 @@ import hashlib
 import json
 import logging
 import select
+import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +31,13 @@ log = logging.getLogger(__name__)
 
 PROBES_DIR = Path(__file__).resolve().parents[2] / "probes"
 GUEST_DIR = "/tmp/ringlab/probes"
-RUNNER_PORT = 7907  # the runner daemon's port on the guest's 127.0.0.1
+RUNNER_PORT = 7907  # the runner daemon's port in the guest
+
+
+def runner_token(private_key: Path) -> str:
+    """What the host says to the runner daemon first: derived from the lab's SSH key, so a
+    host user who cannot read that key cannot drive the guest's root server either."""
+    return hashlib.sha256(b"ringlab-runner\0" + private_key.read_bytes()).hexdigest()[:32]
 
 
 def probes_digest(folder: Path = PROBES_DIR) -> str:
@@ -115,12 +124,18 @@ def interpret(resp: dict[str, Any], user: str = "root", args: tuple[str, ...] = 
 
 
 class ProbeRunner:
-    """The guest-side fork server, reached over one SSH channel."""
+    """The guest-side fork server, reached over one connection: straight to `host_port`
+    (QEMU's forward of RUNNER_PORT) when given, else an SSH channel."""
 
-    def __init__(self, ssh: GuestSSH, extra_dirs: tuple[Path, ...] = ()) -> None:
+    def __init__(self, ssh: GuestSSH, extra_dirs: tuple[Path, ...] = (),
+                 host_port: int | None = None) -> None:
         self.ssh = ssh
         self.extra_dirs = extra_dirs
-        self._chan: paramiko.Channel | None = None
+        self.host_port = host_port
+        self._chan: paramiko.Channel | socket.socket | None = None
+        self._eof = False  # the daemon closed the connection
+        self.last_answer = time.monotonic()  # when the daemon last answered (heartbeat)
+        self._beating = False
         self._buf = b""
         self._next_id = 1
         self._pushed = False
@@ -135,6 +150,8 @@ class ProbeRunner:
         self.ssh.push(PROBES_DIR, GUEST_DIR)
         for extra in self.extra_dirs:
             self.ssh.push(extra, GUEST_DIR)
+        self.ssh.run(f"umask 077 && cat > {GUEST_DIR}/.token", timeout=30,
+                     input=runner_token(self.ssh.key.private).encode())
         # The digest last: a daemon started from a half-pushed folder never claims these probes.
         r = self.ssh.run(f"cat > {GUEST_DIR}/.digest && {{ pkill -f '^python3 -u "
                          f"{GUEST_DIR}/runner.py --listen' ; python3 -u {GUEST_DIR}/runner.py "
@@ -168,18 +185,27 @@ class ProbeRunner:
         self.available = hello.get("probes", [])
         log.debug("probe runner ready in %.2f s: %s", time.monotonic() - t, self.available)
 
+    def _open(self) -> paramiko.Channel | socket.socket | None:
+        """A new connection to the daemon: straight through QEMU's forward (the token said
+        first), else an SSH channel; None when nothing listens."""
+        if self.host_port is None:
+            return self.ssh.open_forward(RUNNER_PORT)
+        sock = socket.create_connection(("127.0.0.1", self.host_port), timeout=10)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall((json.dumps({"token": runner_token(self.ssh.key.private)}) + "\n").encode())
+        return sock
+
     def _connect(self) -> dict[str, Any] | None:
-        self._chan = self.ssh.open_forward(RUNNER_PORT)
+        self._chan = self._open()
         if self._chan is None:
             return None
-        self._buf = b""
+        self._buf, self._eof = b"", False
         try:
             return self._read_line(time.monotonic() + 60)
         except GuestHang:
-            chan = self._chan
-            if chan is None or not (chan.closed or chan.eof_received):
+            if self._chan is None or not self._eof:
                 raise  # no answer at all: the guest is hung
-            self.close()  # a daemon that closed the channel: not root's connection, or dying
+            self.close()  # a daemon that closed the connection: not root's, or none listens
             return None
 
     def refresh(self, epoch_ns: int, entropy: bytes) -> None:
@@ -203,10 +229,14 @@ class ProbeRunner:
             if not select.select([chan], [], [], min(remaining, 1.0))[0]:
                 self.ssh.watchdog(since)
                 continue
-            data = chan.recv(65536)
+            try:
+                data = chan.recv(65536)
+            except ConnectionError:
+                data = b""
             if not data:
+                self._eof = True
                 err = chan.recv_stderr(65536).decode(errors="replace") if \
-                    chan.recv_stderr_ready() else ""
+                    isinstance(chan, paramiko.Channel) and chan.recv_stderr_ready() else ""
                 raise GuestHang("the guest's probe runner went away" +
                                 (f": {err.strip()}" if err.strip() else ""))
             self._buf += data
@@ -233,6 +263,45 @@ class ProbeRunner:
         log.debug("probe %s: %s in %.3f s", probe, resp.get("status"), resp.get("duration_s", 0))
         return interpret(resp, user, tuple(args))
 
+    def exec(self, command: str, timeout: float) -> tuple[int, str, str]:
+        """`sh -c command` as root in the guest: (status, stdout, stderr), no SSH needed."""
+        resp = self.request({"op": "exec", "command": command, "timeout": timeout},
+                            timeout + GRACE_S)
+        if resp.get("status") != "ok":
+            raise GuestHang(f"command did not finish in {timeout:g} s: {command}"
+                            if resp.get("status") == "timeout" else
+                            f"the probe runner could not run {command!r}: {resp}")
+        return int(resp["code"]), resp.get("stdout", ""), resp.get("stderr", "")
+
+    def start_heartbeat(self, period_s: float = 2.0) -> None:
+        """Ping the daemon every `period_s` over a connection of its own, from a daemon
+        thread, noting each answer in `last_answer`: a guest reached without SSH still shows
+        when it stops answering. The thread ends when the runner is closed."""
+        if self.host_port is None or self._beating:
+            return
+        self._beating = True
+        self.last_answer = time.monotonic()
+
+        def beat() -> None:
+            try:
+                sock = self._open()
+                assert isinstance(sock, socket.socket)
+                with sock, sock.makefile("r") as f:
+                    f.readline()  # the daemon's hello
+                    while self._beating:
+                        sock.sendall(b'{"op": "ping", "id": 0}\n')
+                        if not f.readline():
+                            return
+                        self.last_answer = time.monotonic()
+                        time.sleep(period_s)
+            except OSError:
+                return
+            finally:
+                self._beating = False
+
+        threading.Thread(target=beat, name=f"runner-heartbeat-{self.host_port}",
+                         daemon=True).start()
+
     def kmsg(self, from_boot: bool = False) -> tuple[list[str], int]:
         """Kernel log lines since the previous call (from_boot: all the kernel still holds),
         and the taint mask now (-1: unknown)."""
@@ -240,6 +309,7 @@ class ProbeRunner:
         return resp.get("lines", []), int(resp.get("tainted", -1))
 
     def close(self) -> None:
+        self._beating = False
         if self._chan is not None:
             self._chan.close()
             self._chan = None

@@ -55,6 +55,8 @@ class QemuSpec:
     arch: str = arches.DEFAULT  # the guest's (harness.arch): binary, machine, CPU, console
     tcg_cpu: str | None = None  # another TCG CPU model than TCG_CPUS[arch] (./lab bench boot)
     gdb_port: int | None = None  # QEMU's gdbstub on 127.0.0.1:PORT (./lab boot --gdb)
+    # (host port, guest port) of the probe runner's daemon, reached without SSH
+    runner_forward: tuple[int, int] | None = None
 
 
 def base_cmdline(arch: str = arches.DEFAULT) -> str:
@@ -99,8 +101,10 @@ def command(spec: QemuSpec, binary: str | None = None) -> list[str]:
                  "readonly=on"]
     if spec.ssh_port is not None:
         # restrict=on: the guest reaches nothing but the forwarded port; hostfwd binds loopback.
-        argv += ["-netdev", f"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{spec.ssh_port}-:22",
-                 "-device", "virtio-net-pci,netdev=net0"]
+        runner = "" if spec.runner_forward is None else \
+            f",hostfwd=tcp:127.0.0.1:{spec.runner_forward[0]}-:{spec.runner_forward[1]}"
+        argv += ["-netdev", f"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{spec.ssh_port}-:22"
+                 f"{runner}", "-device", "virtio-net-pci,netdev=net0"]
     if spec.pidfile is not None:
         argv += ["-pidfile", str(spec.pidfile)]
     if spec.qmp_socket is not None:

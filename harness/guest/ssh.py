@@ -73,6 +73,9 @@ class GuestSSH:
         self.watchdog: Callable[[float], None] = lambda since: None
         self.last_answer = time.monotonic()  # when sshd last answered (start_heartbeat)
         self._beating = threading.Event()
+        # connect_on_first_use(): (seconds to connect within, the liveness check) until used
+        self._lazy: tuple[float, Callable[[], None]] | None = None
+        self._connecting = threading.Lock()
 
     def _connect_once(self, timeout: float) -> paramiko.SSHClient:
         client = paramiko.SSHClient()
@@ -120,8 +123,27 @@ class GuestSSH:
         raise SSHError(f"no SSH answer from the guest on 127.0.0.1:{self.port} "
                        f"after {attempts} attempt(s): {last}")
 
+    def connect_on_first_use(self, within_s: float, alive: Callable[[], None] = lambda: None
+                             ) -> None:
+        """Connect when the connection is first used, within `within_s` of then: a guest
+        reached through its probe runner may never need SSH."""
+        self._lazy = (within_s, alive)
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
+
     @property
     def client(self) -> paramiko.SSHClient:
+        if self._client is None and self._lazy is not None:
+            with self._connecting:
+                if self._client is None and self._lazy is not None:
+                    within_s, alive = self._lazy
+                    t = time.monotonic()
+                    self.connect(t + within_s, alive)
+                    self._lazy = None
+                    log.debug("ssh: connected on first use in %.2f s", time.monotonic() - t)
+                    self.start_heartbeat()
         if self._client is None:
             raise SSHError("not connected to the guest")
         return self._client
@@ -236,6 +258,7 @@ class GuestSSH:
 
     def close(self) -> None:
         self._beating.set()
+        self._lazy = None  # never connect after a close
         if self._client is not None:
             self._client.close()
             self._client = None

@@ -119,6 +119,10 @@ class VM:
         self._child = pexpect.spawn(self.argv[0], self.argv[1:], logfile=None, echo=False,
                                     timeout=None, preexec_fn=_die_with_parent,
                                     dimensions=(24, 200))
+        # A guest is stopped with SIGHUP, which QEMU obeys at once: pexpect's default 0.1 s
+        # waits after each signal and after close are what a teardown cost.
+        self._child.delayafterterminate = 0.02
+        self._child.delayafterclose = 0.02
         self._child.logfile_read = self._log_file
         self._thread = threading.Thread(target=self._watch, name="console-watcher", daemon=True)
         self._thread.start()
