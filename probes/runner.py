@@ -303,13 +303,18 @@ def serve(rfile: IO[str] | None = None, wfile: IO[str] | None = None,
     return 0
 
 
+# What a connection from the host must say first (written by the harness when it started the
+# daemon: harness/guest/probe_client.py runner_token()).
+TOKEN_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".token")
+
+
 def admitted(conn: socket.socket, f: IO[str]) -> bool:
     """Whether to serve this connection (the module's docstring says who is)."""
     uid = peer_uid(conn)
     if uid is not None:  # from inside the guest
         return uid == os.geteuid()
     try:
-        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".token")) as t:
+        with open(TOKEN_FILE) as t:
             token = t.read().strip()
         conn.settimeout(10)
         said = json.loads(f.readline() or "{}")
