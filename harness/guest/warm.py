@@ -2,9 +2,9 @@
 
 A run on a new kernel needs a cold boot per machine profile (1 vCPU, 2 vCPUs, 256 MB, a
 persistent buffer's command line): 9-14 s each under TCG, paid in series as the first test of
-each profile asks. `Warmer` boots every profile a run needs and has no snapshot of, all at once
-in threads, each saved as its snapshot (harness/guest/snapshot.py) and stopped; the test that
-asks then restores it. A cold boot of a profile holds a lock file beside the snapshots, so the
+each profile asks. `Warmer` boots every profile a run needs and has no snapshot of, in the
+background while the first tests run, each saved as its snapshot (harness/guest/snapshot.py)
+and stopped; the test that asks then restores it. A cold boot of a profile holds a lock file beside the snapshots, so the
 workers of a `-j` run (separate processes) boot each profile once and the others wait for it.
 """
 from __future__ import annotations
@@ -46,35 +46,63 @@ def has_snapshot(plan: guests.BootPlan) -> bool:
 
 
 class Warmer:
-    """Cold boots in the background, one thread per profile; `wait(plan)` before a profile's
-    own boot, so a test restores what a thread saved instead of booting it a second time."""
+    """Cold boots in the background, one at a time in one thread (two QEMUs booting at once on
+    a 2-core host only slow each other and the tests). `wait(plan)` before a profile's own
+    boot: a boot under way is waited for and then restored; one not begun is taken off the
+    queue, and the test boots it itself."""
 
     def __init__(self) -> None:
-        self._threads: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
+        self._queue: list[guests.BootPlan] = []
+        self._doing: tuple[str, threading.Event] | None = None
+        self._thread: threading.Thread | None = None
 
     def start(self, plans: list[guests.BootPlan]) -> list[guests.BootPlan]:
-        """Boot (and save) each plan without a snapshot, in the background; the plans
-        started."""
-        started = []
-        for plan in plans:
-            name = self._name(plan)
-            if plan.snapshots is None or name in self._threads or has_snapshot(plan):
-                continue
-            t = threading.Thread(target=self._boot, args=(plan,), name=f"warm-{name}",
-                                 daemon=True)
-            self._threads[name] = t
-            t.start()
-            started.append(plan)
-        return started
+        """Queue each plan without a snapshot for a boot ahead; the plans queued."""
+        queued = []
+        with self._lock:
+            names = {self._name(p) for p in self._queue}
+            for plan in plans:
+                if plan.snapshots is None or self._name(plan) in names or has_snapshot(plan):
+                    continue
+                names.add(self._name(plan))
+                self._queue.append(plan)
+                queued.append(plan)
+            if queued and (self._thread is None or not self._thread.is_alive()):
+                self._thread = threading.Thread(target=self._run, name="boot-ahead",
+                                                daemon=True)
+                self._thread.start()
+        return queued
 
     def wait(self, plan: guests.BootPlan) -> None:
-        if (t := self._threads.pop(self._name(plan), None)) is not None:
-            t.join()
+        name = self._name(plan)
+        with self._lock:
+            self._queue = [p for p in self._queue if self._name(p) != name]
+            doing = self._doing
+        if doing is not None and doing[0] == name:
+            doing[1].wait()
 
     def wait_all(self) -> None:
-        for t in self._threads.values():
-            t.join()
-        self._threads.clear()
+        """Let the boot under way finish (none is left half-saved) and drop the rest."""
+        with self._lock:
+            self._queue.clear()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._doing = None
+                    return
+                plan = self._queue.pop(0)
+                self._doing = (self._name(plan), threading.Event())
+                done = self._doing[1]
+            try:
+                self._boot(plan)
+            finally:
+                done.set()
 
     @staticmethod
     def _name(plan: guests.BootPlan) -> str:

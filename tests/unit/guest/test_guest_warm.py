@@ -42,13 +42,25 @@ def _plan(name: str, root: Path) -> SimpleNamespace:
     return SimpleNamespace(name=name, snapshots=root, cpus=1, memory_mb=1024, cmdline="")
 
 
-def test_profiles_without_a_snapshot_boot_once_each_at_once(fake: SimpleNamespace) -> None:
+def test_profiles_without_a_snapshot_boot_once_each_in_the_background(fake: SimpleNamespace
+                                                                       ) -> None:
     (fake.root / "saved").touch()
     w = warm.Warmer()
     started = w.start([_plan(n, fake.root) for n in ("a", "b", "saved", "a")])  # type: ignore[misc]
     assert [p.name for p in started] == ["a", "b"]
+    deadline = time.monotonic() + 5
+    while len(fake.boots) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     w.wait_all()
-    assert sorted(fake.boots) == ["a", "b"]
+    assert fake.boots == ["a", "b"]  # one after the other, in the order asked
+
+
+def test_a_profile_not_begun_is_taken_back_for_its_test(fake: SimpleNamespace) -> None:
+    w = warm.Warmer()
+    w.start([_plan(n, fake.root) for n in ("a", "b", "c")])  # type: ignore[misc]
+    w.wait(_plan("c", fake.root))  # type: ignore[arg-type]
+    w.wait_all()
+    assert "c" not in fake.boots
 
 
 def test_a_second_process_waits_for_the_cold_boot_and_restores(fake: SimpleNamespace) -> None:
