@@ -74,14 +74,18 @@ def argv(req: RunRequest, python: str = sys.executable) -> list[str]:
 
 # Host memory one guest takes beyond its RAM (QEMU itself, TCG's translation cache), MB.
 GUEST_OVERHEAD_MB = 512
+# Guests per host core a vCPU: a test's guest waits on its harness (SSH, the runner, sleeps
+# in the probes) a good part of the time, so two workers a core keep the cores busier
+# (docs/results/2026-11-26-speed.md: -j 4 against -j 2 on 2 cores).
+GUESTS_PER_CORE = 2
 
 
 def run_jobs(guest_cpus: int, text: str, guest_memory_mb: int = 1024,
              host_memory_mb: int | None = None) -> int:
-    """How many guests `./lab run -j` runs at once: N, or `auto`: as many as the host's cores
-    (under TCG a vCPU wants a core) and its available memory hold, at least 1."""
+    """How many guests `./lab run -j` runs at once: N, or `auto`: GUESTS_PER_CORE a core for
+    each guest vCPU, as far as the host's available memory holds them, at least 1."""
     if text == "auto":
-        by_cores = (os.cpu_count() or 1) // max(1, guest_cpus)
+        by_cores = GUESTS_PER_CORE * (os.cpu_count() or 1) // max(1, guest_cpus)
         free = available_memory_mb() if host_memory_mb is None else host_memory_mb
         by_memory = free // (guest_memory_mb + GUEST_OVERHEAD_MB) if free else by_cores
         return max(1, min(by_cores, by_memory))

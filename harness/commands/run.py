@@ -34,8 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.selection(r)
     r.add_argument("-j", "--jobs", metavar="N", default=None,
                    help="run N guests at once (pytest-xdist: one guest pool per worker, a test "
-                   "file stays on one worker); 'auto' (the default): as many as the host's "
-                   "cores and memory hold; -j 1: one after the other")
+                   "file or part of one stays on one worker); 'auto' (the default): two a "
+                   "host core per guest vCPU, as far as memory holds; -j 1: one after the "
+                   "other")
     r.add_argument("--keep-guest", action="store_true", help="keep the guest up at the end")
     r.add_argument("--gdb-on-failure", action="store_true",
                    help="stop at the first failing test and keep its guest paused with QEMU's "
@@ -181,7 +182,7 @@ def run_suite(cfg: lab_config.LabConfig, req: child_run.RunRequest,
         raise LabError(str(e)) from None
     if req.jobs == "auto":
         log.info("running %d guest%s at once (-j auto: %d cores, %d MB available, %d vCPU and "
-                 "%d MB a guest; -j 1 runs one after the other)", jobs, "s" * (jobs > 1),
+                 "%d MB a guest, two guests a core; -j 1 runs one after the other)", jobs, "s" * (jobs > 1),
                  os.cpu_count() or 1, child_run.available_memory_mb(), cfg.machine.cpus,
                  cfg.machine.memory_mb)
     if jobs > 1:  # pytest-xdist: a guest pool per worker, a test file stays on one worker

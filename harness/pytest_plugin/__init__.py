@@ -9,7 +9,8 @@ Built as pytest's own plugins are: pytest_configure makes one frozen RunContext 
 config.stash) and registers one small plugin per concern, each with its own hooks and state:
 guests (the pool and the fixtures), observation (dmesg, probes, splats, taint), verdict (checks
 and known issues), health (death, hang, a guest left changed, reruns), ledger (results.jsonl,
-the events from xdist workers, the summary) and html (report.html's metadata). phases.py is the
+the events from xdist workers, the summary), html (report.html's metadata) and schedule (the
+costliest test files first, the longest split across -j workers). phases.py is the
 one place that orders observation, verdict and health on each report; record.py is what they
 add to a report (`report.ringlab`).
 """
@@ -28,6 +29,7 @@ from harness.pytest_plugin.ledger import Ledger, Sender
 from harness.pytest_plugin.observation import Observation
 from harness.pytest_plugin.phases import Phases
 from harness.pytest_plugin.record import Outbox
+from harness.pytest_plugin.schedule import Schedule
 from harness.pytest_plugin.verdict import Verdict
 from harness.results import known_issues
 
@@ -90,7 +92,8 @@ def plugins(ctx: context.RunContext, config: pytest.Config) -> dict[str, object]
     found: dict[str, object] = {
         "guests": guests, "observation": observation, "verdict": verdict, "health": health,
         "ledger": Ledger(ctx, outbox, observation),
-        "phases": Phases(observation, verdict, health, Sender(ctx, guests, outbox))}
+        "phases": Phases(observation, verdict, health, Sender(ctx, guests, outbox)),
+        "schedule": Schedule()}
     if config.getoption("--gdb-on-failure"):
         found["gdb"] = GdbOnFailure(guests)
     if (key := html.metadata_key()) is not None:
