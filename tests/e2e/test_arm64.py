@@ -25,7 +25,9 @@ def test_a_16k_arm64_kernel_runs_page_size_rules(tmp_path: Path, make_lab_yaml) 
     # Booted, not restored: the check below reads the boot's own console output, which a guest
     # restored from the snapshot a previous run saved never prints.
     env = dict(os.environ, RINGLAB_CONFIG=str(make_lab_yaml()), RINGLAB_NO_SNAPSHOT="1")
-    p = subprocess.run(["./lab", "run", "--kernel", KERNEL, "-k", " or ".join(TESTS)], cwd=REPO,
+    # One guest (-j 1): every guest boots here, and arm64 boots are whole-system TCG.
+    p = subprocess.run(["./lab", "run", "-j", "1", "--kernel", KERNEL, "-k", " or ".join(TESTS)],
+                       cwd=REPO,
                        env=env, capture_output=True, text=True, timeout=2300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     run = next((tmp_path / "reports").glob(f"*-{KERNEL}"))

@@ -48,7 +48,8 @@ def test_lab_run_default_kernel_writes_reports(tmp_path: Path, make_lab_yaml) ->
     assert "trixie-cloud" in summary and "passed" in summary
     # The guest came up in the console log: booted (the ready marker), or restored from a
     # snapshot an earlier run of this cache saved (the marker is not printed again then).
-    console = (run_dir / "console-trixie-cloud.log").read_text()
+    # -j auto by default: a console log per worker (console-trixie-cloud-gw0.log, ...).
+    console = "".join(f.read_text() for f in run_dir.glob("console-trixie-cloud*.log"))
     assert "ringlab: ready" in console or "==== ringlab: restored in " in console, console[-2000:]
 
 
