@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import subprocess
 import sys
 
@@ -28,13 +26,9 @@ def main(args: argparse.Namespace) -> int:
     """A shell in the guest of `./lab boot`, or in a throw-away guest booted for it."""
     lab = Lab(run_folder.config(args))
     host.require(tuple(t for t in host.ALL_TOOLS if t.command == "ssh"))
-    try:
-        state = json.loads(boot.state_path(lab).read_text())
-        os.kill(state["pid"], 0)
-    except (OSError, ValueError, KeyError):
-        state = None
-    if state is not None:
-        return subprocess.call(boot.ssh_argv(lab, state) + args.command)
+    if (booted := boot.running(lab)) is not None:  # detached or in another shell
+        return subprocess.call(boot.ssh_argv(lab, booted.port, booted.key, booted.host_key)
+                               + args.command)
     log.info("no guest from `./lab boot` is running; booting a throw-away one")
     k = lab.config.kernel(args.kernel)
     console_log = lab.config.reports_dir / f"ssh-{lab_config.file_safe(k.name)}-console.log"
@@ -44,6 +38,5 @@ def main(args: argparse.Namespace) -> int:
             sys.stdout.write(out)
             sys.stderr.write(err)
             return status
-        state = {"port": g.record.ssh_port, "key": str(g.plan.key.private),
-                 "host_key": g.plan.rootfs.host_key}
-        return subprocess.call(boot.ssh_argv(lab, state))
+        return subprocess.call(boot.ssh_argv(lab, g.record.ssh_port, str(g.plan.key.private),
+                                             g.plan.rootfs.host_key))

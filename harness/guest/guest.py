@@ -13,7 +13,6 @@ import shlex
 import shutil
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from pathlib import Path
 
 from harness.errors import (BootError, BootPanic, BootTimeout, GuestHang, KernelOops,
                             LabError, ModuleError, ProbeError, SSHError)
-from harness.guest import monitor, qemu, snapshot
+from harness.guest import monitor, qemu, snapshot, workdir as guest_folders
 from harness.guest.probe_client import (RUNNER_PORT, Deadlines, ProbeResult, ProbeRunner,
                                         probes_digest)
 from harness.guest.rootfs import RootfsImage
@@ -525,8 +524,9 @@ def boot(plan: BootPlan) -> Guest:
     booted (and saved as that snapshot when `plan.snapshots`). A restore that fails becomes a
     boot with a warning, and the snapshot is remade. A boot that panics under TCG, stalls, or
     finds its port taken is retried once in a fresh guest; a second failure is reported as
-    reproduced."""
-    workdir = Path(tempfile.mkdtemp(prefix="ringlab-guest-"))
+    reproduced. The folders of guests whose labs were killed are swept first (workdir.py)."""
+    guest_folders.sweep_orphans()
+    workdir = guest_folders.make()
     try:
         key = snapshot_key(plan) if plan.snapshots is not None else None
         snap = snapshot.find(plan.snapshots, key) if plan.snapshots and key else None

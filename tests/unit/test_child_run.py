@@ -38,12 +38,13 @@ def test_the_child_command_line_parses_back_to_the_request() -> None:
     assert child_run.RunRequest.from_json(args.request) == req
 
 
-def test_jobs_auto_is_cores_over_guest_vcpus_and_bad_values_are_named(
+def test_jobs_auto_is_two_guests_a_core_per_vcpu_and_bad_values_are_named(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(child_run.os, "cpu_count", lambda: 2)
-    assert child_run.run_jobs(1, "auto") == 2
-    assert child_run.run_jobs(2, "auto") == 1
-    assert child_run.run_jobs(4, "auto") == 1  # at least one guest
+    big = 64 * 1024
+    assert child_run.run_jobs(1, "auto", host_memory_mb=big) == 4
+    assert child_run.run_jobs(2, "auto", host_memory_mb=big) == 2
+    assert child_run.run_jobs(8, "auto", host_memory_mb=big) == 1  # at least one guest
     assert child_run.run_jobs(1, "3") == 3
     for bad in ("0", "two", "-1"):
         with pytest.raises(ValueError, match=f"got '{bad}'"):

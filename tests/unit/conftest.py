@@ -1,0 +1,20 @@
+"""Unit-tier fixtures."""
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def temp_dir_of_the_tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Python's temp dir for the whole tier is one of pytest's: whatever a test makes with
+    tempfile (a guest's folder from guest.boot() with fake guests never stopped, say) stays out
+    of the host's /tmp, and a sweep or `./lab gc` a test runs judges only the tier's folders,
+    never the guest folders of a lab running on this host."""
+    path = tmp_path_factory.mktemp("tempdir")
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(tempfile, "tempdir", str(path))
+        yield path
