@@ -26,22 +26,29 @@ path below is built by one method of Layout, and nowhere else:
 
 The stamps and locks sit beside the entries, not in them: a bisect worktree is a git checkout
 (a file in it would be an untracked change), and a tree's files are what make builds.
+
+An entry the lab boots or loads (a kernel, the rootfs, a test module, a snapshot, a build's
+outputs) holds MANIFEST, the size, mtime and SHA256 of its files when it was made: a file
+changed since (a flipped block, a truncated copy) is found before it is used, and the entry
+made again, rather than booted and blamed on the kernel (record(), verify(), intact()).
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import json
 import logging
 import os
 import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, LabError
 
 log = logging.getLogger(__name__)
 # The kinds of entries ./lab gc may remove, in the order their sizes are counted (a file
@@ -191,6 +198,147 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+# --- what an entry holds: its files' digests, recorded when it is made -----------------------
+
+MANIFEST = "ringlab-files.json"  # in the entry's folder, beside the files it describes
+MANIFEST_VERSION = 1
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """One file of an entry as it was made: size and mtime make the check of every use a
+    stat; the SHA256 settles it when those differ (a touch, a copy) or a failed boot asks."""
+    size: int
+    mtime_ns: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Changed:
+    """A file of an entry that is not the one its manifest recorded, and how it differs."""
+    path: str  # relative to the entry
+    why: str
+
+
+def _describe(path: Path) -> FileRecord:
+    with path.open("rb") as f:
+        st = os.fstat(f.fileno())
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+    return FileRecord(st.st_size, st.st_mtime_ns, digest)
+
+
+def _write_manifest(entry: Path, files: dict[str, FileRecord]) -> None:
+    data = {"version": MANIFEST_VERSION,
+            "files": {name: asdict(r) for name, r in sorted(files.items())}}
+    write_atomic(entry / MANIFEST, json.dumps(data, indent=1).encode())
+
+
+def record(entry: Path, files: Iterable[str]) -> dict[str, FileRecord]:
+    """Write `entry`/MANIFEST: the digests of `files` (paths relative to the entry) as they
+    are now. Called where the entry is made, before it is renamed into place."""
+    found = {name: _describe(entry / name) for name in sorted(set(files))}
+    _write_manifest(entry, found)
+    return found
+
+
+def recorded(entry: Path) -> dict[str, FileRecord] | None:
+    """The manifest of `entry`; None if it has none (made before manifests). A manifest that
+    cannot be read is a LabError: the entry cannot be vouched for (intact() says changed)."""
+    try:
+        data = json.loads((entry / MANIFEST).read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise LabError(f"{entry / MANIFEST}: unreadable ({e})") from None
+    try:
+        if data["version"] != MANIFEST_VERSION:
+            raise LabError(f"{entry / MANIFEST}: version {data['version']}, "
+                           f"not {MANIFEST_VERSION}")
+        return {name: FileRecord(**r) for name, r in data["files"].items()}
+    except (KeyError, TypeError, AttributeError) as e:
+        raise LabError(f"{entry / MANIFEST}: not a manifest ({e!r})") from None
+
+
+def verify(entry: Path, deep: bool = False) -> list[Changed]:
+    """The files of `entry` that differ from its manifest ([] without one): missing, of
+    another size, or of another SHA256. A file's digest is computed only when its size or
+    mtime differ from the record, or when `deep` (after a failed boot: a change that kept
+    the mtime). A file whose content matches under a new mtime has its record follow."""
+    files = recorded(entry)
+    if files is None:
+        return []
+    changed: list[Changed] = []
+    moved: dict[str, FileRecord] = {}
+    for name, rec in files.items():
+        try:
+            st = (entry / name).stat()
+        except FileNotFoundError:
+            changed.append(Changed(name, "missing"))
+            continue
+        if st.st_size == rec.size and st.st_mtime_ns == rec.mtime_ns and not deep:
+            continue
+        if st.st_size != rec.size:
+            changed.append(Changed(name, f"{st.st_size} bytes, recorded {rec.size}"))
+            continue
+        now = _describe(entry / name)
+        if now.sha256 != rec.sha256:
+            changed.append(Changed(name, "its SHA256 is not the one recorded when it was made"))
+        elif now.mtime_ns != rec.mtime_ns:
+            moved[name] = now
+    if moved and not changed:
+        try:
+            _write_manifest(entry, {**files, **moved})
+        except OSError as e:  # a read-only cache: the digest is computed again next time
+            log.debug("%s: cannot update its manifest: %s", entry, e)
+    return changed
+
+
+def changes(entry: Path, files: Iterable[str], deep: bool = False) -> list[Changed]:
+    """verify() for one use of `entry`, said to the user: what changed is logged once, at
+    WARNING ("cached ENTRY/FILE changed: remade"; the caller makes it again). An entry made
+    before manifests is trusted, and those of `files` it has recorded now (DEBUG)."""
+    try:
+        found = verify(entry, deep)
+    except LabError as e:
+        found = [Changed(MANIFEST, e.message)]
+    if not found and entry.is_dir() and not (entry / MANIFEST).exists():
+        names = [n for n in sorted(set(files)) if (entry / n).is_file()]
+        if not names:
+            return []
+        log.debug("cache entry %s has no manifest (made before manifests): trusted, its "
+                  "files recorded now: %s", entry, ", ".join(names))
+        try:
+            record(entry, names)
+        except OSError as e:
+            log.debug("%s: cannot record its manifest: %s", entry, e)
+    if found:
+        why = found[0].why if len(found) == 1 else \
+            "; ".join(f"{c.path}: {c.why}" for c in found)
+        log.warning("cached %s/%s changed: remade (%s)", entry,
+                    ", ".join(c.path for c in found), why)
+    return found
+
+
+def intact(entry: Path, files: Iterable[str], deep: bool = False) -> bool:
+    """Whether `entry` may be used as it is (changes() finds nothing); one that may not is
+    removed, so the caller's lookup misses and the entry is made again from its source."""
+    if not changes(entry, files, deep):
+        return True
+    discard(entry)
+    return False
+
+
+def discard(entry: Path) -> None:
+    """Remove an entry, renamed away first (a .NAME, which no lookup and no gc sees): a
+    process looking for it meanwhile finds nothing rather than half of it."""
+    gone = entry.with_name(f".gone-{entry.name}-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        entry.rename(gone)
+    except OSError:
+        return
+    shutil.rmtree(gone, ignore_errors=True)
 
 
 # --- what the lab uses, and ./lab gc ---------------------------------------------------------

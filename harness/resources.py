@@ -12,7 +12,7 @@ from pathlib import Path
 from harness import arch as arches, cache, host
 from harness.config import BuildKernel, DebianKernel, LabConfig
 from harness.debian import mirror
-from harness.errors import HostError, KernelError
+from harness.errors import BootError, HostError, KernelError
 from harness.guest import accel, qemu, rootfs, ssh, warm
 from harness.guest.guest import BootPlan, Guest, boot
 from harness.kernels import debug_symbols, kbuild, kernel, modules
@@ -145,15 +145,26 @@ class Lab:
              cmdline: str = "", extra_probe_dirs: tuple[Path, ...] = (),
              memory_mb: int | None = None, gdb_port: int | None = None) -> Guest:
         """A guest: restored from its profile's snapshot, or cold booted and saved (once
-        across processes: a concurrent lab's cold boot of the profile is waited for)."""
-        plan = self.plan(kernel_name, console_log, cpus, cmdline, extra_probe_dirs, memory_mb)
-        if gdb_port:
-            plan = dataclasses.replace(plan, gdb_port=gdb_port)
-        self._ahead.wait(plan)
-        if warm.has_snapshot(plan):
-            return boot(plan)
-        with warm.cold_boot_lock(plan):
-            return boot(plan)
+        across processes: a concurrent lab's cold boot of the profile is waited for). A boot
+        that fails has the kernel's and rootfs's cache entries checked digest by digest: one
+        that changed under its mtime was the cause, and is made again and booted once more."""
+        for last in (False, True):
+            plan = self.plan(kernel_name, console_log, cpus, cmdline, extra_probe_dirs,
+                             memory_mb)
+            if gdb_port:
+                plan = dataclasses.replace(plan, gdb_port=gdb_port)
+            self._ahead.wait(plan)
+            try:
+                if warm.has_snapshot(plan):
+                    return boot(plan)
+                with warm.cold_boot_lock(plan):
+                    return boot(plan)
+            except BootError:
+                if last or not any([kernel.recheck(plan.kernel), rootfs.recheck(plan.rootfs)]):
+                    raise
+                self._kernels.pop(plan.kernel.name, None)
+                self._rootfs.pop(plan.kernel.arch, None)
+        raise AssertionError("unreachable")
 
     def wait_ahead(self) -> None:
         """Wait for the boots ahead still running (a session's end: none is left half-saved)."""

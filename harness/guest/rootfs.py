@@ -1,6 +1,8 @@
 """The guest root filesystem: a Debian image built with mmdebstrap, cached by its recipe's hash.
 
-The image is never written by a guest: every boot gets a throw-away qcow2 overlay (vm.py).
+The image is never written by a guest: every boot gets a throw-away qcow2 overlay (vm.py),
+and the digests recorded when it was built (harness/cache.py) tell a changed image, which is
+built again, from the one that was built.
 The SSH host key is made when the image is built and stored beside it, so the harness pins
 it instead of trusting whatever answers on the forwarded port.
 """
@@ -34,6 +36,8 @@ EXCLUDED_PATHS = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*",
 UNPRIVILEGED_USER = "lab"
 UNPRIVILEGED_UID = 1000
 RECIPE_VERSION = 1
+# What the lab uses of an entry, recorded with their digests when it is built (harness/cache.py).
+ENTRY_FILES = ("rootfs.ext4", "ssh_host_ed25519_key.pub")
 HEADROOM_MB = 512  # free space in the image for what tests write
 
 
@@ -66,8 +70,10 @@ def recipe_hash(r: dict) -> str:
 
 
 def _load(entry: Path, digest: str, suite: str, arch: str) -> RootfsImage | None:
+    """The image in `entry`; None if there is none or a file of it changed since it was
+    built (then it is removed, and built again)."""
     image, key = entry / "rootfs.ext4", entry / "ssh_host_ed25519_key.pub"
-    if image.exists() and key.exists():
+    if image.exists() and key.exists() and cache.intact(entry, ENTRY_FILES):
         return RootfsImage(image=image, host_key=" ".join(key.read_text().split()[:2]),
                            recipe_hash=digest, suite=suite, arch=arch)
     return None
@@ -152,6 +158,15 @@ def ensure(spec: RootfsSpec, mirror_for: Callable[[], Mirror], cache_root: Path,
         _make_image(tree, scratch / "rootfs.ext4")
         shutil.rmtree(tree)
         (scratch / "recipe.json").write_text(json.dumps(r, indent=2))
+        status("recording its digests")
+        cache.record(scratch, ENTRY_FILES)
     img = _load(entry, digest, spec.suite, arch.name)
     assert img is not None
     return img
+
+
+def recheck(img: RootfsImage) -> bool:
+    """After a failed boot: whether the image's cache entry changed in a way its files' sizes
+    and mtimes hide (every SHA256 computed: 0.5-1 s for a 700 MB image). A changed entry is
+    removed, to be built again: the failure was the cache's, not the kernel's."""
+    return not cache.intact(img.image.parent, ENTRY_FILES, deep=True)

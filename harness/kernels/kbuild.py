@@ -10,9 +10,11 @@ and its initramfs gets that arch's static busybox from the rootfs suite.
 
 Two caches: the out-of-tree build folder, kept per (source, config) so a changed file rebuilds
 incrementally; and the prepared kernel, keyed by the tree's state + series + config, so an
-unchanged kernel is never rebuilt at all. Builds use ccache when the host has it. make's
-output goes to a log file; the screen gets progress, and a failure gets its first compiler
-error and the log's path.
+unchanged kernel is never rebuilt at all. Both record the digests of the files the lab takes
+from them (harness/cache.py): a prepared kernel whose files changed is stored again, and a
+build output that changed is removed so make makes it again. Builds use ccache when the host
+has it. make's output goes to a log file; the screen gets progress, and a failure gets its
+first compiler error and the log's path.
 """
 from __future__ import annotations
 
@@ -75,6 +77,19 @@ def _digest(*parts: str) -> str:
 
 
 CONFIG_STAMP = "ringlab-config.stamp"  # beside the build's .config
+
+
+def outputs(out: Path, arch: str) -> list[str]:
+    """What the lab takes from a build folder after make, recorded in its manifest (harness/
+    cache.py): the boot image, vmlinux (gdb, decoding), .config, Module.symvers (test modules
+    build against it) and the modules modules_install copies."""
+    names = [arches.get(arch).image, "vmlinux", ".config", "Module.symvers"]
+    try:
+        order = (out / "modules.order").read_text().split()
+    except OSError:
+        order = []
+    names += [n.removesuffix(".o") + ".ko" if n.endswith(".o") else n for n in order]
+    return [n for n in names if (out / n).is_file()]
 
 
 @dataclass(frozen=True)
@@ -189,15 +204,22 @@ class Builder:
         entry_key = _digest(state, series_key, config_key)
         entry = cache.Layout(self.cache_root).kernel(f"build-{entry_key}")
         if (k := kernel.load_prepared(entry)) is not None:
-            log.debug("kernel %s: built before, cached in %s", spec.name, entry)
-            report.cached, report.release = True, k.release
-            report.seconds = time.monotonic() - start
-            return kernel.with_name(k, spec), report
+            if k.build_dir is None or \
+                    not self._drop_changed(k.build_dir, outputs(k.build_dir, spec.arch)):
+                log.debug("kernel %s: built before, cached in %s", spec.name, entry)
+                report.cached, report.release = True, k.release
+                report.seconds = time.monotonic() - start
+                return kernel.with_name(k, spec), report
+            # Test modules build against that folder: make remakes what changed, and the
+            # kernel is stored again from it.
+            cache.discard(entry)
         work = self.work_dir(tree, src, config_key, series_key)
         self.usage.use(tree)
         self.usage.use(work)
         source = self._source(tree, src, work)
         report.source, report.out, report.log = source, work / "out", work / "build.log"
+        self._drop_changed(work / "out", [])
+        (work / "out" / cache.MANIFEST).unlink(missing_ok=True)  # recorded again after make
         make_start = time.monotonic()
         self._configure(spec, source, work / "out", base_text, src.base, options, report,
                         config_key)
@@ -209,11 +231,25 @@ class Builder:
                 raise BuildError(f"kernels.{spec.name}: the configured .config is not an "
                                  f"{spec.arch} one (CONFIG_{want} is not set)")
         self._make(spec, source, work / "out", report)
+        cache.record(work / "out", outputs(work / "out", spec.arch))
         report.make_seconds = time.monotonic() - make_start
         k = self._store(spec, src, tree, source, work / "out", entry, report)
         report.release = k.release
         report.seconds = time.monotonic() - start
         return kernel.with_name(k, spec), report
+
+    @staticmethod
+    def _drop_changed(out: Path, files: list[str]) -> bool:
+        """Whether an output of build folder `out` changed since the make that recorded it (a
+        flipped block in bzImage, a truncated vmlinux). Those are removed, with the record, so
+        that make makes them again: make itself trusts any target newer than its sources.
+        `files`: what a folder built before manifests is recorded with now."""
+        found = cache.changes(out, files)
+        for c in found:
+            (out / c.path).unlink(missing_ok=True)
+        if found:
+            (out / cache.MANIFEST).unlink(missing_ok=True)
+        return bool(found)
 
     def _source(self, tree: Path, src: BuildKernel, work: Path) -> Path:
         """The tree make builds: the tree itself, or a patched hard-link copy of it."""
@@ -377,7 +413,7 @@ class Builder:
                              if trees.is_git(tree) else None}
             if base is not None:
                 shutil.rmtree(base)
-            (scratch / "kernel.json").write_text(json.dumps(meta, indent=2))
+            kernel.write_entry(scratch, meta)
         k = kernel.load_prepared(entry)
         assert k is not None
         return k

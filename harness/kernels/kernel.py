@@ -1,7 +1,9 @@
 """Kernels: from a lab.yaml kernel source to files QEMU can boot.
 
 A prepared kernel is a cache directory holding vmlinuz, the lab's initramfs, an ext4 image of
-its modules (mounted read-only at /lib/modules in the guest) and kernel.json describing it.
+its modules (mounted read-only at /lib/modules in the guest), kernel.json describing it and
+the digests of those files (cache.MANIFEST): an entry whose files changed since is made again,
+not booted.
 A Debian kernel is resolved once; later runs read kernel.json and touch no network until
 `--refresh`.
 """
@@ -122,7 +124,25 @@ def finish(scratch: Path, name: str, release: str, vmlinuz: Path, modules_base: 
             "cmdline": cmdline, "arch": arch}
 
 
+def entry_files(entry: Path, meta: dict) -> list[str]:
+    """The files of a prepared kernel the lab boots or reads, recorded in its manifest."""
+    files = ["kernel.json", "vmlinuz", "initramfs.gz"]
+    files += ["modules.ext4"] if meta.get("has_modules") else []
+    files += ["config"] if meta.get("has_config") else []
+    return files + (["System.map"] if (entry / "System.map").is_file() else [])
+
+
+def write_entry(scratch: Path, meta: dict) -> None:
+    """Write kernel.json into a kernel entry being made, and record its files' digests: a
+    later use finds a changed file before booting it (harness/cache.py)."""
+    (scratch / "kernel.json").write_text(json.dumps(meta, indent=2))
+    cache.record(scratch, entry_files(scratch, meta))
+
+
 def load_prepared(entry: Path) -> BootableKernel | None:
+    """The prepared kernel in `entry`; None if there is none, it was made by another version
+    of the lab, or a file of it changed since it was made (then it is removed: the caller
+    prepares it again)."""
     try:
         meta = json.loads((entry / "kernel.json").read_text())
     except (OSError, ValueError):
@@ -133,6 +153,8 @@ def load_prepared(entry: Path) -> BootableKernel | None:
     if meta.get("layout") != LAYOUT or not initramfs.is_current(meta.get("initramfs_recipe"),
                                                                  bool(ext4_builtin)):
         return None  # made by another version of the lab: prepare again
+    if not cache.intact(entry, entry_files(entry, meta)):
+        return None
     return BootableKernel(
         name=meta["name"], release=meta["release"], vmlinuz=entry / "vmlinuz",
         initramfs=entry / "initramfs.gz",
@@ -184,7 +206,7 @@ def _prepare_debian(spec: KernelSpec, src: DebianKernel, root: Path,
         meta["package"] = asdict(rec)
         meta["packages"] = [f"{r.name}={r.version}" for r in resolved.closure]
         shutil.rmtree(unpacked)
-        (scratch / "kernel.json").write_text(json.dumps(meta, indent=2))
+        write_entry(scratch, meta)
     k = load_prepared(entry)
     assert k is not None
     return with_name(k, spec)
@@ -334,7 +356,7 @@ def _prepare_path(spec: KernelSpec, src: PathKernel, root: Path,
                              "out": str(src.build_dir), "series": []}
         if base is not None:
             shutil.rmtree(base)
-        (scratch / "kernel.json").write_text(json.dumps(meta, indent=2))
+        write_entry(scratch, meta)
     k = load_prepared(entry)
     assert k is not None
     return with_name(k, spec)
@@ -347,6 +369,18 @@ def _build_config(image: Path) -> Path | None:
     if len(image.parents) > 3:
         candidates.append(image.parents[3] / ".config")
     return next((c for c in candidates if c.is_file()), None)
+
+
+def recheck(k: BootableKernel) -> bool:
+    """After a failed boot: whether the kernel's cache entry changed in a way its files' sizes
+    and mtimes hide (every SHA256 computed). A changed entry is removed, to be prepared again:
+    the failure was the cache's, not the kernel's."""
+    entry = k.vmlinuz.parent
+    try:
+        meta = json.loads((entry / "kernel.json").read_text())
+    except (OSError, ValueError):
+        meta = {}  # the manifest still names every file (kernel.json among them)
+    return not cache.intact(entry, entry_files(entry, meta), deep=True)
 
 
 def with_name(k: BootableKernel, spec: KernelSpec) -> BootableKernel:

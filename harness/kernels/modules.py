@@ -7,7 +7,8 @@ A Debian kernel's modules are built in a Debian root of the kernel's own suite t
 compiler that built the kernel (its CONFIG_CC_VERSION_TEXT) and the kernel's headers package
 at the image's exact version: made once with mmdebstrap and cached, then `make -C
 /usr/src/linux-headers-RELEASE M=...` runs in it by chroot. The .ko is cached by the module's
-sources, the kernel release and that build root, so an unchanged module is never rebuilt.
+sources, the kernel release and that build root, so an unchanged module is never rebuilt,
+and a .ko changed since its build always is (its digest is recorded: harness/cache.py).
 For a kernel of another arch than the host's (arm64 on x86_64) the build root is of the
 kernel's arch: its compiler and the headers package's own tools (fixdep, modpost) are that
 arch's binaries, run through qemu-user (binfmt_misc): slow, but the very toolchain Debian
@@ -172,10 +173,11 @@ def _key(src: Path, k: BootableKernel, against: str) -> str:
 def _make_ko(name: str, src: Path, k: BootableKernel, cache_root: Path, key: str, work: Path,
              cmd: list[str], env: dict[str, str]) -> Path:
     """Run `cmd` (make M=work) on a fresh copy of the module's sources in `work`, and keep
-    the .ko in the cache; the cached one if it is there already."""
+    the .ko in the cache (with its digest); the cached one if it is there already and still
+    the one built (a changed one is removed and built again: cache.intact)."""
     entry = cache.Layout(cache_root).module(name, key)
     ko = entry / f"{name}.ko"
-    if ko.exists():
+    if ko.exists() and cache.intact(entry, [ko.name]):
         return ko
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(src, work)
@@ -191,6 +193,7 @@ def _make_ko(name: str, src: Path, k: BootableKernel, cache_root: Path, key: str
                               f"{first_error(log_path.read_text())}", hint=f"log: {log_path}")
         with cache.building(entry) as scratch:
             shutil.copy2(work / f"{name}.ko", scratch / f"{name}.ko")
+            cache.record(scratch, [f"{name}.ko"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return ko

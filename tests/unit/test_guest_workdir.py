@@ -26,6 +26,12 @@ def spawn() -> Iterator:
 
     def start(*argv: str) -> subprocess.Popen:
         procs.append(subprocess.Popen(list(argv), stdout=subprocess.PIPE, text=True))
+        # Until the child has exec'd, /proc/PID/cmdline is still pytest's: wait for its own.
+        cmdline = Path(f"/proc/{procs[-1].pid}/cmdline")
+        deadline = time.monotonic() + 10
+        while argv[-1] not in cmdline.read_bytes().decode(errors="replace") and \
+                time.monotonic() < deadline:
+            time.sleep(0.005)
         return procs[-1]
 
     yield start
