@@ -61,10 +61,12 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((k, re.compile(p)) for k
 _PART_OF = {"BUG": ("BUG",), "UBSAN": ("BUG",), "refcount_t": ("WARNING", "BUG"),
             "list corruption": ("WARNING", "BUG")}
 _PART_WITHIN = 30  # lines (arm64 prints ~15 of "Mem abort info" first): further on, another
-_LOCKUPS = ("soft lockup", "hard lockup", "RCU stall", "hung task")
+# The kinds that report a kernel stuck rather than crashed (under TCG a loaded host can make
+# one of its own: a guest death with only these is rerun, pytest_plugin/health.py).
+LOCKUPS = ("soft lockup", "hard lockup", "RCU stall", "hung task")
 # Their banners, found anywhere in a console line (lockup_in()).
 _LOCKUP_ANYWHERE = tuple(re.compile(p.pattern.removeprefix("^")) for k, p in _KINDS
-                         if k in _LOCKUPS)
+                         if k in LOCKUPS)
 _TRACE_END = re.compile(r"---\[ end (?:trace|Kernel panic)")
 # The "CPU: 0 UID: 0 PID: 168 Comm: x Tainted: G        W          6.12.107" line of a report.
 _TAINT = re.compile(r"\b(?:(?P<none>Not tainted)|Tainted: (?P<flags>[A-Z ]+?)\s+\d)")

@@ -79,8 +79,11 @@ class Health:
         kernel_said = [s for s in found if not (g.plan.accel == "tcg" and s.tcg_artefact)]
         broke = ("kernel" if kernel_said else "emulator", dead)
         record.broke = list(broke)
-        signature = tuple(dict.fromkeys(s.title for s in kernel_said))
-        said = "".join(f"the kernel splatted: {t}\n" for t in signature)
+        said = "".join(f"the kernel splatted: {t}\n"
+                       for t in dict.fromkeys(s.title for s in kernel_said))
+        # A crash's signature: its splats but lockups and stalls (those are rerun).
+        signature = tuple(dict.fromkeys(s.title for s in kernel_said
+                                        if s.kind not in splats.LOCKUPS))
         fresh = self.guests.watch(g).tests <= 1
         self.guests.discard(g, f"the guest died during {item.nodeid}")
         known = self._known_crash(item, kernel_said)
@@ -101,7 +104,8 @@ class Health:
         """Why a kernel crash is a verdict already (not rerun), or None to rerun it in a
         fresh guest: a crash on a guest no earlier test used came from this test alone, and a
         crash with the signature of one seen so on a fresh guest in this run is that crash
-        again. A death without a kernel splat (the emulator's) is always rerun."""
+        again. A death without a kernel splat (the emulator's), or with only a lockup or a
+        stall (TCG on a loaded host can make those), is always rerun."""
         if not signature:
             return None
         if fresh:

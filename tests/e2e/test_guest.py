@@ -139,14 +139,15 @@ def test_a_guest_is_saved_once_and_restored_as_its_own_machine(
     text = console.read_text()
     assert text.count(f"from snapshot {snap.name}") == 2 and "restored in" in text
 
-    with snap.state.open("r+b") as f:  # a corrupted stream: QEMU refuses to load it
+    with snap.state.open("r+b") as f:  # a corrupted stream: the cache check sees it first
         f.write(b"\0" * 4096)
     with caplog.at_level(logging.WARNING):
         with guest_mod.boot(plan) as g:
-            assert not g.record.restored and g.record.fallback
-            assert g.record.snapshot  # saved again
+            # Never handed to QEMU: its digest is not the one recorded at the save (issue 31
+            # §3), so the snapshot is dropped and the guest booted and saved again.
+            assert not g.record.restored and g.record.snapshot
             assert g.run("cat /proc/sys/kernel/random/boot_id").stdout.strip() != boot_id
-    assert "did not restore" in caplog.text
+    assert "changed: remade" in caplog.text and "state" in caplog.text, caplog.text
     fresh = snapshot.find(plan.snapshots, guest_mod.snapshot_key(plan))
     assert fresh is not None and fresh.state.read_bytes()[:4] == b"QEVM"
 

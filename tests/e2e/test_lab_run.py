@@ -225,7 +225,8 @@ def test_a_hung_guest_fails_its_test_in_bounded_time(tmp_path: Path, make_lab_ya
     cases = _cases(tmp_path / "junit.xml")
     # Each hanging test gave a 300 s command timeout; the lab must end it long before.
     hung, stalled = cases["test_a_hangs_the_guest"], cases["test_b_stalls_one_cpu"]
-    assert "hung (no SSH answer and no console output" in hung.find("failure").get("message")
+    assert "hung (no answer from the guest and no console output" in \
+        hung.find("failure").get("message")
     assert float(hung.get("time")) < 60
     # The kernel's own report (an RCU stall or a soft lockup) ends it, before the heartbeat.
     assert "the kernel reports a lockup: " in stalled.find("failure").get("message")

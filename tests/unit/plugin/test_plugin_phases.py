@@ -401,3 +401,19 @@ def test_small(guest):
     ahead = FakeLab.ahead[0]
     assert [(c, cl) for c, _, cl in ahead] == [(2, ""), (1, "nokaslr")], ahead
     assert ahead[1][1] == 256
+
+
+def test_a_guest_that_died_with_only_a_lockup_is_rerun_even_when_fresh(lab_run) -> None:
+    """A soft lockup or an RCU stall alone can be TCG's on a loaded host: rerun, not a
+    verdict, though no other test had used the guest."""
+    stall = ("watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [sh:181]\\n"
+             "RIP: 0010:hang_set+0x3f/0x60 [ringlab_splat]\\n")
+    result, doc, text, booted = lab_run(f'''
+def test_stalls(guest):
+    guest.console += "{stall}"
+    guest.dead = "the kernel reports a lockup: watchdog: BUG: soft lockup"
+    guest.run("true")
+''')
+    r = [(x["test"].split("::")[-1], x["outcome"]) for x in doc["results"]]
+    assert r == [("test_stalls", "rerun"), ("test_stalls", "failed")], r
+    assert "a verdict, not rerun" not in result.stdout.str()
