@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness import paths
 from harness.commands import options, run_folder
 from harness.config import LabConfig
 from harness.errors import LabError
@@ -203,7 +204,7 @@ def _test_file_wall(cfg: LabConfig, kernel_name: str, report_dir: Path, test_fil
     import subprocess
     import sys
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = paths.REPO
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "harness.pytest_plugin",
                            "-p", "no:cacheprovider", "--lab-config", str(cfg.path),
@@ -370,7 +371,7 @@ def build_bench(cfg: LabConfig, ringbuf: bool = True) -> int:
     lab = Lab(cfg)
     out_dir = cfg.reports_dir
     out_dir.mkdir(parents=True, exist_ok=True)
-    fragments = Path(__file__).resolve().parents[2] / "kernels" / "fragments"
+    fragments = paths.FRAGMENTS
     # The tree lab.yaml's src-6.12-min builds (its version pin included), else the newest.
     shipped = cfg.kernels.get("src-6.12-min")
     debian_source = (shipped.source.tree if shipped and isinstance(shipped.source, BuildKernel)

@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness import cache, config as lab_config
+from harness import cache, config as lab_config, paths
 from harness.commands import child_run, options, run_folder
 from harness.commands.child_run import ChildRun
 from harness.kernels import trees
@@ -29,7 +29,7 @@ from harness.config import BuildKernel, LabConfig, with_build
 from harness.errors import BisectError, BuildError, LabError
 
 log = logging.getLogger(__name__)
-REPO = Path(__file__).resolve().parents[2]
+REPO = paths.REPO
 GOOD, BAD, SKIP, ABORT = 0, 1, 125, 255
 BUILD_FAILURE = {"skip": SKIP, "bad": BAD, "abort": ABORT}
 BOOT_FAILURE = {"skip": SKIP, "bad": BAD, "abort": ABORT}

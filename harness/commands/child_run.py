@@ -21,9 +21,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import paths
 from harness.results import history
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = paths.REPO
 
 
 @dataclass(frozen=True)

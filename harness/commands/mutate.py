@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness import cache, config as lab_config
+from harness import cache, config as lab_config, paths
 from harness.commands import child_run, options, run_folder
 from harness.commands.child_run import ChildRun
 from harness.config import BuildKernel, LabConfig, with_build
@@ -44,7 +44,7 @@ from harness.kernels.series import Patch
 from harness.results import history, matrix
 
 log = logging.getLogger(__name__)
-REPO = Path(__file__).resolve().parents[2]
+REPO = paths.REPO
 KILLED, SURVIVED, NOT_BUILT, NOT_BOOTED, NOT_RUN = (
     "killed", "survived", "not built", "not booted", "not run")
 

@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from harness import cache
+from harness import cache, paths
 from harness.commands import child_run, run_folder
 from harness.commands.child_run import ChildRun
 from harness.config import (CONFIG_TARGETS, BuildKernel, LabConfig, NightlyExplore,
@@ -53,7 +53,7 @@ from harness.kernels import trees
 from harness.results import history, kcidb, matrix
 
 log = logging.getLogger(__name__)
-REPO = Path(__file__).resolve().parents[2]
+REPO = paths.REPO
 # A cell's status: its child run's (child_run.ChildRun.classify), or a build that failed.
 PASSED, FAILED, BOOT_FAILED, ERROR = (child_run.PASSED, child_run.FAILED, child_run.BOOT_FAILED,
                                       child_run.ERROR)

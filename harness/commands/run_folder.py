@@ -9,10 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-from harness import config as lab_config
+from harness import config as lab_config, paths
 from harness.errors import LabError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = paths.REPO
 
 
 def setup_logging(verbose: bool, logfile: Path | None = None) -> None:

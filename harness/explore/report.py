@@ -9,10 +9,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from harness import paths
 from harness.explore import reproducer
 from harness.explore.session import ExploreRequest, Failure, PathResult
 
-KEPT = Path(__file__).resolve().parents[2] / "tests" / "kernel" / "explore"
+KEPT = paths.EXPLORE_KEPT
 
 
 def slug(f: Failure) -> str:

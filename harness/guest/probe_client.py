@@ -24,12 +24,13 @@ from typing import Any
 
 import paramiko
 
+from harness import paths
 from harness.errors import GuestHang, ProbeCrashed, ProbeError, ProbeOutputError, ProbeTimeout
 from harness.guest.ssh import GuestSSH
 
 log = logging.getLogger(__name__)
 
-PROBES_DIR = Path(__file__).resolve().parents[2] / "probes"
+PROBES_DIR = paths.PROBES
 GUEST_DIR = "/tmp/ringlab/probes"
 RUNNER_PORT = 7907  # the runner daemon's port in the guest
 

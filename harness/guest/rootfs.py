@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from pathlib import Path
 
-from harness import arch as arches, cache, host, progress
+from harness import arch as arches, cache, host, paths, progress
 from harness.config import RootfsSpec
 from harness.errors import HostError, RootfsError
 from harness.debian.mirror import Mirror
 
 log = logging.getLogger(__name__)
 
-FILES = Path(__file__).resolve().parents[2] / "rootfs"
+FILES = paths.ROOTFS
 # Always in the image: what ringlab-init, sshd and the probes need; and bc, which the kernel's
 # own ftracetest cases compute with (test.d/remotes/functions: check_trace's timestamps).
 REQUIRED_PACKAGES = ("python3", "openssh-server", "kmod", "iproute2", "tini", "procps",

@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from harness import paths
 from harness.errors import HostError, KernelError
 
 # What the guest needs before its root filesystem is mounted. ext4 too: Debian's rt and
@@ -24,7 +25,7 @@ BOOT_MODULES = ("virtio_blk", "virtio_net", "crc32c_generic", "ext4")
 # The recipe before ext4 was added: for a kernel with ext4 built in, its initramfs mounts the
 # root as the current one does, so it is not stale (see is_current()).
 _BEFORE_EXT4 = ("virtio_blk", "virtio_net")
-INIT_SCRIPT = Path(__file__).resolve().parents[2] / "rootfs" / "initramfs-init"
+INIT_SCRIPT = paths.ROOTFS / "initramfs-init"
 PT_INTERP = 3
 
 

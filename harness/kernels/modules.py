@@ -26,7 +26,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from harness import arch as arches, cache, host, progress
+from harness import arch as arches, cache, host, paths, progress
 from harness.config import DebianKernel, KernelSpec
 from harness.errors import HostError, ModuleError, ModuleUnavailable
 from harness.kernels.kernel import BootableKernel
@@ -35,7 +35,7 @@ from harness.debian.mirror import Mirror
 
 log = logging.getLogger(__name__)
 
-MODULES = Path(__file__).resolve().parents[2] / "kernels" / "modules"
+MODULES = paths.TEST_MODULES
 BUILD_ROOT_VERSION = 1
 _GCC = re.compile(r'(?:^|\s|")(?:\S+-)?gcc-(\d+)\b')
 

@@ -33,10 +33,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import paths
 from harness.errors import LabError
 from harness.kernels.series import Patch
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = paths.REPO
 CATALOG = REPO / "kernels" / "mutants"
 KERNEL_FILES = ("kernel/events/core.c", "kernel/events/ring_buffer.c",
                 "kernel/trace/ring_buffer.c", "kernel/trace/trace.c",

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import config as lab_config
+from harness import config as lab_config, paths
 from harness.errors import ConfigError
 from harness.results import known_issues
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = paths.REPO
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,11 @@ from typing import Any
 
 import yaml
 
+from harness import paths
 from harness.config import YamlReader
 from harness.errors import ConfigError
 
-KNOWN_ISSUES = Path(__file__).resolve().parents[2] / "kernels" / "known-issues.yaml"
+KNOWN_ISSUES = paths.KNOWN_ISSUES
 KEYS = {"id", "test", "checks", "when", "splats", "seen_on", "not_seen_on", "reason", "link",
         "explore", "subject", "fixes", "code", "fix"}
 # For `./lab report`: `subject` the mail's subject ("perf/core: ..."), `fixes` the commit that
