@@ -10,8 +10,8 @@ import signal
 import sys
 from types import ModuleType
 
-from harness import cache, config as lab_config
-from harness.commands import run_folder
+from harness import cache
+from harness.runs import run_folder
 from harness.errors import LabError
 
 log = logging.getLogger("ringlab")
@@ -64,12 +64,6 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     verb = verb_in(argv)
     args = build_parser((verb,) if verb else VERBS).parse_args(argv)
-    if getattr(args, "modules", None):
-        if not args.kernel:
-            print("lab: error: --modules goes with --kernel IMAGE", file=sys.stderr)
-            return 2
-        # One name travels to child runs: IMAGE?modules=DIR (harness/config.py).
-        args.kernel = f"{args.kernel}{lab_config.MODULES_SUFFIX}{args.modules}"
     # One id for this command and every lab it starts (./lab gc --keep counts runs).
     os.environ.setdefault(cache.RUN_ENV, cache.new_run_id())
     if args.command not in OWN_LOGGING:

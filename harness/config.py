@@ -178,14 +178,15 @@ class LabConfig:
     cache_dir: Path | None = None
     nightly: NightlySpec | None = None
 
-    def kernel(self, name: str | None) -> KernelSpec:
+    def kernel(self, name: str | None, modules: str | None = None) -> KernelSpec:
         """The kernel called `name` (the default one for None), or one named on the command
-        line (`debian:SUITE/FLAVOUR[=VERSION]`, an image, a make O= folder, a source tree:
-        `command_line_kernel`), or a ConfigError listing them."""
+        line (`debian:SUITE/FLAVOUR[=VERSION]`, an image with its `modules`, a make O= folder,
+        a source tree: `command_line_kernel`), or a ConfigError listing them. Called once,
+        where a command line is read: the spec then travels (harness/runs/request.py)."""
         name = name or self.default_kernel
-        if name in self.kernels:
+        if name in self.kernels and not modules:
             return self.kernels[name]
-        spec = command_line_kernel(name, self.path.parent / "kernels" / "fragments")
+        spec = command_line_kernel(name, self.path.parent / "kernels" / "fragments", modules)
         if spec is None:
             raise ConfigError(
                 f"unknown kernel {name!r}; {self.path} defines: {', '.join(sorted(self.kernels))}"
@@ -193,13 +194,19 @@ class LabConfig:
                 "or a kernel source tree")
         return spec
 
+    def with_kernel(self, spec: KernelSpec) -> LabConfig:
+        """This config with `spec` among its kernels under its own name: a look-up by that
+        name then finds the resolved spec instead of resolving it again."""
+        return replace(self, kernels={**self.kernels, spec.name: spec})
 
-MODULES_SUFFIX = "?modules="  # IMAGE?modules=DIR: what `--kernel IMAGE --modules DIR` becomes
+
+MODULES_SUFFIX = "?modules="  # the name of `--kernel IMAGE --modules DIR`: IMAGE?modules=DIR
 _COMMAND_LINE_DEBIAN = re.compile(r"^debian:(?P<suite>[a-z0-9][a-z0-9.+-]*)/"
                                   r"(?P<flavour>[a-z0-9][a-z0-9.+-]*)(?:=(?P<version>[0-9][\w.+~:-]*))?$")
 
 
-def command_line_kernel(arg: str, fragments_dir: Path) -> KernelSpec | None:
+def command_line_kernel(arg: str, fragments_dir: Path,
+                        modules_arg: str | None = None) -> KernelSpec | None:
     """A kernel named on the command line rather than in lab.yaml, the spec's name being `arg`
     itself (a path made absolute), so a child run given that name finds the same kernel:
 
@@ -220,7 +227,7 @@ def command_line_kernel(arg: str, fragments_dir: Path) -> KernelSpec | None:
         return KernelSpec(name=arg, arch=arch, source=DebianKernel(
             suite=m.group("suite"), flavour=flavour, arch=arches.get(arch).debian,
             version=m.group("version")))
-    image_arg, _, modules_arg = arg.partition(MODULES_SUFFIX)
+    image_arg = arg
     path = Path(os.path.expanduser(image_arg))
     if not path.exists():
         if "/" in image_arg or modules_arg:
@@ -271,12 +278,18 @@ def file_safe(name: str) -> str:
 
 def with_build(cfg: LabConfig, name: str, series: tuple[Path, ...] = (),
                tree: Path | None = None) -> LabConfig:
-    """`cfg` with the build kernel `name` given more patches and/or another tree (what
-    `./lab review` and `./lab bisect` run: the user's kernel, varied)."""
-    spec = cfg.kernel(name)
+    """`cfg` with the build kernel `name` varied (`varied`): what a Lab of a review's or a
+    bisect step's build is made from."""
+    return cfg.with_kernel(varied(cfg.kernel(name), series, tree, cfg.path))
+
+
+def varied(spec: KernelSpec, series: tuple[Path, ...] = (), tree: Path | None = None,
+           where: Path | None = None) -> KernelSpec:
+    """A build kernel with more patches and/or another tree (what `./lab review` and
+    `./lab bisect` run: the user's kernel, varied)."""
     if not isinstance(spec.source, BuildKernel):
-        raise ConfigError(f"{cfg.path}: kernels.{name}: not a `build` kernel (a tree + series "
-                          "+ config), so the lab cannot patch or bisect it")
+        raise ConfigError(f"{where or 'lab.yaml'}: kernels.{spec.name}: not a `build` kernel (a "
+                          "tree + series + config), so the lab cannot patch or bisect it")
     src = spec.source
     for extra in series:
         if not extra.exists():
@@ -284,7 +297,7 @@ def with_build(cfg: LabConfig, name: str, series: tuple[Path, ...] = (),
         src = src.with_series(extra)
     if tree is not None:
         src = src.with_tree(tree)
-    return replace(cfg, kernels={**cfg.kernels, name: replace(spec, source=src)})
+    return replace(spec, source=src)
 
 
 class YamlReader:

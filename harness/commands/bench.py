@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness import paths
-from harness.commands import options, run_folder
+from harness.commands import options
+from harness.runs import request, run_folder
 from harness.config import LabConfig
 from harness.errors import LabError
 from harness.resources import Lab
@@ -455,7 +456,8 @@ def nightly_bench(cfg: LabConfig, kernel_name: str | None,
     so the nightly is not charged for it). Refresh off, history kept in the bench's folder."""
     import subprocess
 
-    from harness.commands import child_run, nightly
+    from harness.commands import nightly
+    from harness.runs import child_run
     from harness.config import NightlyKernel, NightlySelection, NightlySpec
 
     name = cfg.kernel(kernel_name).name
@@ -467,7 +469,7 @@ def nightly_bench(cfg: LabConfig, kernel_name: str | None,
     start = time.monotonic()
     codes = []
     for s in sels:
-        codes.append(child_run.run(child_run.RunRequest(cfg.path, name, out / "serial" / s.name,
+        codes.append(child_run.run(request.make(cfg, name, out / "serial" / s.name,
                                                         selection=s.expr),
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL).exit_code)
@@ -571,7 +573,8 @@ def main(args: argparse.Namespace) -> int:
     """Run the benchmark named on the command line."""
     from harness.commands import bench_cpu, bench_parallel
 
-    cfg = run_folder.config(args)
+    cfg, spec = options.config_and_kernel(args)
+    args.kernel = spec.name  # resolved: the benches look it up by name in cfg
     if args.bench == "perf-ring":
         return perf_ring_bench(cfg, args.kernel, runs=args.runs)
     if args.bench == "aux":

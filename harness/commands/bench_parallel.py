@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.commands import child_run
+from harness.runs import child_run, request
 from harness.config import LabConfig
 
 # Issue 31: on a 2-core TCG host with warm snapshots, the default `./lab run` (-j auto) takes at
@@ -94,7 +94,7 @@ def render(doc: dict) -> str:
 def _sample(cfg: LabConfig, kernel: str, jobs: str, run: int, out: Path,
             selection: str | None) -> Sample:
     folder = out / f"{mode_name(jobs).replace(' ', '').replace('-', '')}-{run}"
-    req = child_run.RunRequest(cfg.path, kernel, folder, selection=selection, jobs=jobs,
+    req = request.make(cfg, kernel, folder, selection=selection, jobs=jobs,
                                history=str(out / "history"))
     start = time.monotonic()
     child = child_run.run(req, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from harness import config as lab_config
-from harness.commands import run_folder
+from harness.runs import run_folder
 from harness.config import LabConfig
 from harness.errors import LabError
 from harness.guest.guest import boot

@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness import cache, config as lab_config, paths
-from harness.commands import child_run, options, run_folder
-from harness.commands.child_run import ChildRun
+from harness.commands import options
+from harness.runs import child_run, request, run_folder
+from harness.runs.child_run import ChildRun
 from harness.kernels import trees
 from harness.config import BuildKernel, LabConfig, with_build
 from harness.errors import BisectError, BuildError, LabError
@@ -192,7 +193,7 @@ def step(cfg: LabConfig, name: str, tree: Path, selection: str | None, on_build_
         build_s = time.monotonic() - start
         run_dir = report_dir / f"step-{len(read_steps(steps_log)) + 1}-{commit[:12]}"
         t = time.monotonic()
-        child = child_run.run(child_run.RunRequest(cfg.path, name, run_dir, selection=selection,
+        child = child_run.run(request.make(cfg, name, run_dir, selection=selection,
                                                  tree=tree, pytest_args=tuple(pytest_args)))
         test_s = time.monotonic() - t
     except LabError as e:
@@ -257,8 +258,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     """Find the first bad commit between --good and --bad of a `build` kernel's git tree: git
     bisect run with a step that builds, boots and runs the selected tests."""
-    cfg = run_folder.config(args)
-    name = cfg.kernel(args.kernel).name
+    cfg, spec = options.config_and_kernel(args)
+    name = spec.name
     out = run_folder.open_run(cfg, args, f"bisect-{lab_config.file_safe(name)}")
     return run(cfg, name, args.good, args.bad, args.k, args.on_build_failure, out,
                args.pytest_args, args.on_boot_failure)

@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 from harness import config as lab_config
-from harness.commands import bisect, options, run_folder
+from harness.commands import bisect, options
+from harness.runs import run_folder
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,8 +29,8 @@ def main(args: argparse.Namespace) -> int:
     """One bisect step on the commit checked out in --tree (default: the current folder):
     build, boot, run the selected tests; exit 0 good, 1 bad, 125 skip (build or boot
     failure), 255 abort. Usable by hand: git bisect run ./lab bisect-step --kernel NAME -k EXPR"""
-    cfg = run_folder.config(args)
-    name = cfg.kernel(args.kernel).name
+    cfg, spec = options.config_and_kernel(args)
+    name = spec.name
     tree = Path(args.tree or os.getcwd()).resolve()
     out = run_folder.make(Path(args.report_dir) if args.report_dir else cfg.reports_dir
                           / time.strftime(f"%Y%m%d-%H%M%S-bisect-step-"

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import cache, config as lab_config
-from harness.commands import options, run_folder
+from harness.config import KernelSpec
+from harness.commands import options
+from harness.runs import run_folder
 from harness.errors import LabError
 from harness.guest import workdir as guest_folders
 from harness.guest.gdb import gdb_help, kaslr_offset
@@ -129,20 +131,20 @@ def main(args: argparse.Namespace) -> int:
     on in the background once the guest is up, until `./lab boot --stop`."""
     if args.stop and (args.detach or args.gdb or args.kernel or args.cmdline or args.cpus):
         raise LabError("--stop takes no other option: it stops the guest that is up")
-    cfg = run_folder.config(args)
     if args.stop:
-        return stop(Lab(cfg))
+        return stop(Lab(run_folder.config(args)))
+    # Resolved here, once; a kernel name that is wrong is said here, not in a log.
+    cfg, spec = options.config_and_kernel(args)
     if args.detach:
         return detach(args, Lab(cfg))
-    return keep_up(args, Lab(cfg, refresh=args.refresh), detached=args.detached_child)
+    return keep_up(args, Lab(cfg, refresh=args.refresh), spec, detached=args.detached_child)
 
 
-def keep_up(args: argparse.Namespace, lab: Lab, detached: bool) -> int:
+def keep_up(args: argparse.Namespace, lab: Lab, k: KernelSpec, detached: bool) -> int:
     """Boot the guest and keep it until Ctrl-C, SIGTERM (what --stop sends) or SIGHUP (the
     terminal closed), each of which stops it cleanly: QEMU stopped, its folder removed. (Not
     SIG_IGN for SIGHUP, even detached: QEMU would inherit it, and it is stopped with SIGHUP.)"""
     signal.signal(signal.SIGHUP, signal.default_int_handler)
-    k = lab.config.kernel(args.kernel)
     console_log = lab.config.reports_dir / f"boot-{lab_config.file_safe(k.name)}-console.log"
     gdb_port = free_port() if args.gdb else None
     other = running(lab)
@@ -210,7 +212,6 @@ def detach(args: argparse.Namespace, lab: Lab) -> int:
     if (other := running(lab)) is not None:
         raise LabError(f"a guest of ./lab boot is up already ({other.kernel}, lab pid "
                        f"{other.pid})", hint="./lab ssh reaches it; ./lab boot --stop stops it")
-    lab.config.kernel(args.kernel)  # a kernel name that is wrong is said here, not in a log
     out = detached_log(lab)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("wb") as f:

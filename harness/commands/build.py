@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 
 from harness import config as lab_config
-from harness.commands import options, run_folder
+from harness.commands import options
+from harness.runs import run_folder
 from harness.errors import LabError
 from harness.resources import Lab
 
@@ -25,8 +26,7 @@ def main(args: argparse.Namespace) -> int:
     """Build a `build` kernel (nothing happens if it is built already): its tree, series and
     config fragments; print the image, the release and any fragment option that did not
     survive olddefconfig."""
-    cfg = run_folder.config(args)
-    spec = cfg.kernel(args.kernel)
+    cfg, spec = options.config_and_kernel(args)
     if not isinstance(spec.source, lab_config.BuildKernel):
         raise LabError(f"kernel {spec.name} is not a `build` kernel of {cfg.path}; the build "
                        f"kernels are: {', '.join(build_kernels(cfg)) or 'none'}")

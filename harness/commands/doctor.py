@@ -7,7 +7,7 @@ import os
 import time
 
 from harness import cache, host
-from harness.commands import run_folder
+from harness.runs import run_folder
 from harness.debian import mirror
 from harness.errors import LabError
 from harness.guest import accel

@@ -6,7 +6,8 @@ import logging
 import time
 
 from harness import splat_proof
-from harness.commands import options, run_folder
+from harness.commands import options
+from harness.runs import run_folder
 from harness.errors import LabError
 from harness.explore import formats, report
 from harness.explore.session import PATHS, Explore, ExploreRequest, parse_budget
@@ -35,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=main)
 
 
-def request(args: argparse.Namespace) -> ExploreRequest:
+def request(args: argparse.Namespace, kernel: str) -> ExploreRequest:
     """The command line, checked: one `lab: error:` naming the culprit."""
     for p in args.paths:
         if p not in PATHS:
@@ -46,7 +47,7 @@ def request(args: argparse.Namespace) -> ExploreRequest:
         raise LabError(f"--seed {args.seed!r}: expected a whole number") from None
     if args.actors not in ("1", "2"):
         raise LabError(f"--actors {args.actors!r}: expected 1 or 2")
-    return ExploreRequest(kernel=args.kernel, paths=tuple(dict.fromkeys(args.paths)),
+    return ExploreRequest(kernel=kernel, paths=tuple(dict.fromkeys(args.paths)),
                           budget_s=parse_budget(args.budget), seed=seed, actors=int(args.actors),
                           keep=args.keep)
 
@@ -57,8 +58,8 @@ def main(args: argparse.Namespace) -> int:
     shortest sequence, run again on a fresh guest, bound to a known issue or called new,
     written to reports/<run>/explore.json with repro.py and repro.c. Exit 1 if a new failure
     was confirmed, 0 otherwise."""
-    req = request(args)
-    cfg = run_folder.config(args)
+    cfg, spec = options.config_and_kernel(args)
+    req = request(args, spec.name)
     out = run_folder.open_run(cfg, args, "explore")
     lab = Lab(cfg)
     kernel = lab.kernel(req.kernel)

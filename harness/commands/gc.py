@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from harness import cache
-from harness.commands import run_folder
+from harness.runs import run_folder
 from harness.errors import LabError
 from harness.guest import workdir
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands import options, run_folder
+from harness.commands import options
+from harness.runs import run_folder
 from harness.resources import Lab
 
 
@@ -17,5 +18,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Build a test module of kernels/modules/ for a kernel; print the .ko path."""
-    print(Lab(run_folder.config(args)).module(args.name, args.kernel))
+    cfg, spec = options.config_and_kernel(args)
+    print(Lab(cfg).module(args.name, spec.name))
     return 0

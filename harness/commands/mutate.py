@@ -33,8 +33,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness import cache, config as lab_config, paths
-from harness.commands import child_run, options, run_folder
-from harness.commands.child_run import ChildRun
+from harness.commands import options
+from harness.runs import child_run, request, run_folder
+from harness.runs.child_run import ChildRun
 from harness.config import BuildKernel, LabConfig, with_build
 from harness.errors import BuildError, LabError
 from harness.kernels import mutants as catalogs, trees
@@ -284,7 +285,7 @@ def _run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path
     output goes to run_dir.log. Stopped (and its guests with it) if we are interrupted."""
     if plan.selftests and selection:
         selection = f"({selection}) or kselftest"
-    req = child_run.RunRequest(plan.cfg.path, plan.name, run_dir, selection=selection,
+    req = request.make(plan.cfg, plan.name, run_dir, selection=selection,
                                tree=tree, selftests=plan.selftests,
                                pytest_args=tuple(plan.pytest_args))
     start = time.monotonic()
@@ -565,8 +566,8 @@ def main(args: argparse.Namespace) -> int:
     kernels/mutants/ (a small patch breaking one ABI rule of the ring-buffer paths): apply,
     rebuild incrementally, run the same tests, revert. Prints the kill table; exit 1 if a
     mutant that built and booted survived."""
-    cfg = run_folder.config(args)
-    name = cfg.kernel(args.kernel).name
+    cfg, spec = options.config_and_kernel(args)
+    name = spec.name
     mutants = select(catalog(), args.mutants)
     if args.jobs > 1:
         log.warning("-j %d: mutants run one at a time for now (on 2 cores two kernel builds "

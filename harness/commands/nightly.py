@@ -10,7 +10,7 @@ existing cluster whose workers are lab hosts.
 A cell's task (run_cell) runs on a worker: it checks that the worker's checkout is at the
 submitter's commit, writes the cell's lab.yaml (the submitter's, with the cell's variant and
 profile), fetches the branch a build kernel names, builds a build kernel (a failure is the
-cell's `build failed`), runs the child `./lab run` (harness/commands/child_run.py) into a
+cell's `build failed`), runs the child `./lab run` (harness/runs/child_run.py) into a
 scratch folder, and returns that folder packed. The submitter unpacks each cell's folder
 into the nightly report through a temporary name renamed into place, once per cell: a task
 Dask ran again after its worker died is still reported once. Then one report: the matrix
@@ -43,8 +43,8 @@ from typing import Any
 import yaml
 
 from harness import cache, paths
-from harness.commands import child_run, run_folder
-from harness.commands.child_run import ChildRun
+from harness.runs import child_run, request, run_folder
+from harness.runs.child_run import ChildRun
 from harness.config import (CONFIG_TARGETS, BuildKernel, LabConfig, NightlyExplore,
                             NightlyKernel, NightlyProfile, NightlySelection, NightlyVariant, load,
                             with_build)
@@ -379,7 +379,7 @@ def run_cell(task: CellTask) -> CellResult:
                 return result
             finally:
                 result.build_s = time.monotonic() - t
-        req = child_run.RunRequest(cfg_path, cell.kernel.name, run_dir,
+        req = request.make(cfg, cell.kernel.name, run_dir,
                                    selection=cell.selection.expr, tree=tree,
                                    refresh=task.refresh, selftests=task.selftests)
         log.info("cell %s: %s", cell.name, " ".join(child_run.argv(req)))

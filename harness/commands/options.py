@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from harness.config import KernelSpec, LabConfig
+from harness.errors import ConfigError
+from harness.runs import run_folder
+
 KERNEL_FORMS = ("a kernel of lab.yaml, debian:SUITE/FLAVOUR[=VERSION], a kernel image "
                 "(bzImage, vmlinuz, arm64 Image), a make O= folder, or a kernel source tree "
                 "(built with ringbuf.config)")
@@ -15,6 +19,24 @@ def kernel(parser: argparse.ArgumentParser, what: str = "the kernel") -> None:
     parser.add_argument("--modules", metavar="DIR", help="with --kernel IMAGE: its modules "
                         "(lib/modules/<release> or the folder holding it; default: found beside "
                         "the image)")
+
+
+def kernel_spec(cfg: LabConfig, args: argparse.Namespace) -> KernelSpec:
+    """--kernel (and --modules) resolved: the one place a verb turns them into a spec. The
+    spec then travels whole (a Lab's config `with_kernel`, a RunRequest); nothing after this
+    looks the name up again."""
+    modules = getattr(args, "modules", None)
+    if modules and not args.kernel:
+        raise ConfigError("--modules goes with --kernel IMAGE")
+    return cfg.kernel(args.kernel, modules)
+
+
+def config_and_kernel(args: argparse.Namespace) -> tuple[LabConfig, KernelSpec]:
+    """lab.yaml and --kernel resolved (`kernel_spec`), the spec put into the config under its
+    name: what a verb of one kernel works from."""
+    cfg = run_folder.config(args)
+    spec = kernel_spec(cfg, args)
+    return cfg.with_kernel(spec), spec
 
 
 def selection(parser: argparse.ArgumentParser,

@@ -9,7 +9,7 @@ from pathlib import Path
 from debian.debian_support import Version
 
 from harness import arch as arches, config as lab_config
-from harness.commands import run_folder
+from harness.runs import run_folder
 from harness.config import BuildKernel, DebianKernel, DebianSource, LabConfig
 from harness.errors import LabError
 from harness.findings import code, mail, repro

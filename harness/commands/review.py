@@ -7,7 +7,8 @@ import logging
 from pathlib import Path
 
 from harness import config as lab_config
-from harness.commands import bench, child_run, options, run_folder
+from harness.commands import bench, options
+from harness.runs import child_run, request, run_folder
 from harness.errors import LabError
 from harness.kernels import series as patch_series
 from harness.resources import Lab
@@ -45,8 +46,8 @@ def main(args: argparse.Namespace) -> int:
     figure of an untouched path (a control) moved as much. Exit 4 ("too noisy to judge") when
     a control did move as much; exit 0 otherwise. Figures from fewer than 3 runs per kernel
     are shown, not judged."""
-    cfg = run_folder.config(args)
-    name = cfg.kernel(args.kernel).name
+    cfg, spec = options.config_and_kernel(args)
+    name = spec.name
     series = Path(args.series).resolve()
     patched_cfg = lab_config.with_build(cfg, name, (series,))
     out = run_folder.open_run(cfg, args, f"review-{lab_config.file_safe(name)}")
@@ -55,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
     patched_tree = Lab(patched_cfg).kernel(name).source_dir
     docs: dict[str, dict] = {}
     for label, extra in (("base", ()), ("patched", (series,))):
-        req = child_run.RunRequest(cfg.path, name, out / label, selection=args.k, series=extra,
+        req = request.make(cfg, name, out / label, selection=args.k, series=extra,
                                    selftests=args.selftests,
                                    selftests_from=patched_tree if args.selftests else None,
                                    pytest_args=tuple(args.pytest_args))

@@ -13,7 +13,8 @@ import pytest
 
 from harness import config as lab_config
 from harness import host, splat_proof
-from harness.commands import child_run, options, run_folder
+from harness.commands import options
+from harness.runs import child_run, given, request, run_folder
 from harness.errors import LabError
 from harness.resources import Lab
 from harness.results import history, known_issues, matrix, summary
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.kernel(r, "the kernel; several joined by commas, or 'all' of lab.yaml, run one "
                    "after the other into one report with a column per kernel")
     # A child run (multi-kernel, review, bisect, mutate, nightly, benches) gets its request
-    # whole: harness/commands/child_run.py RunRequest, as JSON.
+    # whole: harness/runs/child_run.py RunRequest, as JSON.
     r.add_argument("--request", help=argparse.SUPPRESS)
     options.selection(r)
     r.add_argument("-j", "--jobs", metavar="N", default=None,
@@ -54,70 +55,74 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """The main job: the kernel test suite on one kernel (or several), with reports."""
-    cfg = run_folder.config(args)
-    if args.request:
-        req = child_run.RunRequest.from_json(args.request)
-        if req.lab_config != cfg.path:
-            cfg = lab_config.load(req.lab_config)
-        names = [cfg.kernel(req.kernel).name]
-    else:
-        names = kernel_names(cfg, args.kernel)
-        # A guest kept for the user (gdb, --keep-guest) needs the one process with a terminal.
-        jobs = args.jobs or ("1" if args.gdb_on_failure or args.keep_guest else "auto")
-        req = child_run.RunRequest(cfg.path, names[0], Path(), selection=args.k, jobs=jobs,
-                                 refresh=args.refresh, history=args.history,
-                                 keep_guest=args.keep_guest, selftests=args.selftests,
-                                 gdb_on_failure=args.gdb_on_failure,
-                                 pytest_args=tuple(args.pytest_args))
-    known_issues.load()  # a broken list is a clear error here, not a pytest INTERNALERROR
-    if req.gdb_on_failure and (len(names) > 1 or (req.jobs or "1") != "1"):
-        raise LabError("--gdb-on-failure keeps one guest paused: give one kernel and no -j")
-    if len(names) > 1:
-        return run_many(cfg, args, names)
-    if args.request:
+    if args.request:  # a child run: the request is whole, its kernel resolved by the parent
+        req = request.RunRequest.from_json(args.request)
+        cfg = request.run_config(req)
+        known_issues.load()
         report_dir = run_folder.make(req.report_dir)
         run_folder.setup_logging(args.verbose, report_dir / "lab.log")
-    else:
-        report_dir = run_folder.open_run(cfg, args, lab_config.file_safe(names[0]))
-        req = child_run.RunRequest(**{**req.__dict__, "report_dir": report_dir})
+        return run_one(cfg, req)
+    cfg = run_folder.config(args)
+    specs = kernel_specs(cfg, args)
+    known_issues.load()  # a broken list is a clear error here, not a pytest INTERNALERROR
+    # A guest kept for the user (gdb, --keep-guest) needs the one process with a terminal.
+    jobs = args.jobs or ("1" if args.gdb_on_failure or args.keep_guest else "auto")
+    if args.gdb_on_failure and (len(specs) > 1 or jobs != "1"):
+        raise LabError("--gdb-on-failure keeps one guest paused: give one kernel and no -j")
+    options_ = dict(selection=args.k, jobs=jobs, refresh=args.refresh, history=args.history,
+                    selftests=args.selftests, pytest_args=tuple(args.pytest_args))
+    if len(specs) > 1:
+        return run_many(cfg, args, specs, options_)
+    report_dir = run_folder.open_run(cfg, args, lab_config.file_safe(specs[0].name))
+    req = request.make(cfg, specs[0], report_dir, keep_guest=args.keep_guest,
+                       gdb_on_failure=args.gdb_on_failure, **options_)
+    return run_one(request.run_config(req, cfg), req)
+
+
+def kernel_specs(cfg: lab_config.LabConfig, args: argparse.Namespace
+                 ) -> list[lab_config.KernelSpec]:
+    """--kernel resolved, once: one kernel, a comma-separated list, or 'all' (every kernel of
+    lab.yaml); each checked, so an unknown name is an error before anything runs."""
+    if args.kernel == "all":
+        return [cfg.kernels[n] for n in sorted(cfg.kernels)]
+    names = [n.strip() for n in (args.kernel or "").split(",") if n.strip()]
+    if len(names) > 1:
+        if args.modules:
+            raise LabError("--modules goes with one --kernel IMAGE, not a list")
+        return [cfg.kernel(n) for n in names]
+    return [options.kernel_spec(cfg, args)]
+
+
+def run_one(cfg: lab_config.LabConfig, req: request.RunRequest) -> int:
+    """One kernel: prepared, its splat detection proved, its selftests built, the suite run.
+    `cfg` is the request's (request.run_config)."""
     lab = prepare_kernel(cfg, req)
     prove_splats(lab, req)
     manifest = prepare_selftests(lab, req) if req.selftests else None
-    return run_suite(cfg, req, manifest)
+    return run_suite(cfg, req, manifest, lab)
 
 
-def kernel_names(cfg: lab_config.LabConfig, arg: str | None) -> list[str]:
-    """--kernel: one kernel, a comma-separated list, or 'all' (every kernel of lab.yaml)."""
-    if arg == "all":
-        return sorted(cfg.kernels)
-    names = [n.strip() for n in (arg or "").split(",") if n.strip()] or [cfg.kernel(None).name]
-    return [cfg.kernel(n).name for n in names]  # each checked: unknown names are an error
-
-
-def prepare_kernel(cfg: lab_config.LabConfig, req: child_run.RunRequest) -> Lab:
+def prepare_kernel(cfg: lab_config.LabConfig, req: request.RunRequest) -> Lab:
     """Fetch, build and prepare the kernel before pytest collects anything: progress on
     screen, and a kernel that cannot be had is one `lab: error:` naming it, not an error per
     test. A multi-kernel table and a nightly cell say "not run: why" from the summary.json
     left here."""
-    prepared = cfg
-    if isinstance(cfg.kernel(req.kernel).source, lab_config.BuildKernel):
-        prepared = lab_config.with_build(cfg, req.kernel, req.series, req.tree)
-    lab = Lab(prepared, refresh=req.refresh)
+    lab = Lab(cfg, refresh=req.refresh)
     try:
-        lab.kernel(req.kernel)
+        lab.kernel(req.kernel.name)
     except LabError as e:
         _not_run(req, e.message)
         raise
     return lab
 
 
-def prove_splats(lab: Lab, req: child_run.RunRequest) -> None:
+def prove_splats(lab: Lab, req: request.RunRequest) -> None:
     """The lab proves it sees this kernel's splats before it judges anything on it
     (harness/splat_proof.py): the proof goes to splat-proof.json, which the run's summary
     reads; a parser blind to what the kernel reported stops the run (exit 2)."""
-    log.info("proving splat detection on %s ...", req.kernel)
+    log.info("proving splat detection on %s ...", req.kernel.name)
     try:
-        proof = splat_proof.prove(lab, req.kernel, req.report_dir / "splat-proof")
+        proof = splat_proof.prove(lab, req.kernel.name, req.report_dir / "splat-proof")
     except splat_proof.Blind as e:
         _not_run(req, e.message)
         raise
@@ -125,7 +130,7 @@ def prove_splats(lab: Lab, req: child_run.RunRequest) -> None:
     (log.info if proof.proved else log.warning)("%s", summary.detection_line(asdict(proof)))
 
 
-def prepare_selftests(lab: Lab, req: child_run.RunRequest) -> Path:
+def prepare_selftests(lab: Lab, req: request.RunRequest) -> Path:
     """Build the kernel's selftests before pytest collects (one case, one test): a tree that
     cannot be had or a build that fails stops the run with the build's own error."""
     try:
@@ -135,8 +140,8 @@ def prepare_selftests(lab: Lab, req: child_run.RunRequest) -> Path:
                                            "patched tree of a review, on both its kernels)")
             fingerprint = f"tree {req.selftests_from}"
         else:
-            source, fingerprint = selftest_build.source_for(lab, req.kernel)
-        manifest = selftest_build.build(source, lab.kernel(req.kernel).arch, lab.cache_root,
+            source, fingerprint = selftest_build.source_for(lab, req.kernel.name)
+        manifest = selftest_build.build(source, lab.kernel(req.kernel.name).arch, lab.cache_root,
                                         fingerprint)
     except LabError as e:
         _not_run(req, f"selftests: {e.message}")
@@ -147,31 +152,23 @@ def prepare_selftests(lab: Lab, req: child_run.RunRequest) -> Path:
     return manifest
 
 
-def _not_run(req: child_run.RunRequest, why: str) -> None:
+def _not_run(req: request.RunRequest, why: str) -> None:
     """summary.json of a run that stopped before its suite: "not run: why" for the multi-kernel
     table and the nightly cell (harness/results/matrix.py)."""
     (req.report_dir / "summary.json").write_text(json.dumps(
-        {"kernel": req.kernel, "not_run": why, "counts": {}}, indent=2))
+        {"kernel": req.kernel.name, "not_run": why, "counts": {}}, indent=2))
 
 
-def run_suite(cfg: lab_config.LabConfig, req: child_run.RunRequest,
-              selftests: Path | None = None) -> int:
+def run_suite(cfg: lab_config.LabConfig, req: request.RunRequest,
+              selftests: Path | None = None, lab: Lab | None = None) -> int:
     """pytest over tests/kernel/ with the lab's plugin (tests/kernel/kselftest too, given the
     built selftests' manifest); the kernel is prepared already."""
     report_dir = req.report_dir
-    argv = [str(SUITE), "-p", "harness.pytest_plugin", "--lab-config", str(cfg.path),
-            "--kernel", req.kernel, "--lab-report-dir", str(report_dir),
+    # The plugin gets the request whole (harness/runs/request.py), the workers too.
+    argv = [str(SUITE), "-p", "harness.pytest_plugin", "--lab-request", str(request.write(req)),
             "--junitxml", str(report_dir / "junit.xml"), "-o", "junit_logging=system-out",
             "--html", str(report_dir / "report.html"), "--self-contained-html",
             "-o", "junit_suite_name=ringlab", "-p", "no:cacheprovider", "-rfEsxXR"]
-    for s in req.series:
-        argv += ["--lab-series", str(s)]
-    if req.tree:
-        argv += ["--lab-tree", str(req.tree)]
-    if req.keep_guest:
-        argv.append("--keep-guest")
-    if req.gdb_on_failure:
-        argv.append("--gdb-on-failure")
     if selftests:
         argv += ["--lab-selftests", str(selftests)]
     if req.selection:
@@ -189,7 +186,7 @@ def run_suite(cfg: lab_config.LabConfig, req: child_run.RunRequest,
         argv += ["-n", str(jobs), "--dist", "loadfile"]
     argv += req.pytest_args
     log.debug("pytest %s", " ".join(argv))
-    code = pytest.main(argv)
+    code = pytest.main(argv, plugins=[given.Given(lab)] if lab is not None else [])
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         log.error("no test was selected (check -k / the test path)")
     elif req.history and (report_dir / "summary.json").exists():
@@ -203,20 +200,18 @@ def run_suite(cfg: lab_config.LabConfig, req: child_run.RunRequest,
     return int(code)
 
 
-def run_many(cfg: lab_config.LabConfig, args: argparse.Namespace, names: list[str]) -> int:
+def run_many(cfg: lab_config.LabConfig, args: argparse.Namespace,
+             specs: list[lab_config.KernelSpec], options_: dict) -> int:
     """The suite on each kernel, one after the other (each in its own process, with its own
     reports in a sub-folder), then one table with a column per kernel."""
-    safe = {n: lab_config.file_safe(n) for n in names}
+    safe = {s.name: lab_config.file_safe(s.name) for s in specs}
     parent = run_folder.open_run(cfg, args, "+".join(safe.values()))
     codes = {}
-    for name in names:
-        req = child_run.RunRequest(
-            cfg.path, name, parent / safe[name], selection=args.k, jobs=args.jobs or "auto",
-            refresh=args.refresh, history=args.history, selftests=args.selftests,
-            pytest_args=tuple(args.pytest_args))
-        log.info("kernel %s: %s", name, " ".join(child_run.argv(req)))
-        codes[name] = child_run.run(req).exit_code
-    table = matrix.build({n: parent / safe[n] / "summary.json" for n in names})
+    for spec in specs:
+        req = request.make(cfg, spec, parent / safe[spec.name], **options_)
+        log.info("kernel %s: %s", spec.name, " ".join(child_run.argv(req)))
+        codes[spec.name] = child_run.run(req).exit_code
+    table = matrix.build({n: parent / safe[n] / "summary.json" for n in safe})
     (parent / "summary.json").write_text(json.dumps(table, indent=2))
     text = matrix.render(table)
     (parent / "summary.txt").write_text(text)

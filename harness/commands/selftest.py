@@ -6,7 +6,7 @@ import logging
 import shutil
 import subprocess
 
-from harness.commands import run_folder
+from harness.runs import run_folder
 from harness.errors import LabError
 
 log = logging.getLogger("ringlab")

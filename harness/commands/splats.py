@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands import build, options, run_folder
+from harness.commands import build, options
+from harness.runs import run_folder
 from harness.config import BuildKernel, PathKernel
 from harness.errors import LabError
 from harness.kernellog import decode, splats
@@ -29,8 +30,7 @@ def main(args: argparse.Namespace) -> int:
     text = read_console_log(Path(args.log))
     found = [s.as_dict() for s in splats.find(text.splitlines())]
     if args.kernel and found:
-        cfg = run_folder.config(args)
-        spec = cfg.kernel(args.kernel)
+        cfg, spec = options.config_and_kernel(args)
         src = spec.source
         if not (isinstance(src, BuildKernel) or isinstance(src, PathKernel) and src.build_dir):
             raise LabError(f"--kernel {spec.name}: not a `build` kernel or a make O= folder, so "

@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 from harness import config as lab_config, host
-from harness.commands import boot, options, run_folder
+from harness.commands import boot, options
+from harness.runs import run_folder
 from harness.resources import Lab
 
 log = logging.getLogger("ringlab")
@@ -24,13 +25,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """A shell in the guest of `./lab boot`, or in a throw-away guest booted for it."""
-    lab = Lab(run_folder.config(args))
+    cfg, spec = options.config_and_kernel(args)
+    lab = Lab(cfg)
     host.require(tuple(t for t in host.ALL_TOOLS if t.command == "ssh"))
     if (booted := boot.running(lab)) is not None:  # detached or in another shell
         return subprocess.call(boot.ssh_argv(lab, booted.port, booted.key, booted.host_key)
                                + args.command)
     log.info("no guest from `./lab boot` is running; booting a throw-away one")
-    k = lab.config.kernel(args.kernel)
+    k = spec
     console_log = lab.config.reports_dir / f"ssh-{lab_config.file_safe(k.name)}-console.log"
     with lab.boot(k.name, console_log) as g:
         if args.command:  # through the probe runner: no SSH handshake at all

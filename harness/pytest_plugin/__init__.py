@@ -38,6 +38,9 @@ PLUGIN_PREFIX = "ringlab-"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("ringlab")
+    g.addoption("--lab-request", default=None, metavar="FILE",
+                help="the run's request (request.json, written by ./lab run): its kernel, "
+                "report folder and options; the options below are for a run by hand")
     g.addoption("--kernel", default=None, help="kernel name from lab.yaml (default: its "
                 "default_kernel)")
     g.addoption("--lab-config", default=None, help="path to lab.yaml (default: the checkout's)")
@@ -46,10 +49,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--lab-report-dir", default=None, help="where reports and the console log go")
     g.addoption("--known-issues", default=str(known_issues.KNOWN_ISSUES),
                 help="the known kernel issues list (default: kernels/known-issues.yaml)")
-    g.addoption("--lab-refresh", action="store_true",
-                help="look for a newer Debian kernel package instead of using the cached one")
-    g.addoption("--lab-series", action="append", default=[], metavar="PATH",
-                help="apply this patch series too (the --kernel must be a `build` kernel)")
     g.addoption("--fresh-guest-per-test", action="store_true",
                 help="give every test a guest no other test used (restored from the "
                      "profile's snapshot, so about a second each under TCG)")
@@ -59,8 +58,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--gdb-on-failure", action="store_true",
                 help="stop at the first failing test and keep its guest paused with QEMU's "
                 "gdbstub open (the gdb command line on stderr) until Ctrl-C")
-    g.addoption("--lab-tree", default=None, metavar="DIR",
-                help="build the --kernel from this tree instead (a `build` kernel)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -94,7 +91,7 @@ def plugins(ctx: context.RunContext, config: pytest.Config) -> dict[str, object]
         "ledger": Ledger(ctx, outbox, observation),
         "phases": Phases(observation, verdict, health, Sender(ctx, guests, outbox)),
         "schedule": Schedule()}
-    if config.getoption("--gdb-on-failure"):
+    if ctx.request.gdb_on_failure:
         found["gdb"] = GdbOnFailure(guests)
     if (key := html.metadata_key()) is not None:
         page = html.Html(ctx, config, key)

@@ -2,7 +2,6 @@
 pytest_configure and frozen, so no plugin keeps a copy that could drift from another's."""
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from dataclasses import dataclass
@@ -12,7 +11,10 @@ import pytest
 
 from harness import config as lab_config, paths
 from harness.errors import ConfigError
+from harness.resources import Lab
 from harness.results import known_issues
+from harness.runs import given, request
+from harness.runs.request import RunRequest
 
 REPO = paths.REPO
 
@@ -20,13 +22,22 @@ REPO = paths.REPO
 @dataclass(frozen=True)
 class RunContext:
     """One pytest run of the lab (a worker's or the controller's)."""
-    lab_config: lab_config.LabConfig
-    kernel: str                              # the lab.yaml name (or spec) of the kernel
+    request: RunRequest                      # what `./lab run` was asked (the kernel resolved)
+    lab_config: lab_config.LabConfig         # lab.yaml with the request's kernel and machine
     known: tuple[known_issues.KnownIssue, ...]
-    report_dir: Path
     worker: str | None                       # the xdist worker id; None: serial or controller
     commit: str                              # the lab checkout's commit
     started: float                           # time.time() at configure
+    lab: Lab | None = None                   # `./lab run`'s own Lab, given in-process
+
+    @property
+    def kernel(self) -> str:
+        """The kernel's name (a lab.yaml name, or the command-line form it was given as)."""
+        return self.request.kernel.name
+
+    @property
+    def report_dir(self) -> Path:
+        return self.request.report_dir
 
     def issues_for(self, nodeid: str) -> list[known_issues.KnownIssue]:
         """The known issues whose symptom may show in this test."""
@@ -37,25 +48,31 @@ RUN_KEY = pytest.StashKey[RunContext]()
 
 
 def build(config: pytest.Config) -> RunContext:
-    """The context from the command line and lab.yaml; a user mistake is a LabError."""
-    cfg_path = config.getoption("--lab-config") or os.environ.get("RINGLAB_CONFIG") or \
-        str(REPO / "lab.yaml")
-    cfg = lab_config.load(Path(cfg_path))
-    kernel = cfg.kernel(config.getoption("--kernel")).name
-    series = tuple(Path(s).resolve() for s in config.getoption("--lab-series"))
-    tree = config.getoption("--lab-tree")
-    if series or tree:  # ./lab review and ./lab bisect vary the user's build kernel
-        cfg = lab_config.with_build(cfg, kernel, series, Path(tree).resolve() if tree else None)
-    known = tuple(known_issues.load(Path(config.getoption("--known-issues"))))
-    rd = config.getoption("--lab-report-dir")
-    report_dir = Path(rd) if rd else cfg.reports_dir / (time.strftime("%Y%m%d-%H%M%S-")
-                                                          + lab_config.file_safe(kernel))
+    """The context from the run's request (`--lab-request`, written by `./lab run`), or, run
+    by hand (`pytest -p harness.pytest_plugin --kernel K`), from lab.yaml and the options; a
+    user mistake is a LabError."""
+    request_file = config.getoption("--lab-request")
+    if request_file:
+        req = request.read(Path(request_file))
+        cfg = request.run_config(req)
+    else:
+        cfg = lab_config.load(paths.lab_yaml(config.getoption("--lab-config")))
+        spec = cfg.kernel(config.getoption("--kernel"))
+        rd = config.getoption("--lab-report-dir")
+        report_dir = Path(rd) if rd else cfg.reports_dir / (time.strftime("%Y%m%d-%H%M%S-")
+                                                              + lab_config.file_safe(spec.name))
+        req = request.make(cfg, spec, report_dir, keep_guest=config.getoption("--keep-guest"),
+                           gdb_on_failure=config.getoption("--gdb-on-failure"))
+        cfg = request.run_config(req, cfg)
     try:
-        report_dir.mkdir(parents=True, exist_ok=True)
+        req.report_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise ConfigError(f"cannot write reports to {report_dir}: {e.strerror}") from None
+        raise ConfigError(f"cannot write reports to {req.report_dir}: {e.strerror}") from None
+    known = tuple(known_issues.load(Path(config.getoption("--known-issues"))))
     worker = getattr(config, "workerinput", {}).get("workerid")
-    return RunContext(cfg, kernel, known, report_dir, worker, git_commit(), time.time())
+    lab = next((p.lab for p in config.pluginmanager.get_plugins()
+                if isinstance(p, given.Given)), None)
+    return RunContext(req, cfg, known, worker, git_commit(), time.time(), lab)
 
 
 def git_commit() -> str:

@@ -145,7 +145,8 @@ class Guests:
         if self.error is not None:  # the lab could not boot a guest: fail fast, same reason
             raise self.error
         if self.pool is None:
-            lab = Lab(self.ctx.lab_config, refresh=self.config.getoption("--lab-refresh"))
+            # The serial run's guests come from `./lab run`'s own Lab; a worker makes its own.
+            lab = self.ctx.lab or Lab(self.ctx.lab_config, refresh=self.ctx.request.refresh)
             worker = f"-{self.ctx.worker}" if self.ctx.worker else ""
             self.pool = GuestPool(lab, self.ctx.kernel, self.ctx.report_dir,
                                   self.ctx.report_dir /
@@ -238,7 +239,7 @@ class Guests:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """Every guest stops at the end; with --keep-guest, first wait for Ctrl-C."""
         try:
-            if self.config.getoption("--keep-guest") and self.pool and self.pool.guests:
+            if self.ctx.request.keep_guest and self.pool and self.pool.guests:
                 self._keep_guest()
         finally:
             if self.pool is not None:

@@ -38,7 +38,7 @@ def test_ratios_are_medians_against_serial_and_the_targets_are_judged_on_the_def
 
 
 def test_auto_is_bounded_by_cores_and_by_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.commands.child_run import GUEST_OVERHEAD_MB, run_jobs
+    from harness.runs.child_run import GUEST_OVERHEAD_MB, run_jobs
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     assert run_jobs(1, "auto", 1024, host_memory_mb=64 * 1024) == 4  # two guests a core
     assert run_jobs(2, "auto", 1024, host_memory_mb=64 * 1024) == 2

@@ -82,9 +82,9 @@ def test_an_image_with_lib_modules_beside_it(tmp_path: Path) -> None:
 def test_an_image_with_modules_named(tmp_path: Path) -> None:
     image = bzimage(tmp_path / "bzImage")
     (tmp_path / "mods").mkdir()
-    arg = f"{image}{config.MODULES_SUFFIX}{tmp_path / 'mods'}"
-    spec = lab(tmp_path).kernel(arg)
-    assert spec.name == arg  # a child run given this name finds the same kernel
+    spec = lab(tmp_path).kernel(str(image), modules=str(tmp_path / "mods"))
+    # The name says which modules (a report's title); the spec itself travels to child runs.
+    assert spec.name == f"{image}{config.MODULES_SUFFIX}{tmp_path / 'mods'}"
     assert spec.source == config.PathKernel(image=image, modules=tmp_path / "mods")
 
 

@@ -51,12 +51,13 @@ def args(*argv: str) -> argparse.Namespace:
                                            (["--actors", "3"], "--actors '3'")])
 def test_bad_input_is_one_error_naming_the_culprit(argv: list[str], culprit: str) -> None:
     with pytest.raises(LabError, match=culprit):
-        verb.request(args(*argv))
+        verb.request(args(*argv), "k")
 
 
 def test_a_request_from_the_command_line() -> None:
-    r = verb.request(args("trace-mmap", "pinning", "trace-mmap", "--budget", "2m", "--seed", "7"))
-    assert r == ExploreRequest(kernel=None, paths=("trace-mmap", "pinning"), budget_s=120.0,
+    r = verb.request(args("trace-mmap", "pinning", "trace-mmap", "--budget", "2m", "--seed",
+                          "7"), "k")
+    assert r == ExploreRequest(kernel="k", paths=("trace-mmap", "pinning"), budget_s=120.0,
                                seed=7)
     assert parse_budget("90s") == 90 and parse_budget("1h") == 3600
 

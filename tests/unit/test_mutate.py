@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands import child_run, mutate
+from harness.commands import mutate
+from harness.runs import child_run
 from harness.commands.mutate import (KILLED, NOT_BOOTED, NOT_BUILT, NOT_RUN, SURVIVED,
                                      MutantError, MutantResult, Workspace)
 from harness.errors import LabError

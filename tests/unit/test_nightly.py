@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from harness import cache, config
-from harness.commands import child_run, nightly
+from harness.commands import nightly
+from harness.runs import child_run
 from harness.errors import ConfigError
 from harness.results import kcidb
 

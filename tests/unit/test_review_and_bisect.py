@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands import bisect, child_run
+from harness.commands import bisect
+from harness.runs import child_run
 from harness.results import review
 from harness.errors import BisectError
 

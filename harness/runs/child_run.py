@@ -23,48 +23,9 @@ from typing import Any
 
 from harness import paths
 from harness.results import history
+from harness.runs.request import RunRequest
 
 REPO = paths.REPO
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """What a child `./lab run` is asked to do: the whole request travels as one JSON value
-    (`run --request`), so a child never needs another hidden flag."""
-    lab_config: Path
-    kernel: str
-    report_dir: Path
-    selection: str | None = None        # pytest -k
-    jobs: str | None = None             # ./lab run -j (test workers)
-    tree: Path | None = None            # a build kernel's tree in another checkout (bisect)
-    series: tuple[Path, ...] = ()       # extra patch series on a build kernel (review)
-    refresh: bool = False
-    history: str | None = None
-    keep_guest: bool = False
-    gdb_on_failure: bool = False        # keep the first failing test's guest paused for gdb
-    selftests: bool = False             # the kernel's own selftests too (tests/kernel/kselftest)
-    selftests_from: Path | None = None  # ... built from this tree (review: the patched one)
-    pytest_args: tuple[str, ...] = ()
-
-    def to_json(self) -> str:
-        d = asdict(self)
-        return json.dumps({**d, "lab_config": str(self.lab_config),
-                           "report_dir": str(self.report_dir),
-                           "tree": str(self.tree) if self.tree else None,
-                           "selftests_from": str(self.selftests_from) if self.selftests_from
-                           else None,
-                           "series": [str(s) for s in self.series]})
-
-    @classmethod
-    def from_json(cls, text: str) -> RunRequest:
-        d = json.loads(text)
-        return cls(**{**d, "lab_config": Path(d["lab_config"]),
-                      "report_dir": Path(d["report_dir"]),
-                      "tree": Path(d["tree"]) if d.get("tree") else None,
-                      "selftests_from": Path(d["selftests_from"]) if d.get("selftests_from")
-                      else None,
-                      "series": tuple(Path(s) for s in d.get("series", ())),
-                      "pytest_args": tuple(d.get("pytest_args", ()))})
 
 
 def argv(req: RunRequest, python: str = sys.executable) -> list[str]:
