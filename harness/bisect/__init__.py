@@ -1,0 +1,1 @@
+"""`./lab bisect` and `./lab bisect-step`: git bisect driven by the suite, a step judged from its child run."""

@@ -1,0 +1,1 @@
+"""`./lab mutate`: the catalog's mutants built and judged by the suite."""

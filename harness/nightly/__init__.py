@@ -1,0 +1,1 @@
+"""`./lab nightly`: the matrix of cells, a cell run as a RunRequest, the Dask cluster, the night's report."""
