@@ -9,8 +9,7 @@ import pytest
 
 from harness import arch as arches, config
 from harness.errors import ConfigError
-
-FRAGMENTS = Path(__file__).resolve().parents[2] / "kernels" / "fragments"
+from harness.paths import FRAGMENTS
 
 
 def lab(tmp_path: Path) -> config.LabConfig:

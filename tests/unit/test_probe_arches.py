@@ -6,13 +6,11 @@ import errno
 import importlib
 import platform
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "probes"))
-import perf_abi  # noqa: E402  (guest-side modules: stdlib only, imported by path)
-import trace_abi  # noqa: E402
+import perf_abi  # from probes/ (pytest's pythonpath): guest-side, stdlib only
+import trace_abi
 
 
 def _ioc(direction: int, type_: str, nr: int, size: int) -> int:

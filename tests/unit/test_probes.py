@@ -12,8 +12,9 @@ import pytest
 
 from harness.errors import ProbeCrashed, ProbeError, ProbeOutputError, ProbeTimeout
 from harness.guest import probe_client
+from harness.paths import PROBES
 
-RUNNER = Path(__file__).resolve().parents[2] / "probes" / "runner.py"
+RUNNER = PROBES / "runner.py"
 
 
 def resp(**kw) -> dict:

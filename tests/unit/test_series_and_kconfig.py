@@ -11,6 +11,7 @@ import pytest
 
 from harness.kernels import kconfig, series, trees
 from harness.errors import BuildError, PatchError
+from harness.paths import FRAGMENTS
 
 PATCH_1 = """From 1111 Mon Sep 17 00:00:00 2001
 From: A Developer <dev@example.invalid>
@@ -199,9 +200,8 @@ def test_fragment_errors_name_file_and_line(tmp_path: Path) -> None:
 
 
 def test_shipped_fragments_parse() -> None:
-    folder = Path(__file__).resolve().parents[2] / "kernels" / "fragments"
     for name in ("minimal.config", "ringbuf.config", "debug.config"):
-        assert kconfig.read_fragment(folder / name), name
+        assert kconfig.read_fragment(FRAGMENTS / name), name
 
 
 def test_a_folder_that_is_not_a_kernel_tree_is_refused(tmp_path: Path) -> None:
@@ -250,10 +250,9 @@ def test_a_pinned_debian_source_the_suite_no_longer_has_names_what_it_has(
 def test_the_arm64_minimal_fragment_differs_from_minimal_only_in_its_machine() -> None:
     """arm64-minimal.config is minimal.config's twin: a change to what the lab needs of a
     kernel (initramfs, userspace, probes) must be made in both, or the arm64 build drifts."""
-    fragments = Path(__file__).resolve().parents[2] / "kernels" / "fragments"
     marker = "# --- the lab's initramfs"
-    x86 = (fragments / "minimal.config").read_text()
-    arm = (fragments / "arm64-minimal.config").read_text()
+    x86 = (FRAGMENTS / "minimal.config").read_text()
+    arm = (FRAGMENTS / "arm64-minimal.config").read_text()
     assert x86[x86.index(marker):] == arm[arm.index(marker):]
     arm_machine = {o.symbol for o in kconfig.parse(arm[:arm.index(marker)], "arm64")}
     assert {"SERIAL_AMBA_PL011_CONSOLE", "PCI_HOST_GENERIC", "VIRTIO_PCI"} <= arm_machine

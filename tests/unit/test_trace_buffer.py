@@ -4,14 +4,12 @@ by byte for the event types a short run rarely produces."""
 from __future__ import annotations
 
 import struct
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "probes"))
-import trace_abi  # noqa: E402  (guest-side modules: stdlib only, imported by path)
-import trace_buffer as tb  # noqa: E402
+import trace_abi  # from probes/ (pytest's pythonpath): guest-side, stdlib only
+import trace_buffer as tb
 
 DATA = Path(__file__).parent / "data"
 HEADER = trace_abi.HeaderPage.parse((DATA / "header_page-6.18.txt").read_text())

@@ -4,15 +4,12 @@ step, the charges, the rings, and that a shrunk sequence keeps failing the same 
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "probes"))
-import explore_perf  # noqa: E402  (guest-side modules: stdlib only, imported by path)
-import explore_trace  # noqa: E402
-import probe_explore  # noqa: E402
+import explore_perf  # from probes/ (pytest's pythonpath): guest-side, stdlib only
+import explore_trace
+import probe_explore
 
 PAGE = 4096
 

@@ -3,17 +3,15 @@ tracepoint's id (through tracefs), the allowance's mapping sizes."""
 from __future__ import annotations
 
 import struct
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "probes"))
-import perf_abi as perf  # noqa: E402  (guest-side modules: stdlib only, imported by path)
-import perf_events  # noqa: E402
-import probelib  # noqa: E402
-import tracefs  # noqa: E402
-from perf_buffer import Record  # noqa: E402
+import perf_abi as perf  # from probes/ (pytest's pythonpath): guest-side, stdlib only
+import perf_events
+import probelib
+import tracefs
+from perf_buffer import Record
 
 
 def record(rtype: int, *words: int) -> Record:

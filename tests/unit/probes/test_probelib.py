@@ -8,13 +8,11 @@ import json
 import mmap
 import os
 import signal
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "probes"))
-import probelib  # noqa: E402  (guest-side module: stdlib only, imported by path)
+import probelib  # from probes/ (pytest's pythonpath): guest-side, stdlib only
 
 
 def test_errname_prefers_the_abi_spelling_of_aliases() -> None:

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "probes"))
-import runner  # noqa: E402
+import runner
 
-from harness.guest.probe_client import runner_token  # noqa: E402
+from harness.guest.probe_client import runner_token
 
 
 @pytest.fixture

@@ -2,12 +2,9 @@
 GET_READER ioctls show (the trace probe's `abi` check and the capabilities probe share them)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "probes"))
-import trace_abi  # noqa: E402  (guest-side module: stdlib only, imported by path)
-from trace_abi import MappingFacts, judge_abi  # noqa: E402
+import trace_abi  # from probes/ (pytest's pythonpath): guest-side, stdlib only
+from trace_abi import MappingFacts, judge_abi
 
 MAINLINE, OLD = (name for name, _ in trace_abi.GET_READERS)
 

@@ -4,13 +4,11 @@ switch EBUSY), and say so instead of reporting the kernel."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "probes"))
-import probe_trace_mmap  # noqa: E402  (guest-side module: stdlib only, imported by path)
+import probe_trace_mmap  # from probes/ (pytest's pythonpath): guest-side, stdlib only
 
 
 class FakeInstance:

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import mmap
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "probes"))
-import probelib  # noqa: E402  (guest-side modules: stdlib only, imported by path)
-import tracefs  # noqa: E402
+import probelib  # from probes/ (pytest's pythonpath): guest-side, stdlib only
+import tracefs
 
 
 @pytest.fixture
