@@ -211,8 +211,8 @@ def command_line_kernel(arg: str, fragments_dir: Path,
     itself (a path made absolute), so a child run given that name finds the same kernel:
 
     - `debian:SUITE/FLAVOUR[=VERSION]`: that Debian kernel (the arch from the flavour);
-    - a kernel image file (bzImage, vmlinuz, arm64 Image), with `IMAGE?modules=DIR` or a
-      lib/modules/<release> found beside it;
+    - a kernel image file (bzImage, vmlinuz, arm64 Image), with the modules given (their
+      folder is interpreted, or found beside the image, by harness/kernels/kernel.py);
     - a `make O=` folder (or a tree built in place): its image, modules, vmlinux and headers;
     - a kernel source tree with nothing built: built by the lab with ringbuf.config.
 
@@ -244,7 +244,7 @@ def command_line_kernel(arg: str, fragments_dir: Path,
             raise ConfigError(f"--kernel {path}: not a kernel image the lab can boot (neither an "
                               "x86 bzImage nor an uncompressed arm64 Image)")
         return KernelSpec(name=name, arch=a.name, source=PathKernel(
-            image=path, modules=modules or _modules_beside(path)))
+            image=path, modules=modules))  # or found beside it: kernel.modules_of()
     if modules is not None:
         raise ConfigError(f"--modules goes with a kernel image, not with the folder {path}")
     built = [(a, path / a.image) for a in arches.ARCHES.values() if (path / a.image).is_file()]
@@ -258,16 +258,6 @@ def command_line_kernel(arg: str, fragments_dir: Path,
     raise ConfigError(f"--kernel {path}: a folder, but neither a built kernel (a .config and "
                       f"{' or '.join(a.image for a in arches.ARCHES.values())}) nor a kernel "
                       "source tree (Kconfig and Makefile)")
-
-
-def _modules_beside(image: Path) -> Path | None:
-    """The modules that go with an image when none were named: the image's own folder when it
-    is lib/modules/<release> (Debian 7.x keeps vmlinuz there), else lib/modules beside it (what
-    `make modules_install INSTALL_MOD_PATH=` beside the image leaves)."""
-    if (image.parent / "modules.order").is_file() or (image.parent / "modules.dep").is_file():
-        return image.parent
-    beside = image.parent / "lib" / "modules"
-    return beside if beside.is_dir() else None
 
 
 def file_safe(name: str) -> str:

@@ -302,6 +302,28 @@ def image_release(image: Path, a: arches.Arch) -> str:
     return m.group(1).decode("ascii", "replace")
 
 
+def modules_of(name: str, src: PathKernel, release: str) -> Path | None:
+    """The lib/modules/<release> folder of an image kernel: the one place a modules folder is
+    interpreted. Given (lab.yaml `path.modules`, `--modules`): that folder or its <release>.
+    Not given, for an image (not a make O= folder): the image's own folder when it holds
+    modules.order (Debian 7.x keeps vmlinuz in lib/modules/<release>), else
+    lib/modules/<release> beside the image (what `make modules_install
+    INSTALL_MOD_PATH=` beside it leaves), else none."""
+    if src.modules is not None:
+        mods = src.modules if src.modules.name == release else src.modules / release
+        if not mods.is_dir():
+            raise KernelError(f"kernels.{name}.path.modules: no directory for release "
+                              f"{release} at {src.modules}")
+        return mods
+    if src.build_dir is not None:
+        return None
+    here = src.image.parent
+    if (here / "modules.order").is_file() or (here / "modules.dep").is_file():
+        return here
+    beside = here / "lib" / "modules" / release
+    return beside if beside.is_dir() else None
+
+
 def _prepare_path(spec: KernelSpec, src: PathKernel, root: Path,
                   busybox_for: Callable[[arches.Arch], Path]) -> BootableKernel:
     """A kernel image on disk (with modules), or a make O= folder used as it is built."""
@@ -311,13 +333,7 @@ def _prepare_path(spec: KernelSpec, src: PathKernel, root: Path,
     release = (src.build_dir / "include/config/kernel.release").read_text().strip() \
         if src.build_dir and (src.build_dir / "include/config/kernel.release").is_file() \
         else image_release(src.image, a)
-    mods = None
-    if src.modules is not None:
-        # Accept lib/modules/<release> itself or the directory holding <release>.
-        mods = src.modules if src.modules.name == release else src.modules / release
-        if not mods.is_dir():
-            raise KernelError(f"kernels.{spec.name}.path.modules: no directory for release "
-                              f"{release} at {src.modules}")
+    mods = modules_of(spec.name, src, release)
     stamp: list[str | int] = [str(src.image), src.image.stat().st_mtime_ns,
                               src.image.stat().st_size]
     if mods is not None:

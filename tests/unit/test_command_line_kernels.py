@@ -60,22 +60,14 @@ def test_a_malformed_debian_kernel_says_the_form(tmp_path: Path) -> None:
         lab(tmp_path).kernel("debian:sid")
 
 
-def test_an_image_with_modules_found_in_its_own_folder(tmp_path: Path) -> None:
-    # Debian 7.x: /usr/lib/modules/<release>/vmlinuz beside modules.order.
+def test_an_image_without_modules_named_leaves_them_to_the_kernel_stage(tmp_path: Path) -> None:
+    # Where its modules are is decided once, by harness/kernels/kernel.py modules_of().
     mods = tmp_path / "usr/lib/modules/7.2.13+deb14-cloud-amd64"
     image = bzimage(mods / "vmlinuz")
     (mods / "modules.order").write_text("")
     spec = lab(tmp_path).kernel(str(image))
     assert spec.name == str(image) and spec.arch == "x86_64"
-    assert spec.source == config.PathKernel(image=image, modules=mods)
-
-
-def test_an_image_with_lib_modules_beside_it(tmp_path: Path) -> None:
-    image = bzimage(tmp_path / "bzImage")
-    (tmp_path / "lib/modules/7.2.13").mkdir(parents=True)
-    spec = lab(tmp_path).kernel(str(image))
-    assert isinstance(spec.source, config.PathKernel)
-    assert spec.source.modules == tmp_path / "lib/modules"
+    assert spec.source == config.PathKernel(image=image, modules=None)
 
 
 def test_an_image_with_modules_named(tmp_path: Path) -> None:
