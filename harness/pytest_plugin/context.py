@@ -31,7 +31,7 @@ class RunContext:
     lab: Lab | None = None                   # `./lab run`'s own Lab, given in-process
 
     @property
-    def kernel(self) -> str:
+    def kernel_name(self) -> str:
         """The kernel's name (a lab.yaml name, or the command-line form it was given as)."""
         return self.request.kernel.name
 

@@ -148,9 +148,9 @@ class Guests:
             # The serial run's guests come from `./lab run`'s own Lab; a worker makes its own.
             lab = self.ctx.lab or Lab(self.ctx.lab_config, refresh=self.ctx.request.refresh)
             worker = f"-{self.ctx.worker}" if self.ctx.worker else ""
-            self.pool = GuestPool(lab, self.ctx.kernel, self.ctx.report_dir,
+            self.pool = GuestPool(lab, self.ctx.kernel_name, self.ctx.report_dir,
                                   self.ctx.report_dir /
-                                  f"console-{file_safe(self.ctx.kernel)}{worker}.log",
+                                  f"console-{file_safe(self.ctx.kernel_name)}{worker}.log",
                                   self.wanted)
         return self.pool
 
@@ -225,7 +225,7 @@ class Guests:
         """Skip, before any guest boots, when the kernel's .config lacks one of `options`. A
         kernel whose config the lab does not have is not skipped: its test observes."""
         try:
-            k = self.get_pool().lab.kernel(self.ctx.kernel)
+            k = self.get_pool().lab.kernel(self.ctx.kernel_name)
         except LabError:
             return  # the guest fixture reports it
         if k.config is None or not k.config.exists():

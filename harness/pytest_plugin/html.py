@@ -21,7 +21,7 @@ class Html:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_report_title(self, report: Any) -> None:
-        report.title = f"ringlab: {self.ctx.kernel}"
+        report.title = f"ringlab: {self.ctx.kernel_name}"
 
     def note_boot(self, g: Guest, watch: Watch) -> None:
         """The run's facts (some known only once a guest is up) for report.html's environment

@@ -35,7 +35,7 @@ class Sender:
             for b in pool.boots[self._boots_sent:]:
                 self.outbox.emit("boot", record=b)
             self._boots_sent = len(pool.boots)
-            if not self._kernel_sent and (k := pool.lab.prepared(self.ctx.kernel)):
+            if not self._kernel_sent and (k := pool.lab.prepared(self.ctx.kernel_name)):
                 self._kernel_sent = True
                 self.outbox.emit("kernel", info={"release": k.release,
                                                  "description": k.description,
@@ -152,7 +152,7 @@ class Ledger:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def _write_summary(self, exitstatus: int) -> None:
-        doc = summary.build(self.ctx.kernel, self.kernel_info, self.boots, self.facts,
+        doc = summary.build(self.ctx.kernel_name, self.kernel_info, self.boots, self.facts,
                             self.between_tests, self.results, exitstatus,
                             time.time() - self.ctx.started,
                             splat_proof.read(self.ctx.report_dir))
@@ -171,7 +171,7 @@ class Ledger:
             files["results.jsonl"] = "".join(json.dumps(r, sort_keys=True) + "\n"
                                              for r in self.results)
         self.written = report_files.write_files(self.ctx.report_dir, files,
-                                                self.ctx.lab_config.cache_dir, self.ctx.kernel)
+                                                self.ctx.lab_config.cache_dir, self.ctx.kernel_name)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep("-", "ringlab")

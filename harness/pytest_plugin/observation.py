@@ -127,7 +127,7 @@ class Observation:
         """Splat dicts with their frames as file:line when the lab built the kernel (its
         vmlinux and decode_stacktrace.sh at hand), else with why not; never fails the run."""
         pool = self.guests.pool
-        k = g.kernel if g is not None else (pool.lab.prepared(self.ctx.kernel) if pool else None)
+        k = g.kernel if g is not None else (pool.lab.prepared(self.ctx.kernel_name) if pool else None)
         if not found or k is None:
             return found
         try:
