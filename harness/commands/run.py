@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import config as lab_config
-from harness import host, splat_proof
+from harness import host, paths, splat_proof
 from harness.commands import options
 from harness.runs import child_run, given, request, run_folder
 from harness.errors import LabError
@@ -20,8 +20,12 @@ from harness.resources import Lab
 from harness.results import history, known_issues, matrix, summary
 from harness.selftests import build as selftest_build
 
+# Read by harness/cli.py, and as text by harness/host.py (./lab's host check): literals only.
+OWN_LOGGING = True
+HOST_TOOLS: tuple[str, ...] = ()
+HOST_TOOLS_WITH: dict[str, tuple[str, ...]] = {"--selftests": ("build",)}
+
 log = logging.getLogger("ringlab")
-SUITE = run_folder.REPO / "tests" / "kernel"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -165,7 +169,8 @@ def run_suite(cfg: lab_config.LabConfig, req: request.RunRequest,
     built selftests' manifest); the kernel is prepared already."""
     report_dir = req.report_dir
     # The plugin gets the request whole (harness/runs/request.py), the workers too.
-    argv = [str(SUITE), "-p", "harness.pytest_plugin", "--lab-request", str(request.write(req)),
+    argv = [str(paths.KERNEL_SUITE), "-p", "harness.pytest_plugin",
+            "--lab-request", str(request.write(req)),
             "--junitxml", str(report_dir / "junit.xml"), "-o", "junit_logging=system-out",
             "--html", str(report_dir / "report.html"), "--self-contained-html",
             "-o", "junit_suite_name=ringlab", "-p", "no:cacheprovider", "-rfEsxXR"]

@@ -10,13 +10,11 @@ from pathlib import Path
 import pytest
 
 from harness import config as lab_config, paths
-from harness.errors import ConfigError
 from harness.resources import Lab
 from harness.results import known_issues
-from harness.runs import given, request
+from harness.runs import given, request, run_folder
 from harness.runs.request import RunRequest
 
-REPO = paths.REPO
 
 
 @dataclass(frozen=True)
@@ -64,10 +62,7 @@ def build(config: pytest.Config) -> RunContext:
         req = request.make(cfg, spec, report_dir, keep_guest=config.getoption("--keep-guest"),
                            gdb_on_failure=config.getoption("--gdb-on-failure"))
         cfg = request.run_config(req, cfg)
-    try:
-        req.report_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"cannot write reports to {req.report_dir}: {e.strerror}") from None
+    run_folder.make(req.report_dir)  # made by ./lab run already; by hand, here
     known = tuple(known_issues.load(Path(config.getoption("--known-issues"))))
     worker = getattr(config, "workerinput", {}).get("workerid")
     lab = next((p.lab for p in config.pluginmanager.get_plugins()
@@ -78,7 +73,7 @@ def build(config: pytest.Config) -> RunContext:
 def git_commit() -> str:
     """The lab checkout's commit, if it is a git checkout."""
     try:
-        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+        return subprocess.run(["git", "-C", str(paths.REPO), "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True, timeout=5).stdout.strip() or "?"
     except OSError:
         return "?"

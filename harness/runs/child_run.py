@@ -25,7 +25,6 @@ from harness import paths
 from harness.results import history
 from harness.runs.request import RunRequest
 
-REPO = paths.REPO
 
 
 def argv(req: RunRequest, python: str = sys.executable) -> list[str]:
@@ -163,7 +162,7 @@ def run(req: RunRequest, *, stdin: Any = None, stdout: Any = None, stderr: Any =
     """Run the child `./lab run` of `req` in this checkout (the streams as subprocess takes
     them; None: this process's) and read its report folder back. Interrupted, the child is
     stopped with SIGTERM, so it stops its guests on the way out, then killed after 20 s."""
-    proc = subprocess.Popen(argv(req), cwd=REPO, stdin=stdin, stdout=stdout, stderr=stderr,
+    proc = subprocess.Popen(argv(req), cwd=paths.REPO, stdin=stdin, stdout=stdout, stderr=stderr,
                             preexec_fn=preexec_fn)
     try:
         code = proc.wait()

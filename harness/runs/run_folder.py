@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -12,8 +11,7 @@ from pathlib import Path
 from harness import config as lab_config, paths
 from harness.errors import LabError
 
-REPO = paths.REPO
-
+REPO = paths.REPO  # TODO(issue 32): callers use harness.paths; removed once they all do
 
 def setup_logging(verbose: bool, logfile: Path | None = None) -> None:
     """The screen gets `lab: ...` lines (debug with -v); lab.log gets everything."""
@@ -38,9 +36,8 @@ def setup_logging(verbose: bool, logfile: Path | None = None) -> None:
 
 
 def config(args: argparse.Namespace) -> lab_config.LabConfig:
-    """--lab-config, else $RINGLAB_CONFIG, else the checkout's lab.yaml."""
-    path = Path(args.lab_config or os.environ.get("RINGLAB_CONFIG") or REPO / "lab.yaml")
-    return lab_config.load(path)
+    """--lab-config, else $RINGLAB_CONFIG, else the checkout's lab.yaml (paths.lab_yaml)."""
+    return lab_config.load(paths.lab_yaml(args.lab_config))
 
 
 def make(path: Path) -> Path:
