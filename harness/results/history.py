@@ -1,5 +1,6 @@
 """Nightly history: every run's summary.json kept by kernel line, and each run compared with
-the previous run of the same line: new failures, fixed tests, flaky ones.
+the previous run of the same line: new failures, fixed tests, flaky ones. What each change
+means (fixed, new failure, gone, ...) is compare.py's, shared with `./lab review`.
 
 A kernel line is the lab.yaml kernel name (e.g. trixie-cloud): its release moves night to
 night, and that is what a nightly wants compared. A test whose guest died and that passed on
@@ -14,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.errors import ConfigError
-
-FAILING = {"failed", "error"}
+from harness.results import compare as changes
+from harness.results.compare import FAILING  # noqa: F401 (callers know it as history.FAILING)
 
 
 @dataclass
@@ -58,25 +59,19 @@ def outcomes(summary: dict) -> dict[str, str]:
 
 def compare(previous: dict | None, current: dict, previous_name: str | None = None
             ) -> Comparison:
+    """This run against the previous one of its line (None: the first run, nothing compared).
+    `flaky` lists every test flaky in this run, newly or still: each is a kernel finding."""
     now = outcomes(current)
-    before = outcomes(previous) if previous else {}
     c = Comparison(kernel=current.get("kernel", "?"), previous=previous_name)
-    for test, o in sorted(now.items()):
-        was = before.get(test)
-        if o == "flaky":
-            c.flaky.append(test)
-        if previous is None:
-            continue
-        if was is None:
-            c.new_tests.append(test)
-        elif o in FAILING and was not in FAILING:
-            c.new_failures.append(test)
-        elif o in FAILING:
-            c.still_failing.append(test)
-        elif was in FAILING and o == "passed":
-            c.fixed.append(test)
-    if previous is not None:
-        c.gone_tests = sorted(set(before) - set(now))
+    c.flaky = sorted(t for t, o in now.items() if o == changes.FLAKY)
+    if previous is None:
+        return c
+    found = changes.changes(outcomes(previous), now)
+    c.new_failures = changes.of_kind(found, changes.NEW_FAILURE)
+    c.fixed = changes.of_kind(found, changes.FIXED)
+    c.still_failing = changes.of_kind(found, changes.STILL_FAILING)
+    c.new_tests = changes.of_kind(found, changes.NEW_TEST)
+    c.gone_tests = changes.of_kind(found, changes.GONE)
     return c
 
 

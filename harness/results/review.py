@@ -6,9 +6,13 @@ series changed: tests that newly fail, newly flake, newly pass or newly skip, ke
 only the patched kernel printed, and benchmark figures that moved beyond their noise. The pure
 part (compare, interleave, touched_paths) is unit tested on summaries and samples.
 
-Tests: a test that passed (or was skipped) on the base kernel and is flaky on the patched one
-(failed, then passed on its rerun in a fresh guest) is a regression: the series introduced an
-intermittent failure. Flaky is not passing here.
+Tests: each test's change from base to patched is compare.py's (its module docstring holds
+the table), the same words the nightly history uses. A test that passed (or was skipped or
+xfailed) on the base kernel and is flaky on the patched one (failed, then passed on its rerun
+in a fresh guest) is a regression: the series introduced an intermittent failure. Flaky is
+not passing here. NEWLY PASSING lists the tests the series fixed (failing or flaky on base)
+and those only it let run (skipped on base); a failure on base that is the known issue's
+xfail on patched is NOW KNOWN: not fixed, not a regression.
 
 Benchmarks (every figure is a rate: bigger is better). Under TCG on a loaded 2-core host one
 run per kernel moved figures of untouched paths by -50 % and -75 %, so a figure only judges a
@@ -36,8 +40,8 @@ series when its noise was measured, and against figures the series cannot have m
    noisy to judge", not a regression: the host moved an untouched path as much.
 
 Verdict: REGRESSION (exit 1) when a test regressed (newly failing, newly flaky, newly
-skipped, a new kernel warning, a test gone) whatever the benchmarks say, or when a judged
-figure is worse and no control moved as much; else "too noisy to judge" (exit 4) when a
+skipped, newly known, a new kernel warning, a test gone) whatever the benchmarks say, or when
+a judged figure is worse and no control moved as much; else "too noisy to judge" (exit 4) when a
 worse figure was matched by a control; else "no regression" (exit 0).
 """
 from __future__ import annotations
@@ -47,11 +51,9 @@ import math
 import re
 import statistics
 from dataclasses import asdict, dataclass, field
-from harness.results import history
 
-PASSING = {"passed", "xfailed"}
-FAILING = history.FAILING
-FLAKY = "flaky"              # history.outcomes()'s word for a test that passed only on rerun
+from harness.results import compare as changes, history
+
 MIN_PAIRS = 3                # fewer interleaved pairs: the figure is shown, not judged
 PAIR_NOISE = 0.05            # every pair's ratio must be beyond 1 -/+ this
 THRESHOLD = 0.10             # and the median ratio beyond 1 -/+ this
@@ -163,9 +165,10 @@ class Review:
     patched: str
     newly_failing: list[str] = field(default_factory=list)
     newly_flaky: list[str] = field(default_factory=list)
-    newly_passing: list[str] = field(default_factory=list)
+    newly_passing: list[str] = field(default_factory=list)    # fixed, or skipped on base
+    now_known: list[str] = field(default_factory=list)        # failing/flaky -> xfailed
     known_not_seen: list[str] = field(default_factory=list)   # xfailed -> passed
-    newly_known: list[str] = field(default_factory=list)      # passed -> xfailed
+    newly_known: list[str] = field(default_factory=list)      # passed/skipped -> xfailed
     known_issue: dict[str, str] = field(default_factory=dict)  # test -> the issue's id
     newly_skipped: list[str] = field(default_factory=list)
     new_tests: list[str] = field(default_factory=list)
@@ -221,7 +224,7 @@ class Review:
                              ("NEWLY SKIPPED", self.newly_skipped),
                              ("NEW WARNING", self.new_warnings), ("GONE", self.gone_tests),
                              ("NEWLY KNOWN", self.newly_known),
-                             ("NOT SEEN", self.known_not_seen),
+                             ("NOT SEEN", self.known_not_seen), ("NOW KNOWN", self.now_known),
                              ("NEWLY PASSING", self.newly_passing), ("NEW TEST", self.new_tests)):
             for item in items:
                 detail = f" ({' -> '.join(self.outcomes[item])})" if item in self.outcomes else ""
@@ -285,33 +288,22 @@ def compare(base: dict, patched: dict,
             touched: set[str] | None = None) -> Review:
     """The review of two summary.json documents, with the benchmark's interleaved pairs (see
     bench_figures) and the measured paths the series touches (touched_paths)."""
-    before, after = history.outcomes(base), history.outcomes(patched)
     r = Review(base=base.get("kernel_description") or base.get("kernel", "?"),
                patched=patched.get("kernel_description") or patched.get("kernel", "?"),
                touched=sorted(touched or ()))
-    for test in sorted(before.keys() | after.keys()):
-        if test not in after:
-            r.gone_tests.append(test)
-            continue
-        if test not in before:
-            r.new_tests.append(test)
-            continue
-        b, a = before[test], after[test]
-        r.outcomes[test] = (b, a)
-        if a in FAILING and b not in FAILING:
-            r.newly_failing.append(test)
-        elif a == FLAKY and b not in FAILING and b != FLAKY:
-            r.newly_flaky.append(test)
-        elif a == "skipped" and b != "skipped":
-            r.newly_skipped.append(test)
-        elif a in PASSING and b not in PASSING:
-            r.newly_passing.append(test)
-        elif (b, a) == ("xfailed", "passed"):  # the series fixed a known kernel issue
-            r.known_not_seen.append(test)
-            r.known_issue[test] = _issue_of(base, test)
-        elif (b, a) == ("passed", "xfailed"):  # the series brought one in: a regression
-            r.newly_known.append(test)
-            r.known_issue[test] = _issue_of(patched, test)
+    lists = {changes.GONE: r.gone_tests, changes.NEW_TEST: r.new_tests,
+             changes.NEW_FAILURE: r.newly_failing, changes.NEWLY_FLAKY: r.newly_flaky,
+             changes.NEWLY_SKIPPED: r.newly_skipped, changes.FIXED: r.newly_passing,
+             changes.NEWLY_PASSING: r.newly_passing, changes.KNOWN_NOT_SEEN: r.known_not_seen,
+             changes.NEWLY_KNOWN: r.newly_known, changes.FAILURE_NOW_KNOWN: r.now_known}
+    for c in changes.changes(history.outcomes(base), history.outcomes(patched)):
+        if c.before is not None and c.after is not None:
+            r.outcomes[c.test] = (c.before, c.after)
+        if c.kind in lists:
+            lists[c.kind].append(c.test)
+        if c.kind in (changes.KNOWN_NOT_SEEN, changes.NEWLY_KNOWN, changes.FAILURE_NOW_KNOWN):
+            r.known_issue[c.test] = _issue_of(base if c.kind == changes.KNOWN_NOT_SEEN
+                                              else patched, c.test)
     wb, wa = _warnings(base), _warnings(patched)
     old = set().union(*wb.values()) if wb else set()
     for test, titles in sorted(wa.items()):
