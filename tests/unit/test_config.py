@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from harness import paths
 from harness import config
 from harness.errors import ConfigError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = paths.REPO
 
 
 def load_text(tmp_path: Path, text: str) -> config.LabConfig:

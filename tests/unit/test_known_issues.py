@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
+from harness import paths
 from harness.errors import ConfigError
 from harness.results import known_issues, verdicts
 from harness.results.known_issues import CheckFailure
 
 DATA = Path(__file__).parent / "data" / "known-issues"
-KERNEL_TESTS = Path(__file__).resolve().parents[1] / "kernel"
+KERNEL_TESTS = paths.KERNEL_SUITE
 SUITE = "tests/kernel/test_trace_mmap.py"
 GOOD = """
 issues:

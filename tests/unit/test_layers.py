@@ -5,8 +5,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from harness import paths
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = paths.REPO
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 

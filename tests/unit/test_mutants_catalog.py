@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from harness import paths
 from harness import cache
 from harness.kernels import mutants
 from harness.kernels.mutants import BASE_TREE, MutantError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = paths.REPO
 
 FILE = "kernel/events/core.c"
 OLD = "int f(void)\n{\n\treturn -EINVAL;\n}\n"   # the code of the catalog's base tree

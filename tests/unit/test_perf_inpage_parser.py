@@ -5,12 +5,9 @@ crossing a page, a tail not zero-filled, a needless gap, a torn gap, corrupt con
 from __future__ import annotations
 
 import struct
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "probes"))
 import perf_buffer  # noqa: E402  (guest-side modules: stdlib only, imported by path)
 import probe_perf_inpage as inpage  # noqa: E402
 from perf_buffer import TornRecord, parse_records_in_page  # noqa: E402

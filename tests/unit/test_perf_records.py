@@ -2,12 +2,9 @@
 from __future__ import annotations
 
 import struct
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "probes"))
 import perf_buffer  # noqa: E402  (guest-side module: stdlib only, imported by path)
 
 SAMPLE = 9

@@ -8,9 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness import paths
 from harness.results import report
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = paths.REPO
 
 
 def test_result_log_appends_one_line_per_test(tmp_path: Path) -> None:

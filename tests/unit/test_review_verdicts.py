@@ -3,12 +3,12 @@ ratios per pair, at least 3 runs, untouched paths as controls, "too noisy to jud
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
+from harness import paths
 from harness.kernels import series
 from harness.results import review
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = paths.REPO
 PERF, READ, MMAP = "perf mmap records/s", "tracefs read transport events/s", \
     "tracefs mmap transport events/s"
 

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from harness import paths
 from harness import cache
 from harness.kernels import series
 
-INPAGE = Path(__file__).resolve().parents[2] / "kernels" / "series" / "inpage"
+INPAGE = paths.KERNEL_FILES / "series" / "inpage"
 
 
 def _cached_trees() -> list[Path]:

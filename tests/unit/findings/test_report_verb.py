@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 from debian.debian_support import Version
 
+from harness import paths
 from harness import config
 from harness.commands import report
 from harness.errors import LabError
 
-LAB_YAML = Path(__file__).resolve().parents[3] / "lab.yaml"
+LAB_YAML = paths.REPO / "lab.yaml"
 
 
 def test_the_default_kernels_are_one_debian_kernel_per_suite_default_first() -> None:
