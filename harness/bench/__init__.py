@@ -1,1 +1,2 @@
-"""The benchmarks of `./lab bench`: one module each, one report writer (harness/commands/bench.py only parses and dispatches)."""
+"""What `./lab bench` and `./lab review` do: one module a benchmark, the review's run and
+figures, and one report writer (report.py); harness/commands/ only parses and dispatches."""

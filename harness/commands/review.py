@@ -1,20 +1,20 @@
 """`./lab review SERIES`: the kernel built without and with a patch series, the same tests and
-benchmarks on both, one table of what the series changed (rule: harness/results/review.py)."""
+benchmarks on both, one table of what the series changed. The command line is read here; the
+review itself is harness/bench/review.py (the rule: harness/results/review.py)."""
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
 from harness import config as lab_config
-from harness.commands import bench, options
-from harness.runs import child_run, request, run_folder
-from harness.errors import LabError
-from harness.kernels import series as patch_series
-from harness.resources import Lab
-from harness.results import review
+from harness.bench import review as review_run
+from harness.commands import options
+from harness.runs import run_folder
 
-log = logging.getLogger("ringlab")
+# The review opens its own run folder (reports/<time>-review-<kernel>/) and lab.log there.
+OWN_LOGGING: bool = True
+# It builds the kernel twice (without and with the series).
+HOST_TOOLS: tuple[str, ...] = ("build",)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,33 +47,9 @@ def main(args: argparse.Namespace) -> int:
     a control did move as much; exit 0 otherwise. Figures from fewer than 3 runs per kernel
     are shown, not judged."""
     cfg, spec = options.config_and_kernel(args)
-    name = spec.name
     series = Path(args.series).resolve()
-    patched_cfg = lab_config.with_build(cfg, name, (series,))
-    out = run_folder.open_run(cfg, args, f"review-{lab_config.file_safe(name)}")
-    # Both builds first: a series that does not apply, or a build error, stops here.
-    Lab(cfg).kernel(name)
-    patched_tree = Lab(patched_cfg).kernel(name).source_dir
-    docs: dict[str, dict] = {}
-    for label, extra in (("base", ()), ("patched", (series,))):
-        req = request.make(cfg, name, out / label, selection=args.k, series=extra,
-                                   selftests=args.selftests,
-                                   selftests_from=patched_tree if args.selftests else None,
-                                   pytest_args=tuple(args.pytest_args))
-        log.info("review: %s: %s", label, " ".join(child_run.argv(req)))
-        child = child_run.run(req)
-        if child.exit_code not in (0, 1) or child.summary is None:
-            raise LabError(f"the {label} run could not complete (exit {child.exit_code}); see "
-                           f"{out / label}")
-        docs[label] = child.summary
-    pairs = bench.review_figures({"base": cfg, "patched": patched_cfg}, name, out,
-                                 args.bench_runs) if args.bench_runs else []
-    touched = review.touched_paths(review.touched_files(
-        [p.text for p in patch_series.read(series)]))
-    result = review.compare(docs["base"], docs["patched"], pairs, touched)
-    text = "\n".join([f"review of {series} on {name}", *result.lines()]) + "\n"
-    (out / "review.txt").write_text(text)
-    (out / "review.json").write_text(result.as_json())
-    print(text, end="")
-    log.info("review reports in %s", out)
-    return result.exit_status
+    patched_cfg = review_run.patched(cfg, spec, series)  # not patchable: said before a folder
+    out = run_folder.open_run(cfg, args, f"review-{lab_config.file_safe(spec.name)}")
+    return review_run.run(review_run.Plan(
+        cfg, patched_cfg, spec, series, out, selection=args.k, bench_runs=args.bench_runs,
+        selftests=args.selftests, pytest_args=tuple(args.pytest_args)))

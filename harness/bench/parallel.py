@@ -2,23 +2,23 @@
 (`-j auto`), side by side.
 
 Each sample is a child `./lab run` (the same command line users type), so the figure is what a
-user waits for: collection, guests, reports. The modes take turns (serial, -j 2, -j auto,
-serial, ...) so drift of a shared host falls on all of them. Flakiness is compared, not
-assumed: a test whose outcome differs between runs of one mode is listed for that mode.
+user waits for: collection, guests, reports. The modes take turns (serial, default, serial,
+...) so drift of a shared host falls on all of them. Flakiness is compared, not assumed: a
+test whose outcome differs between runs of one mode is listed for that mode.
 """
 from __future__ import annotations
 
-import json
 import os
-import statistics
 import subprocess
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
+from harness.bench import report
+from harness.config import KernelSpec, LabConfig
 from harness.runs import child_run, request
-from harness.config import LabConfig
 
 # Issue 31: on a 2-core TCG host with warm snapshots, the default `./lab run` (-j auto) takes at
 # most this share of the serial wall time, and at most DEFAULT_TARGET_S (median).
@@ -58,13 +58,12 @@ def unstable(samples: list[Sample]) -> dict[str, list[str]]:
     return out
 
 
-def summarize(samples: list[Sample]) -> dict:
+def summarize(samples: list[Sample]) -> dict[str, Any]:
     """min/median/max wall per mode, the -j ratios against serial, and the unstable tests."""
     by_mode: dict[str, list[float]] = defaultdict(list)
     for s in samples:
         by_mode[s.mode].append(s.wall_s)
-    walls = {m: {"min": min(v), "median": statistics.median(v), "max": max(v), "n": len(v)}
-             for m, v in by_mode.items()}
+    walls = {m: report.stats(v) for m, v in by_mode.items()}
     serial = walls.get("serial", {}).get("median")
     ratios = {m: w["median"] / serial for m, w in walls.items() if serial and m != "serial"}
     return {"wall_s": walls, "ratio_to_serial": ratios, "unstable": unstable(samples),
@@ -72,7 +71,15 @@ def summarize(samples: list[Sample]) -> dict:
                             for m in by_mode}}
 
 
-def render(doc: dict) -> str:
+def met(doc: dict[str, Any]) -> bool:
+    """The default mode within both targets (ratio to serial and median wall)."""
+    ratio = doc["ratio_to_serial"].get("default")
+    median = doc["wall_s"].get("default", {}).get("median")
+    return ratio is not None and ratio <= PARALLEL_TARGET and median is not None \
+        and median <= DEFAULT_TARGET_S
+
+
+def render(doc: dict[str, Any]) -> list[str]:
     lines = []
     for mode, w in doc["wall_s"].items():
         ratio = doc["ratio_to_serial"].get(mode)
@@ -88,54 +95,46 @@ def render(doc: dict) -> str:
     for mode, tests in doc["unstable"].items():
         lines.append(f"{mode:8s} {doc['failed_runs'][mode]} run(s) not green; outcome changed "
                      f"between runs: {', '.join(tests) if tests else 'none'}")
-    return "\n".join(lines)
+    return lines
 
 
-def _sample(cfg: LabConfig, kernel: str, jobs: str, run: int, out: Path,
-            selection: str | None) -> Sample:
+def sample(cfg: LabConfig, kernel: KernelSpec, jobs: str, run: int, out: Path,
+           selection: str | None) -> Sample:
+    """One child `./lab run` of the suite, timed, its outcomes read back."""
     folder = out / f"{mode_name(jobs).replace(' ', '').replace('-', '')}-{run}"
     req = request.make(cfg, kernel, folder, selection=selection, jobs=jobs,
-                               history=str(out / "history"))
+                       history=str(out / "history"))
     start = time.monotonic()
     child = child_run.run(req, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL)
-    wall = time.monotonic() - start
-    sample = Sample(mode_name(jobs), run, wall, child.exit_code)
-    if child.summary is None:
-        return sample
-    sample.counts = child.summary.get("counts", {})
-    sample.outcomes = child.outcomes
-    return sample
+    found = Sample(mode_name(jobs), run, time.monotonic() - start, child.exit_code)
+    if child.summary is not None:
+        found.counts = child.summary.get("counts", {})
+        found.outcomes = child.outcomes
+    return found
 
 
-def parallel_bench(cfg: LabConfig, kernel_name: str | None, runs: int = 5,
-                   selection: str | None = None) -> int:
-    """Runs the suite `runs` times per mode, modes interleaved; prints and writes bench.json.
-    The first, untimed run warms the cache (kernel, rootfs, snapshot) for every mode."""
-    kernel = cfg.kernel(kernel_name).name
-    out = cfg.reports_dir / time.strftime(f"%Y%m%d-%H%M%S-bench-parallel-{kernel}")
-    out.mkdir(parents=True, exist_ok=True)
-    print(f"bench parallel: warming the cache for {kernel} (untimed) ...", flush=True)
-    _sample(cfg, kernel, "auto", 0, out / "warm-up", selection)
-    print(f"bench parallel: the default is -j auto = "
-          f"{child_run.run_jobs(cfg.machine.cpus, 'auto', cfg.machine.memory_mb)} guests here "
-          f"({os.cpu_count()} cores, {cfg.machine.cpus}-vCPU guests)", flush=True)
-    modes = MODES
+def run(cfg: LabConfig, kernel: KernelSpec, runs: int = 5, selection: str | None = None
+        ) -> int:
+    """Runs the suite `runs` times per mode, modes interleaved; exit 1 if the default missed
+    a target. The first, untimed run warms the cache (kernel, rootfs, snapshot) for every
+    mode."""
+    out = report.folder(cfg, "parallel", kernel.name)
+    auto = child_run.run_jobs(cfg.machine.cpus, "auto", cfg.machine.memory_mb)
+    report.progress(f"bench parallel: warming the cache for {kernel.name} (untimed) ...")
+    sample(cfg, kernel, "auto", 0, out / "warm-up", selection)
+    report.progress(f"bench parallel: the default is -j auto = {auto} guests here "
+                    f"({os.cpu_count()} cores, {cfg.machine.cpus}-vCPU guests)")
     samples: list[Sample] = []
-    for run in range(1, runs + 1):
-        for jobs in modes:
-            s = _sample(cfg, kernel, jobs, run, out, selection)
+    for i in range(1, runs + 1):
+        for jobs in MODES:
+            s = sample(cfg, kernel, jobs, i, out, selection)
             samples.append(s)
-            print(f"  run {run}/{runs} {s.mode:8s} {s.wall_s:6.1f} s exit {s.exit} "
-                  f"{s.counts}", flush=True)
+            report.progress(f"  run {i}/{runs} {s.mode:8s} {s.wall_s:6.1f} s exit {s.exit} "
+                            f"{s.counts}")
     doc = summarize(samples)
-    doc.update(kernel=kernel, cores=os.cpu_count(), selection=selection,
-               auto_jobs=child_run.run_jobs(cfg.machine.cpus, "auto", cfg.machine.memory_mb),
+    doc.update(kernel=kernel.name, cores=os.cpu_count(), selection=selection, auto_jobs=auto,
                samples=[asdict(s) | {"outcomes": None} for s in samples])
-    (out / "bench.json").write_text(json.dumps(doc, indent=2))
-    print(render(doc))
-    print(f"reports in {out}")
-    ratio = doc["ratio_to_serial"].get("default")
-    median = doc["wall_s"].get("default", {}).get("median")
-    return 0 if ratio is not None and ratio <= PARALLEL_TARGET and median is not None \
-        and median <= DEFAULT_TARGET_S else 1
+    report.save(out, report.Report([f"ringlab bench parallel: kernel {kernel.name}",
+                                    *render(doc)], doc))
+    return 0 if met(doc) else 1

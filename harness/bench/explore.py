@@ -1,0 +1,54 @@
+"""`./lab bench explore`: the explorer's throughput per path on one guest, RUNS runs of
+SECONDS each with a different seed, shrinking off (steps/s and sequences/min are what the
+guest does; a failure's shrink is not throughput). Target: 50 steps/s per path under TCG. The
+samples are taken by harness/explore/bench.py (the explorer's own knowledge of its probe);
+this module judges and reports them."""
+from __future__ import annotations
+
+from typing import Any
+
+from harness.bench import report
+from harness.config import KernelSpec, LabConfig
+from harness.errors import LabError
+from harness.explore import bench as samples_of
+from harness.explore.bench import Sample
+from harness.explore.session import PATHS
+from harness.resources import Lab
+
+
+def figures(samples: list[Sample], paths: tuple[str, ...]
+            ) -> tuple[dict[str, dict[str, Any]], list[str], list[str]]:
+    """Per path with samples: steps/s and sequences/min; the table's lines; the paths that
+    missed the target."""
+    results: dict[str, dict[str, Any]] = {}
+    lines, missed = [], []
+    for path in paths:
+        mine = [s for s in samples if s.path == path]
+        if not mine:
+            lines.append(f"{path:12s} skipped: the kernel lacks it")
+            continue
+        sps = report.stats([s.steps_per_s for s in mine])
+        spm = report.stats([s.sequences_per_min for s in mine])
+        results[path] = {"steps_per_s": sps, "sequences_per_min": spm}
+        ok = sps["median"] >= samples_of.TARGET_STEPS_PER_S
+        missed += [] if ok else [path]
+        lines.append(f"{path:12s} steps/s min {sps['min']:7.1f} median {sps['median']:7.1f} max "
+                     f"{sps['max']:7.1f}   sequences/min min {spm['min']:7.0f} median "
+                     f"{spm['median']:7.0f} max {spm['max']:7.0f}   target >= "
+                     f"{samples_of.TARGET_STEPS_PER_S:g} steps/s: {'met' if ok else 'MISSED'}")
+    return results, lines, missed
+
+
+def run(cfg: LabConfig, kernel: KernelSpec, runs: int = 3, seconds: float = 20.0,
+        paths: tuple[str, ...] = PATHS) -> int:
+    """Exit 1 if a path the kernel has missed the target."""
+    out = report.folder(cfg, "explore", kernel.name)
+    release, samples = samples_of.measure(Lab(cfg), kernel.name, paths, runs, seconds, out)
+    if not samples:
+        raise LabError("the kernel has none of the explorer's paths")
+    results, lines, missed = figures(samples, paths)
+    report.save(out, report.Report(
+        [f"ringlab bench explore: kernel {release}, {runs} run(s) of {seconds:g} s per path, "
+         f"shrinking off", *lines],
+        {"kernel": release, "runs": runs, "seconds": seconds, "results": results}))
+    return 1 if missed else 0
