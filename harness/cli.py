@@ -10,21 +10,19 @@ import signal
 import sys
 from types import ModuleType
 
-from harness import cache
+from harness import cache, host
 from harness.runs import run_folder
 from harness.errors import LabError
 
 log = logging.getLogger("ringlab")
 # Each verb is one module of harness/commands/ with register(subparsers) and main(args) -> int,
-# in help order. Only the verb typed is imported (a throw-away `./lab ssh` does not pay for
-# the benches' and the explorer's imports); `./lab --help` imports them all.
+# and its declarations (OWN_LOGGING, HOST_TOOLS: harness/host.py), listed here in help order
+# (an order chosen, not one the modules could be sorted by). Only the verb typed is imported (a
+# throw-away `./lab ssh` does not pay for the benches' and the explorer's imports); `./lab
+# --help` imports them all. harness/host.py reads this tuple as text: keep it a literal.
 VERBS: tuple[str, ...] = ("run", "explore", "boot", "ssh", "module", "build", "review",
                           "bisect", "bisect-step", "mutate", "nightly", "report", "splats",
                           "doctor", "gc", "selftest", "bench")
-# Verbs that open their own run folder and log file (the others log to the screen).
-OWN_LOGGING = ("run", "explore", "review", "bisect", "mutate", "nightly", "report")
-# Options of ./lab itself that take a value (to find the verb in argv without parsing it).
-_VALUED = ("--lab-config",)
 
 
 def verb_module(verb: str) -> ModuleType:
@@ -32,16 +30,10 @@ def verb_module(verb: str) -> ModuleType:
 
 
 def verb_in(argv: list[str]) -> str | None:
-    """The verb of a command line, if it names one (else None: parse with every verb)."""
-    skip = False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a in _VALUED:
-            skip = True
-        elif not a.startswith("-"):
-            return a if a in VERBS else None
-    return None
+    """The verb of a command line, if it names one (else None: parse with every verb); found
+    by the rule ./lab's host check uses (host.verb_index)."""
+    i = host.verb_index(argv)
+    return argv[i] if i is not None and argv[i] in VERBS else None
 
 
 def build_parser(verbs: tuple[str, ...] = VERBS) -> argparse.ArgumentParser:
@@ -66,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser((verb,) if verb else VERBS).parse_args(argv)
     # One id for this command and every lab it starts (./lab gc --keep counts runs).
     os.environ.setdefault(cache.RUN_ENV, cache.new_run_id())
-    if args.command not in OWN_LOGGING:
+    # A verb with its own run folder and lab.log sets up its logging there; the others log to
+    # the screen.
+    if not verb_module(args.command).OWN_LOGGING:
         run_folder.setup_logging(args.verbose)
     # SIGTERM takes the same path as Ctrl-C, so every guest is stopped on the way out. SIGINT
     # is set too: a lab started as a background job of a script inherits it ignored, and its

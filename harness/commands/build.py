@@ -9,6 +9,10 @@ from harness.runs import run_folder
 from harness.errors import LabError
 from harness.resources import Lab
 
+# Read by harness/cli.py, and as text by harness/host.py (./lab's host check): literals only.
+OWN_LOGGING: bool = False
+HOST_TOOLS: tuple[str, ...] = ("build",)
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     bu = sub.add_parser("build", help="build a kernel from a tree + series + config fragments",

@@ -13,6 +13,10 @@ from harness.errors import LabError
 from harness.guest import accel
 from harness.kernels import kernel
 
+# Read by harness/cli.py, and as text by harness/host.py (./lab's host check): literals only.
+OWN_LOGGING: bool = False
+HOST_TOOLS: tuple[str, ...] = ()
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     d = sub.add_parser("doctor", help="check the host, KVM, mirror and cache",

@@ -13,6 +13,10 @@ from harness.explore import formats, report
 from harness.explore.session import PATHS, Explore, ExploreRequest, parse_budget
 from harness.resources import Lab
 
+# Read by harness/cli.py, and as text by harness/host.py (./lab's host check): literals only.
+OWN_LOGGING: bool = True
+HOST_TOOLS: tuple[str, ...] = ()
+
 log = logging.getLogger("ringlab")
 DEFAULT_BUDGET = "60s"
 

@@ -8,6 +8,10 @@ from harness.runs import run_folder
 from harness.errors import LabError
 from harness.guest import workdir
 
+# Read by harness/cli.py, and as text by harness/host.py (./lab's host check): literals only.
+OWN_LOGGING: bool = False
+HOST_TOOLS: tuple[str, ...] = ()
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     gc = sub.add_parser("gc", help="free the cache: entries not used by the last N runs, or "

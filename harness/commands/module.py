@@ -7,6 +7,10 @@ from harness.commands import options
 from harness.runs import run_folder
 from harness.resources import Lab
 
+# Read by harness/cli.py, and as text by harness/host.py (./lab's host check): literals only.
+OWN_LOGGING: bool = False
+HOST_TOOLS: tuple[str, ...] = ()
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     mo = sub.add_parser("module", help="build a test module (kernels/modules/NAME) for a kernel",

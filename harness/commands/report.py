@@ -17,6 +17,10 @@ from harness.kernels import series as kseries
 from harness.resources import Lab
 from harness.results import known_issues
 
+# Read by harness/cli.py, and as text by harness/host.py (./lab's host check): literals only.
+OWN_LOGGING: bool = True
+HOST_TOOLS: tuple[str, ...] = ("build",)
+
 log = logging.getLogger("ringlab")
 
 def register(sub: argparse._SubParsersAction) -> None:

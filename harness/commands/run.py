@@ -21,7 +21,7 @@ from harness.results import history, known_issues, matrix, summary
 from harness.selftests import build as selftest_build
 
 # Read by harness/cli.py, and as text by harness/host.py (./lab's host check): literals only.
-OWN_LOGGING = True
+OWN_LOGGING: bool = True
 HOST_TOOLS: tuple[str, ...] = ()
 HOST_TOOLS_WITH: dict[str, tuple[str, ...]] = {"--selftests": ("build",)}
 

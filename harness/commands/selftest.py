@@ -9,6 +9,10 @@ import subprocess
 from harness.runs import run_folder
 from harness.errors import LabError
 
+# Read by harness/cli.py, and as text by harness/host.py (./lab's host check): literals only.
+OWN_LOGGING: bool = False
+HOST_TOOLS: tuple[str, ...] = ("build", "selftest")
+
 log = logging.getLogger("ringlab")
 
 

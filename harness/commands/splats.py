@@ -12,6 +12,10 @@ from harness.errors import LabError
 from harness.kernellog import decode, splats
 from harness.resources import Lab
 
+# Read by harness/cli.py, and as text by harness/host.py (./lab's host check): literals only.
+OWN_LOGGING: bool = False
+HOST_TOOLS: tuple[str, ...] = ()
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     sp = sub.add_parser("splats", help="the kernel splats of a console log (decoded with "

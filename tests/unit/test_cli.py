@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -50,3 +52,18 @@ def test_only_the_verb_typed_is_imported() -> None:
     assert p.parse_args(["gc"]).command == "gc"
     for verb in cli.VERBS:  # every verb's module is where its name says
         assert hasattr(cli.verb_module(verb), "register")
+
+
+def test_the_verb_says_whether_it_logs_to_the_screen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OWN_LOGGING is the verb module's (issue 32 §3): cli.py keeps no list of its own."""
+    from harness import cache, cli
+    from harness.commands import gc
+    from harness.runs import run_folder
+    assert not hasattr(cli, "OWN_LOGGING")
+    monkeypatch.delenv(cache.RUN_ENV, raising=False)  # cli.main sets it: undone after
+    screen: list[bool] = []
+    monkeypatch.setattr(run_folder, "setup_logging", lambda verbose: screen.append(verbose))
+    monkeypatch.setattr(gc, "main", lambda args: 0)
+    assert cli.main(["-v", "gc"]) == 0 and screen == [True]
+    monkeypatch.setattr(gc, "OWN_LOGGING", True)
+    assert cli.main(["gc"]) == 0 and screen == [True]
