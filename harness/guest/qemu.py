@@ -7,31 +7,16 @@ from pathlib import Path
 
 from harness import arch as arches
 
-QEMU = arches.X86_64.qemu
+# The default arch's binary: what version() and accel.host_id() ask when given none.
+QEMU = arches.get(arches.DEFAULT).qemu
 # Kernel arguments every lab guest gets (after the console, which is the arch's: base_cmdline()).
 # panic=-1 plus -no-reboot makes a panic end QEMU at once; printk.devkmsg=on lets the harness
 # write test markers into the kernel log.
 COMMON_CMDLINE = "root=/dev/vda rw panic=-1 printk.devkmsg=on"
-BASE_CMDLINE = f"console={arches.X86_64.console},115200 {COMMON_CMDLINE}"
-# Under TCG the CPU model is QEMU's conservative default without CMPXCHG16B. QEMU 7.2's TCG
-# raises spurious #DB exceptions, and now and then double faults, right after the guest's
-# `cmpxchg16b %gs:(%rsi)` in SLUB's allocation fast path (__kmalloc_noprof+0x134): every such
-# splat seen here had its RIP there, and a host under load makes them frequent (2 of 12 boots,
-# one fatal). Without cx16 the kernel takes SLUB's locked path: 0 of 12, then 0 of 30. `-cpu
-# max` was worse still (the same #DB, and sshd-session crashing in ld.so).
-TCG_CPU = "qemu64,-cx16"
-# arm64 under TCG: neoverse-n1. Measured here (`./lab bench cpu-models --kernel trixie-arm64`,
-# 3 boots each, models taking turns, host load 7-9), QEMU start to SSH ready, min/median/max:
-# max 33.1/35.9/41.8 s (QARMA pointer authentication emulated on every signed return),
-# max,pauth-impdef=on 13.5/16.0/22.9 s, cortex-a72 11.8/12.7/13.2 s, neoverse-n1
-# 12.7/12.7/15.1 s; every boot clean (no splat). cortex-a72 has no 16 KiB granule
-# (ID_AA64MMFR0.TGran16 = 0), so it cannot boot arm64-16k kernels; neoverse-n1 (v8.2: LSE
-# atomics, no pauth, MTE or SVE to emulate) has 4, 16 and 64 KiB granules.
-TCG_CPU_ARM64 = "neoverse-n1"
-TCG_CPUS = {arches.X86_64.name: TCG_CPU, arches.ARM64.name: TCG_CPU_ARM64}
-# The machine per arch: x86's PC, arm64's `virt` (a PL011 UART, PSCI, a generic PCI host:
-# the virtio disks and NIC sit on PCI as on x86, so the initramfs loads the same drivers).
-MACHINES = {arches.X86_64.name: "pc", arches.ARM64.name: "virt"}
+# The TCG CPU model of each arch (the facts and why: Arch.tcg_cpu), by name, and the default
+# arch's, for guest.py's snapshot key.
+TCG_CPUS = {a.name: a.tcg_cpu for a in arches.ARCHES.values()}
+TCG_CPU = arches.get(arches.DEFAULT).tcg_cpu
 # The root disk's drive name: QEMU names -drive if=virtio without an id `virtio<index>`, and the
 # root disk is the first. A snapshot freezes it with blockdev-snapshot-sync.
 ROOT_DRIVE = "virtio0"
@@ -53,7 +38,7 @@ class QemuSpec:
     qmp_socket: Path | None = None  # a QMP server socket (snapshots: harness/guest/snapshot.py)
     incoming: bool = False  # start paused, waiting for `migrate-incoming` over QMP (a restore)
     arch: str = arches.DEFAULT  # the guest's (harness.arch): binary, machine, CPU, console
-    tcg_cpu: str | None = None  # another TCG CPU model than TCG_CPUS[arch] (./lab bench boot)
+    tcg_cpu: str | None = None  # another TCG CPU model than the Arch's (./lab bench boot)
     gdb_port: int | None = None  # QEMU's gdbstub on 127.0.0.1:PORT (./lab boot --gdb)
     # (host port, guest port) of the probe runner's daemon, reached without SSH
     runner_forward: tuple[int, int] | None = None
@@ -82,12 +67,12 @@ def opt_value(value: object) -> str:
 
 def command(spec: QemuSpec, binary: str | None = None) -> list[str]:
     """argv for QEMU: no display, serial console on stdio, user networking bound to loopback."""
+    a = arches.get(spec.arch)
     if spec.accel == "kvm":
         accel = ["-accel", "kvm", "-cpu", "host"]
     else:
-        accel = ["-accel", f"tcg,thread={spec.tcg_threads}",
-                 "-cpu", spec.tcg_cpu or TCG_CPUS[spec.arch]]
-    argv = [binary or arches.get(spec.arch).qemu, "-machine", MACHINES[spec.arch], *accel,
+        accel = ["-accel", f"tcg,thread={spec.tcg_threads}", "-cpu", spec.tcg_cpu or a.tcg_cpu]
+    argv = [binary or a.qemu, "-machine", a.machine, *accel,
             "-smp", str(spec.cpus), "-m", str(spec.memory_mb),
             "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
             "-monitor", "none", "-no-reboot",

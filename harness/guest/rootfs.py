@@ -50,17 +50,18 @@ class RootfsImage:
     arch: str = arches.DEFAULT  # the harness.arch its programs are built for
 
 
-def recipe(spec: RootfsSpec, client_public_key: str, arch: arches.Arch = arches.X86_64) -> dict:
+def recipe(spec: RootfsSpec, client_public_key: str,
+           arch: arches.Arch = arches.get(arches.DEFAULT)) -> dict:
     """Everything that determines the image's content; its hash names the cache entry. The
-    Debian architecture is in it only when it is not amd64, so the images built before
-    arches keep their names (and the snapshots made on them)."""
+    Debian architecture is in it only for an arch named in keys (Arch.named_in_keys), so the
+    images built before arches keep their names (and the snapshots made on them)."""
     files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
              for p in sorted(FILES.iterdir()) if p.is_file() and p.name != "initramfs-init"}
     r = {"version": RECIPE_VERSION, "suite": spec.suite, "variant": spec.variant,
          "packages": sorted(set(REQUIRED_PACKAGES) | set(spec.packages)),
          "files": files, "authorized_key": client_public_key,
          "user": [UNPRIVILEGED_USER, UNPRIVILEGED_UID]}
-    if arch.debian != arches.X86_64.debian:
+    if arch.named_in_keys:
         r["architecture"] = arch.debian
     return r
 
@@ -130,7 +131,7 @@ def _make_image(root: Path, image: Path) -> None:
 
 
 def ensure(spec: RootfsSpec, mirror_for: Callable[[], Mirror], cache_root: Path,
-           client_public_key: str, arch: arches.Arch = arches.X86_64) -> RootfsImage:
+           client_public_key: str, arch: arches.Arch = arches.get(arches.DEFAULT)) -> RootfsImage:
     """The cached image for `spec` and `arch`, building it first if needed.
 
     `mirror_for` is called only when a build is needed, so a warm cache never touches the

@@ -116,6 +116,16 @@ class ConfigStamp:
                            json.dumps({"key": self.key, "config_sha256": sha}).encode())
 
 
+def check_arch(spec: KernelSpec, config_text: str) -> None:
+    """Refuse a configured .config of another arch than the kernel's (its Arch.kconfig unset):
+    a cross build's wrong tree, base or fragment, caught before the long make. (A native
+    make configures for the host's arch whatever it is given.)"""
+    want = arches.get(spec.arch).kconfig
+    if kconfig.values(config_text).get(want) != "y":
+        raise BuildError(f"kernels.{spec.name}: the configured .config is not an "
+                         f"{spec.arch} one (CONFIG_{want} is not set)")
+
+
 def _toolchain(a: arches.Arch) -> str:
     """The compiler and linker versions: Kconfig records them (CC_VERSION_TEXT) and tests
     their features, so a new toolchain must reconfigure."""
@@ -175,8 +185,8 @@ class Builder:
     def keys(self, spec: KernelSpec, src: BuildKernel) -> tuple[str, str]:
         """(config key, series key) of a build: what its caches are keyed by, with the tree."""
         base_id, _ = self.base_config(spec, src)
-        # The arch joins the key only when it is not the default: x86 keys stay as they were.
-        arch = () if spec.arch == arches.DEFAULT else (f"arch={spec.arch}",)
+        # The arch joins the key only if it is named in keys: x86 keys stay as they were.
+        arch = (f"arch={spec.arch}",) if arches.get(spec.arch).named_in_keys else ()
         config_key = _digest(base_id, *(o.line for o in self.fragments(src)), *arch,
                              str(RECIPE))
         return config_key, series.fingerprint(src.series) if src.series else "none"
@@ -223,13 +233,9 @@ class Builder:
         make_start = time.monotonic()
         self._configure(spec, source, work / "out", base_text, src.base, options, report,
                         config_key)
-        if spec.arch != arches.DEFAULT:
+        if not arches.is_native(arches.get(spec.arch)):
             # Checked before the long make: a wrong tree or fragment shows in seconds.
-            got = kconfig.values((work / "out" / ".config").read_text())
-            want = arches.get(spec.arch).kbuild.upper()
-            if got.get(want) != "y":
-                raise BuildError(f"kernels.{spec.name}: the configured .config is not an "
-                                 f"{spec.arch} one (CONFIG_{want} is not set)")
+            check_arch(spec, (work / "out" / ".config").read_text())
         self._make(spec, source, work / "out", report)
         cache.record(work / "out", outputs(work / "out", spec.arch))
         report.make_seconds = time.monotonic() - make_start

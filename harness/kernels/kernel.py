@@ -293,7 +293,7 @@ def _foreign_busybox(arc: archive.Archive, debian_arch: str, root: Path) -> Path
 def image_release(image: Path, a: arches.Arch) -> str:
     """The release of a kernel image: from a bzImage's setup header, or from the banner
     ("Linux version 7.2.13 ...") an uncompressed arm64 Image carries in its rodata."""
-    if a.name == arches.X86_64.name:
+    if a.release_in_header:
         return bzimage_release(image)
     data = image.read_bytes()
     m = re.search(rb"Linux version (\S+) \(", data)

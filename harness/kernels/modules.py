@@ -80,8 +80,8 @@ def build_root_recipe(spec: KernelSpec, k: BootableKernel) -> dict:
     r = {"version": BUILD_ROOT_VERSION, "suite": spec.source.suite, "release": k.release,
          "packages": sorted(["make", compiler_package(k),
                              f"linux-headers-{k.release}={k.package_version}"])}
-    if k.arch != arches.DEFAULT:  # only then: the x86 build roots keep their names
-        r["architecture"] = arches.get(k.arch).debian
+    if (a := arches.get(k.arch)).named_in_keys:  # else: the x86 build roots keep their names
+        r["architecture"] = a.debian
     return r
 
 

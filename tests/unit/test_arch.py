@@ -1,15 +1,18 @@
-"""Guest architectures: the arm64 guest's QEMU line, host tools, binfmt and rootfs recipe."""
+"""Guest architectures: every per-arch fact in an Arch record (and none elsewhere in
+harness/), the arm64 guest's QEMU line, host tools, binfmt and rootfs recipe."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from harness import arch, host
-from harness.config import RootfsSpec
-from harness.errors import HostError
+from harness import arch, host, paths
+from harness.config import BuildKernel, KernelSpec, RootfsSpec
+from harness.errors import BuildError, HostError
 from harness.guest import qemu, rootfs
+from harness.kernels import kbuild
 
 
 def spec(**kw: object) -> qemu.QemuSpec:
@@ -28,7 +31,7 @@ def test_an_arm64_guest_is_a_virt_machine_with_a_pl011_console_and_pci_virtio() 
     argv = qemu.command(spec())
     assert argv[0] == "qemu-system-aarch64"
     assert value_of(argv, "-machine") == ["virt"]
-    assert value_of(argv, "-cpu") == [qemu.TCG_CPU_ARM64]
+    assert value_of(argv, "-cpu") == [arch.ARM64.tcg_cpu]
     assert value_of(argv, "-append")[0].startswith("console=ttyAMA0,115200 root=/dev/vda ")
     assert value_of(argv, "-device") == ["virtio-net-pci,netdev=net0"]
     assert value_of(argv, "-serial") == ["stdio"] and "-no-reboot" in argv
@@ -38,7 +41,7 @@ def test_the_x86_line_is_unchanged_and_a_cpu_model_can_be_asked_for() -> None:
     argv = qemu.command(spec(arch="x86_64"))
     assert argv[0] == "qemu-system-x86_64" and value_of(argv, "-machine") == ["pc"]
     assert value_of(argv, "-cpu") == ["qemu64,-cx16"]
-    assert value_of(argv, "-append")[0].startswith(qemu.BASE_CMDLINE)
+    assert value_of(argv, "-append")[0].startswith("console=ttyS0,115200 root=/dev/vda ")
     assert value_of(qemu.command(spec(tcg_cpu="cortex-a72")), "-cpu") == ["cortex-a72"]
     assert value_of(qemu.command(spec(accel="kvm")), "-cpu") == ["host"]
 
@@ -89,19 +92,9 @@ def test_the_rootfs_recipe_is_per_arch_and_x86_keeps_its_old_hash() -> None:
     assert rootfs.recipe_hash(arm) != rootfs.recipe_hash(x86)
 
 
-def test_cpu_models_bench_parses_models_and_says_which_boots_were_not_clean() -> None:
-    from harness.commands import bench_cpu
-    assert bench_cpu.parse_models(None, "arm64") == bench_cpu.ARM64_MODELS
-    assert bench_cpu.parse_models("max,pauth-impdef=on; neoverse-n1", "arm64") == \
-        ("max,pauth-impdef=on", "neoverse-n1")
-    r = bench_cpu.ModelRuns("max", [30.0, 36.0, 41.0], ["run 4: WARNING at x"])
-    assert "median  36.00" in r.line() and "1 not clean: run 4: WARNING at x" in r.line()
-    assert "no clean boot" in bench_cpu.ModelRuns("cortex-a72").line()
-
-
 def test_arm64_tcg_default_boots_every_page_size() -> None:
     """cortex-a72 was as fast, but has no 16 KiB granule: arm64-16k kernels would not boot."""
-    assert qemu.TCG_CPUS["arm64"] == "neoverse-n1"
+    assert arch.ARM64.tcg_cpu == "neoverse-n1"
 
 
 def test_host_tools_come_from_the_arch_records() -> None:
@@ -113,3 +106,107 @@ def test_host_tools_come_from_the_arch_records() -> None:
         qemu_tool = host.Tool(a.qemu, a.qemu_package, f"runs the {a.name} guests")
         assert host.boot_tools(a) == (qemu_tool, host.OVERLAY_TOOL)
         assert host.rootfs_emulator(a).package == a.qemu_user_package
+
+
+# --- every per-arch fact is in arch.py ------------------------------------------------------
+
+def test_every_arch_carries_every_fact() -> None:
+    """Each field set, for each arch: a new field or arch cannot leave one out (the records
+    are built with keywords, so a missing one is a TypeError at import; an empty one here)."""
+    for a in arch.ARCHES.values():
+        for f in dataclasses.fields(arch.Arch):
+            value = getattr(a, f.name)
+            assert value is not None and value != "" and value != (), (a.name, f.name)
+        assert a.tcg_cpu and a.machine and a.tcg_cpu in a.tcg_cpu_models, a.name
+        assert a.ssh_ready_target_s > 0
+        assert a.image.endswith("Image") and a.image.startswith(f"arch/{a.kbuild}/")
+
+
+def test_what_tells_arches_apart_differs_between_them() -> None:
+    for name in ("name", "debian", "uname", "qemu", "machine", "console", "kconfig", "image",
+                 "image_magic", "cross_compile", "qemu_user"):
+        values = [getattr(a, name) for a in arch.ARCHES.values()]
+        assert len(set(values)) == len(values), name
+
+
+def test_only_the_default_arch_keeps_arch_less_cache_keys() -> None:
+    assert [a.name for a in arch.ARCHES.values() if not a.named_in_keys] == [arch.DEFAULT]
+
+
+@pytest.mark.parametrize("a", list(arch.ARCHES.values()), ids=list(arch.ARCHES))
+def test_an_image_is_told_by_its_arch_magic(tmp_path: Path, a: arch.Arch) -> None:
+    offset, magic = a.image_magic
+    image = tmp_path / "image"
+    image.write_bytes(bytes(offset) + magic + bytes(0x400))
+    assert arch.of_image(image) is a
+    image.write_bytes(bytes(0x400))
+    assert arch.of_image(image) is None
+
+
+@pytest.mark.parametrize("a", list(arch.ARCHES.values()), ids=list(arch.ARCHES))
+def test_the_qemu_line_reads_the_arch(a: arch.Arch) -> None:
+    argv = qemu.command(spec(arch=a.name))
+    assert argv[0] == a.qemu and value_of(argv, "-machine") == [a.machine]
+    assert value_of(argv, "-cpu") == [a.tcg_cpu] and qemu.TCG_CPUS[a.name] == a.tcg_cpu
+    assert value_of(argv, "-append")[0].startswith(f"console={a.console},115200 ")
+
+
+def test_a_build_refuses_a_config_of_another_arch() -> None:
+    src = BuildKernel(tree=Path("/t"), base="defconfig", fragments=(), series=())
+    kbuild.check_arch(KernelSpec("k", src), "CONFIG_X86=y\nCONFIG_X86_64=y\n")
+    kbuild.check_arch(KernelSpec("k", src, arch="arm64"), "CONFIG_ARM64=y\n")
+    with pytest.raises(BuildError, match="not an arm64 one .CONFIG_ARM64 is not set"):
+        kbuild.check_arch(KernelSpec("k", src, arch="arm64"), "CONFIG_X86=y\n")
+    with pytest.raises(BuildError, match="not an x86_64 one .CONFIG_X86 is not set"):
+        kbuild.check_arch(KernelSpec("k", src), "CONFIG_ARM64=y\n")
+
+
+# Modules that still name an arch, each with why; the move of each is pending elsewhere (issue
+# 32 §3): drop its line when it reads the Arch field named.
+NAMES_AN_ARCH = {
+    "config.py": "lab.yaml parsing: DebianSource.arch's default 'amd64' (Arch.debian of "
+                 "DEFAULT) and a `path` kernel's arch check (Arch.release_in_header)",
+    "kernels/trees.py": "a source package looked up in the 'amd64' index (the kernel's "
+                        "Arch.debian)",
+    "results/kcidb.py": "'x86_64' as the build's architecture (the kernel's arch, "
+                        "arch.DEFAULT when unknown)",
+    "commands/report.py": "newest_source quotes code from kernels of the default arch only",
+    "bench/boot.py": "ARCH_TARGETS (Arch.ssh_ready_target_s)",
+    "bench/cpu_models.py": "MODELS (Arch.tcg_cpu_models)",
+}
+
+
+def arch_branches(path: Path) -> list[str]:
+    """Where a module names an arch: a string that is an arch's name (lab, Debian or uname),
+    a record by name (arch.ARM64), or a comparison with the default arch."""
+    words = {w for a in arch.ARCHES.values() for w in (a.name, a.debian, a.uname)}
+    records = {n for n, v in vars(arch).items() if isinstance(v, arch.Arch)}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Constant) and node.value in words:
+            found.append(f"{path}:{node.lineno}: {node.value!r}")
+        elif isinstance(node, ast.Attribute) and node.attr in records:
+            found.append(f"{path}:{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Compare) and any(
+                isinstance(n, ast.Attribute) and n.attr == "DEFAULT"
+                for n in (node.left, *node.comparators)):
+            found.append(f"{path}:{node.lineno}: a comparison with DEFAULT")
+    return found
+
+
+def test_no_module_but_arch_py_names_an_arch() -> None:
+    """An `if arm64` outside harness/arch.py is a fact the Arch record lacks: add it there."""
+    root = paths.REPO / "harness"
+    found = [hit for p in sorted(root.rglob("*.py"))
+             if p.relative_to(root).as_posix() not in {"arch.py", *NAMES_AN_ARCH}
+             for hit in arch_branches(p)]
+    assert found == []
+
+
+def test_the_arch_branch_finder_finds_each_kind(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('"""Docs may say arm64."""\nfrom harness import arch as arches\n'
+                      'A = {"arm64": 1}\nB = arches.X86_64.qemu\n'
+                      'C = 1 if x == arches.DEFAULT else 2\nD = os.uname().machine == "aarch64"\n')
+    assert [h.split(": ", 1)[1] for h in arch_branches(module)] == \
+        ["'arm64'", ".X86_64", "a comparison with DEFAULT", "'aarch64'"]

@@ -6,8 +6,8 @@ from pathlib import Path
 from harness.guest import qemu
 
 
-def spec(**kw) -> qemu.QemuSpec:
-    base = dict(kernel=Path("/k/vmlinuz"), initramfs=Path("/k/initramfs.gz"), cmdline="quiet",
+def spec(**kw: object) -> qemu.QemuSpec:
+    base: dict = dict(kernel=Path("/k/vmlinuz"), initramfs=Path("/k/initramfs.gz"), cmdline="quiet",
                 cpus=2, memory_mb=1024, accel="tcg", tcg_threads="single",
                 root_disk=Path("/run/root.qcow2"), modules_disk=Path("/k/modules.ext4"),
                 ssh_port=2222, pidfile=Path("/run/qemu.pid"))
@@ -48,7 +48,7 @@ def test_disks_root_first_modules_read_only() -> None:
 
 def test_kernel_cmdline() -> None:
     append = value_of(qemu.command(spec()), "-append")[0]
-    assert append.startswith(qemu.BASE_CMDLINE) and append.endswith(" quiet")
+    assert append.startswith(qemu.base_cmdline()) and append.endswith(" quiet")
     assert "panic=-1" in append and "console=ttyS0" in append
 
 
