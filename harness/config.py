@@ -31,7 +31,7 @@ class DebianKernel:
     index of Debian architecture `arch` (the kernel's arch's: amd64, arm64)."""
     suite: str
     flavour: str
-    arch: str = "amd64"
+    arch: str = arches.get(arches.DEFAULT).debian
     version: str | None = None  # a Debian (7.2.12-1~bpo13+1) or upstream (7.2.12) version
 
 
@@ -401,9 +401,10 @@ def _kernel(r: YamlReader, name: str, value: Any) -> KernelSpec:
                                lambda v, k: r.string(str(v), k, _DEBIAN_VERSION,
                                                      "a Debian version"), None))
     else:
-        if arch != arches.DEFAULT:
-            raise r.fail(f"{key}.arch", "x86_64 for a `path` kernel (the lab reads a path "
-                         "kernel's release from a bzImage header; an arm64 Image has none)", arch)
+        if not arches.get(arch).release_in_header:
+            raise r.fail(f"{key}.arch", "an arch whose image header carries the release for a "
+                         "`path` kernel (" + ", ".join(a.name for a in arches.ARCHES.values()
+                                                       if a.release_in_header) + ")", arch)
         p = r.mapping(data["path"], f"{key}.path", {"image", "modules"}, {"image"})
         source = PathKernel(
             image=r.path(p["image"], f"{key}.path.image"),

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from debian.debian_support import Version
 
-from harness import cache, progress
+from harness import arch as arches, cache, progress
 from harness.debian import archive
 from harness.config import DebianSource
 from harness.errors import BuildError
@@ -87,7 +87,7 @@ def debian_tree(src: DebianSource, cache_root: Path, mirror_for: Callable[[], Mi
     m = mirror_for()
     arc = archive.Archive(m, src.suite)
     with progress.step(f"looking up {src.package} in {src.suite}"):
-        records = [r for r in arc.packages("main", "amd64", src.package) if r.name == src.package]
+        records = [r for r in arc.packages("main", arches.get(arches.DEFAULT).debian, src.package) if r.name == src.package]
     if src.version and records and not any(r.version == src.version for r in records):
         there = ", ".join(sorted({r.version for r in records}, key=Version))
         raise BuildError(f"no {src.package} {src.version} in {src.suite} on {m.url} (it has "

@@ -13,6 +13,8 @@ from datetime import datetime, timezone
 
 import kcidb_io
 
+from harness import arch as arches
+
 ORIGIN = "ringlab"
 # The KCIDB schema version the lab writes and validates against, pinned: kcidb-io's LATEST
 # moves with the package, and a document should not change shape under a pip upgrade.
@@ -64,7 +66,7 @@ def from_summary(summary: dict, started: float) -> dict:
                        "valid": True, "misc": {"kernel": summary.get("kernel"),
                                                "release": release}}],
         "builds": [{"id": build_id, "checkout_id": checkout_id, "origin": ORIGIN,
-                    "architecture": summary.get("arch") or "x86_64", "start_time": when,
+                    "architecture": summary.get("arch") or arches.DEFAULT, "start_time": when,
                     "status": "PASS",
                     "comment": f"{release} prepared for QEMU by ringlab"}],
         "tests": tests,
@@ -83,7 +85,7 @@ def failed_build(kernel: str, why: str, started: float) -> dict:
            "checkouts": [{"id": checkout_id, "origin": ORIGIN, "start_time": when,
                           "comment": kernel, "valid": True, "misc": {"kernel": kernel}}],
            "builds": [{"id": f"{ORIGIN}:{run}-build", "checkout_id": checkout_id,
-                       "origin": ORIGIN, "architecture": "x86_64", "start_time": when,
+                       "origin": ORIGIN, "architecture": arches.DEFAULT, "start_time": when,
                        "status": "FAIL", "comment": why[:4000]}]}
     SCHEMA.validate(doc)
     return doc

@@ -164,12 +164,6 @@ def test_a_build_refuses_a_config_of_another_arch() -> None:
 # Modules that still name an arch, each with why; the move of each is pending elsewhere (issue
 # 32 §3): drop its line when it reads the Arch field named.
 NAMES_AN_ARCH = {
-    "config.py": "lab.yaml parsing: DebianSource.arch's default 'amd64' (Arch.debian of "
-                 "DEFAULT) and a `path` kernel's arch check (Arch.release_in_header)",
-    "kernels/trees.py": "a source package looked up in the 'amd64' index (the kernel's "
-                        "Arch.debian)",
-    "results/kcidb.py": "'x86_64' as the build's architecture (the kernel's arch, "
-                        "arch.DEFAULT when unknown)",
     "commands/report.py": "newest_source quotes code from kernels of the default arch only",
     "bench/boot.py": "ARCH_TARGETS (Arch.ssh_ready_target_s)",
     "bench/cpu_models.py": "MODELS (Arch.tcg_cpu_models)",
