@@ -1,5 +1,5 @@
-"""`./lab bisect-step`: one step of a bisect on the commit checked out in a tree; usable by
-hand inside `git bisect run` (harness/commands/bisect.py runs it for `./lab bisect`)."""
+"""`./lab bisect-step`: one step of a bisect on the commit checked out in a tree
+(harness/bisect/step.py); `./lab bisect` runs it inside `git bisect run`, and so may a user."""
 from __future__ import annotations
 
 import argparse
@@ -8,8 +8,12 @@ import time
 from pathlib import Path
 
 from harness import config as lab_config
-from harness.commands import bisect, options
+from harness.bisect.step import StepRequest, run
+from harness.commands import options
 from harness.runs import run_folder
+
+OWN_LOGGING: bool = False
+HOST_TOOLS: tuple[str, ...] = ("build",)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,11 +34,10 @@ def main(args: argparse.Namespace) -> int:
     build, boot, run the selected tests; exit 0 good, 1 bad, 125 skip (build or boot
     failure), 255 abort. Usable by hand: git bisect run ./lab bisect-step --kernel NAME -k EXPR"""
     cfg, spec = options.config_and_kernel(args)
-    name = spec.name
     tree = Path(args.tree or os.getcwd()).resolve()
     out = run_folder.make(Path(args.report_dir) if args.report_dir else cfg.reports_dir
                           / time.strftime(f"%Y%m%d-%H%M%S-bisect-step-"
-                                          f"{lab_config.file_safe(name)}"))
+                                          f"{lab_config.file_safe(spec.name)}"))
     steps = Path(args.steps_log) if args.steps_log else out / "steps.jsonl"
-    return bisect.step(cfg, name, tree, args.k, args.on_build_failure, steps, out,
-                       args.pytest_args, args.on_boot_failure)
+    return run(StepRequest(cfg, spec, tree, args.k, steps, out, tuple(args.pytest_args),
+                           args.on_build_failure, args.on_boot_failure))

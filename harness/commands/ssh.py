@@ -1,19 +1,19 @@
-"""`./lab ssh`: a shell (or a command) in the guest of `./lab boot`, else a throw-away one."""
+"""`./lab ssh`: a shell (or a command) in the guest of `./lab boot`, else a throw-away one
+(harness/runs/interactive.py)."""
 from __future__ import annotations
 
 import argparse
 import logging
-import subprocess
-import sys
 
-from harness import config as lab_config, host
-from harness.commands import boot, options
-from harness.runs import run_folder
+from harness import host
+from harness.commands import options
+from harness.guest import kept
 from harness.resources import Lab
+from harness.runs import interactive
 
 log = logging.getLogger("ringlab")
-# A command in a throw-away guest: its output comes back when it ends (a shell, for longer work).
-COMMAND_TIMEOUT_S = 3600.0
+OWN_LOGGING: bool = False
+HOST_TOOLS: tuple[str, ...] = ()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,17 +28,7 @@ def main(args: argparse.Namespace) -> int:
     cfg, spec = options.config_and_kernel(args)
     lab = Lab(cfg)
     host.require(tuple(t for t in host.ALL_TOOLS if t.command == "ssh"))
-    if (booted := boot.running(lab)) is not None:  # detached or in another shell
-        return subprocess.call(boot.ssh_argv(lab, booted.port, booted.key, booted.host_key)
-                               + args.command)
+    if (booted := kept.running(lab.layout)) is not None:  # detached or in another shell
+        return interactive.shell(lab, booted, args.command)
     log.info("no guest from `./lab boot` is running; booting a throw-away one")
-    k = spec
-    console_log = lab.config.reports_dir / f"ssh-{lab_config.file_safe(k.name)}-console.log"
-    with lab.boot(k.name, console_log) as g:
-        if args.command:  # through the probe runner: no SSH handshake at all
-            status, out, err = g.runner.exec(" ".join(args.command), COMMAND_TIMEOUT_S)
-            sys.stdout.write(out)
-            sys.stderr.write(err)
-            return status
-        return subprocess.call(boot.ssh_argv(lab, g.record.ssh_port, str(g.plan.key.private),
-                                             g.plan.rootfs.host_key))
+    return interactive.throwaway(lab, spec, args.command)

@@ -1,9 +1,8 @@
-"""`./lab boot --detach` and `--stop` (harness/commands/boot.py) with a stand-in for the
-detached lab: the caller returns once the state file names its child, says why a boot failed,
-and --stop leaves no process, no folder and no state behind."""
+"""The guest `./lab boot` keeps up (harness/guest/kept.py), with a stand-in for the detached
+lab: the caller returns once the state file names its child, says why a boot failed, and
+--stop leaves no process, no folder and no state behind."""
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -12,13 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, config
-from harness.commands import boot
+from harness import cache, cli
+from harness.guest import kept
 from harness.errors import LabError
 from harness.guest import workdir
-from harness.resources import Lab
 
-REPO = Path(__file__).resolve().parents[3]
 
 # The detached lab, as far as its caller sees it: progress on its log, then the state file
 # (its pid, its guest's folder), then it waits to be stopped.
@@ -49,54 +46,47 @@ sys.exit(2)
 
 
 @pytest.fixture
-def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
-    monkeypatch.setenv("RINGLAB_CACHE", str(tmp_path / "cache"))
-    the_lab = Lab(config.load(REPO / "lab.yaml"))
-    yield the_lab
-    if (left := boot.read_state(the_lab)) is not None and left.lab().alive():
+def layout(tmp_path: Path) -> Iterator[cache.Layout]:
+    the_layout = cache.Layout(tmp_path / "cache")
+    yield the_layout
+    if (left := kept.read_state(the_layout)) is not None and left.lab().alive():
         os.kill(left.pid, 9)
 
 
-def args(*argv: str) -> argparse.Namespace:
-    return cli.build_parser(("boot",)).parse_args(["boot", *argv])
-
-
-def child(monkeypatch: pytest.MonkeyPatch, script: str, lab: Lab, root: Path) -> None:
+def child(script: str, layout: cache.Layout, root: Path) -> list[str]:
+    """The stand-in detached lab's command line."""
     root.mkdir(exist_ok=True)
-    monkeypatch.setattr(boot, "child_command", lambda a: [
-        sys.executable, "-c", script, str(boot.state_path(lab)), str(root)])
+    return [sys.executable, "-c", script, str(kept.state_path(layout)), str(root)]
 
 
 def test_detach_returns_once_up_and_stop_leaves_nothing(
-        lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        layout: cache.Layout, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    child(monkeypatch, UP, lab, tmp_path / "tmp")
-    assert boot.detach(args("--detach"), lab) == 0
+    argv = child(UP, layout, tmp_path / "tmp")
+    assert kept.detach(layout, argv) == 0
     out = capsys.readouterr()
     assert "guest trixie-cloud (6.12) up" in out.out and "booting the guest" in out.err
-    up = boot.running(lab)
+    up = kept.running(layout)
     assert up is not None and up.detached and Path(up.workdir).is_dir()
     with pytest.raises(LabError, match="a guest of ./lab boot is up already"):
-        boot.detach(args("--detach"), lab)
-    assert boot.stop(lab) == 0
+        kept.detach(layout, argv)
+    assert kept.stop(layout) == 0
     assert "stopped the guest trixie-cloud (6.12)" in capsys.readouterr().out
     assert not up.lab().alive() and not Path(up.workdir).exists()
-    assert not boot.state_path(lab).exists()
+    assert not kept.state_path(layout).exists()
     with pytest.raises(LabError, match="no guest of ./lab boot is up"):
-        boot.stop(lab)
+        kept.stop(layout)
 
 
-def test_a_detached_boot_that_fails_says_why(lab: Lab, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    child(monkeypatch, FAILS, lab, tmp_path / "tmp")
+def test_a_detached_boot_that_fails_says_why(layout: cache.Layout, tmp_path: Path) -> None:
     with pytest.raises(LabError) as e:
-        boot.detach(args("--detach"), lab)
+        kept.detach(layout, child(FAILS, layout, tmp_path / "tmp"))
     assert e.value.message == "the detached guest did not come up: guest boot failed " \
                               "(reached: init)"
-    assert str(boot.detached_log(lab)) in (e.value.hint or "")
+    assert str(kept.detached_log(layout)) in (e.value.hint or "")
 
 
-def test_a_state_left_by_a_killed_lab_is_not_running_and_stop_clears_it(lab: Lab,
+def test_a_state_left_by_a_killed_lab_is_not_running_and_stop_clears_it(layout: cache.Layout,
                                                                          tmp_path: Path) -> None:
     me = workdir.Process.of(os.getpid())
     assert me is not None
@@ -108,27 +98,21 @@ def test_a_state_left_by_a_killed_lab_is_not_running_and_stop_clears_it(lab: Lab
     state = dict(pid=me.pid, start=me.start - 1, port=1, key="k", host_key="h", kernel="k",
                  release="r", workdir=str(folder), qemu_pid=None, qemu_start=None,
                  detached=True, ssh="ssh", banner="up")
-    boot.state_path(lab).parent.mkdir(parents=True)
-    boot.state_path(lab).write_text(json.dumps(state))
-    assert boot.read_state(lab) is not None and boot.running(lab) is None  # a recycled pid
+    kept.state_path(layout).parent.mkdir(parents=True)
+    kept.state_path(layout).write_text(json.dumps(state))
+    assert kept.read_state(layout) is not None and kept.running(layout) is None  # a recycled pid
     with pytest.raises(LabError, match="no guest of ./lab boot is up"):
-        boot.stop(lab)
-    assert not boot.state_path(lab).exists() and not folder.exists()
+        kept.stop(layout)
+    assert not kept.state_path(layout).exists() and not folder.exists()
 
 
-def test_the_detached_lab_gets_the_options_typed() -> None:
-    typed = cli.build_parser(("boot",)).parse_args(
-        ["--lab-config", "x.yaml", "-v", "boot", "--detach", "--kernel",
-         "debian:sid/cloud-amd64", "--cmdline", "-x nokaslr", "--cpus", "2", "--gdb"])
-    argv = boot.child_command(typed)
+def test_the_detached_lab_is_given_the_options_again() -> None:
+    opts = kept.BootOptions(kernel="debian:sid/cloud-amd64", cpus=2, cmdline="-x nokaslr",
+                            gdb=True, lab_config="x.yaml", verbose=True)
+    argv = opts.detached_argv()
     assert argv[:3] == [sys.executable, "-m", "harness.cli"]
     again = cli.build_parser(("boot",)).parse_args(argv[3:])
     assert again.detached_child and not again.detach and again.lab_config == "x.yaml"
-    assert again.verbose and again.gdb and not again.symbols
+    assert again.verbose and again.gdb and not again.symbols and not again.refresh
     assert (again.kernel, again.cmdline, again.cpus) == ("debian:sid/cloud-amd64",
                                                           "-x nokaslr", 2)
-
-
-def test_stop_takes_no_boot_options(lab: Lab) -> None:
-    with pytest.raises(LabError, match="--stop takes no other option"):
-        boot.main(args("--stop", "--detach"))

@@ -1,0 +1,82 @@
+"""Mutants judged by the explorer (`./lab mutate --explore`): the unmutated kernel explored
+on every path the mutants' files serve, then each mutant on its own file's paths; a kill is a
+confirmed failure no known issue explains that the unmutated kernel's explore did not have."""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from harness.config import with_build
+from harness.errors import LabError
+from harness.explore import report
+from harness.explore.session import Explore, ExploreRequest
+from harness.kernels.mutants import Mutant
+from harness.mutate import build
+
+from harness.mutate.outcomes import KILLED, NOT_BOOTED, NOT_RUN, SURVIVED, Judged
+from harness.mutate.plan import Plan
+from harness.mutate.workspace import Workspace
+from harness.resources import Lab
+
+log = logging.getLogger(__name__)
+# The explorer's paths a kernel file serves.
+EXPLORE_PATHS = {"kernel/events/core.c": ("pinning", "perf-ring", "perf-aux"),
+                 "kernel/events/ring_buffer.c": ("perf-ring", "perf-aux"),
+                 "kernel/trace/ring_buffer.c": ("trace-mmap",),
+                 "kernel/trace/trace.c": ("trace-mmap",)}
+
+def paths_of(mutants: tuple[Mutant, ...]) -> tuple[str, ...]:
+    """The explorer's paths the mutants' files serve, each once, in order."""
+    return tuple(dict.fromkeys(p for m in mutants for p in EXPLORE_PATHS.get(m.file, ())))
+
+def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_dir: Path,
+              base_build_s: float) -> Judged:
+    paths = paths_of(plan.mutants)
+    log.info("mutate: exploring the unmutated kernel %s (%s, %.0f s each)", release,
+             ", ".join(paths), plan.explore_s)
+    base, base_run = explore(plan, ws.src, paths, base_dir, stop_at_new=False)
+    log.info("mutate: unmutated kernel: %d confirmed failure(s) no known issue explains: %s",
+             len(base), "; ".join(base.values()) or "none")
+    results = []
+    for i, m in enumerate(plan.mutants, 1):
+        r, run_dir = build.new_result(plan, m)
+        found: dict[str, str] = {}
+        with build.mutant_built(plan, ws, m, outs, r) as built:
+            if built:
+                try:
+                    found, run_s = explore(plan, ws.src, EXPLORE_PATHS.get(m.file, ()), run_dir)
+                    r.run_s = round(run_s, 1)
+                except LabError as e:
+                    r.outcome, r.why = NOT_BOOTED, e.message.splitlines()[0][:300]
+        new = [v for key, v in found.items() if key not in base]
+        if r.outcome == NOT_RUN:
+            r.outcome = KILLED if new else SURVIVED
+            r.killed_by, r.why = list(new), new[0] if new else ""
+        results.append(r)
+        log.info("mutant %d/%d %s: %s%s (build %.0f s, explore %.0f s)", i,
+                 len(plan.mutants), m.id, r.outcome.upper(), f": {r.why}" if r.why else "",
+                 r.build_s, r.run_s)
+    how = f"./lab explore {' '.join(paths)} --budget {plan.explore_s:g}s --seed 1"
+    return Judged(results, how, False, {"new confirmed failures": len(base)}, base_run,
+                  str(base_dir))
+
+def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path,
+            stop_at_new: bool = True) -> tuple[dict[str, str], float]:
+    """`./lab explore` of the kernel built from `tree` on `paths`: {failure key: what failed}
+    of its confirmed failures that no known issue explains, and the wall time."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lab = Lab(with_build(plan.cfg, plan.name, tree=tree))
+    run = Explore(lab, ExploreRequest(plan.name, paths, plan.explore_s or 60, seed=1,
+                                      stop_at_new=stop_at_new), out_dir,
+                  say=lambda line: log.debug("%s", line))
+    start = time.monotonic()
+    try:
+        run.run_all()
+    finally:
+        run.stop_guest()
+        # every failure, known or new, with its reproducers: why a mutant was judged so
+        report.write(out_dir, run.req, plan.name, run.kernel.release, run.results, False)
+    found = {f.key: f"{f.key}: {f.got}"[:200] for r in run.results
+             for f in r.failures.values() if f.confirmed and not f.known_issue}
+    return found, time.monotonic() - start

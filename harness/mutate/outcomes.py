@@ -1,0 +1,85 @@
+"""A mutant's outcome, judged from its child run against the unmutated kernel's. A kill is a
+test the mutant broke (harness/results/compare.py `broke`: a reliable verdict on the unmutated
+kernel, failing on the mutant) on a guest that booted."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.results import compare, matrix
+from harness.runs.child_run import ChildRun
+
+KILLED, SURVIVED, NOT_BUILT, NOT_BOOTED, NOT_RUN = (
+    "killed", "survived", "not built", "not booted", "not run")
+OUTCOMES = (KILLED, SURVIVED, NOT_BUILT, NOT_BOOTED, NOT_RUN)
+
+
+@dataclass
+class MutantResult:
+    """One row of the kill table."""
+    id: str
+    file: str
+    rule: str
+    outcome: str                                 # killed, survived, not built, ...
+    killed_by: list[str] = field(default_factory=list)
+    why: str = ""                                # first failure line, build error, ...
+    build_s: float = 0.0
+    run_s: float = 0.0
+    fixes_revert: str | None = None
+    report: str = ""                             # the mutant's ./lab run report folder
+    selftest_killers: list[str] | None = None    # with --selftests: the kernel's own that failed
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The mutants' rows and the unmutated kernel's line of the kill table."""
+    results: list[MutantResult]
+    selection: str | None          # what judged them: a -k expression, an explore command
+    whole_suite: bool
+    base_counts: dict[str, int]    # the unmutated kernel's outcome counts
+    base_run_s: float
+    base_report: str
+
+
+def _broken(baseline: ChildRun, child: ChildRun) -> list[str]:
+    """Tests the mutant broke (compare.broke), on a guest that booted."""
+    return [t for t in compare.broke(baseline.outcomes, child.outcomes)
+            if not child.without_guest(t)]
+
+
+def judge(baseline: ChildRun, child: ChildRun) -> tuple[str, list[str], str]:
+    """(outcome, killing tests, why) of a mutant's run against the unmutated run. A kill
+    needs a test the mutant broke (passed, xpassed or xfailed on the unmutated kernel, failed
+    here) for a reason other than a guest that did not boot. An xfail is a known kernel issue excusing
+    exactly its symptom; the same test failing means a check outside that symptom failed
+    (048 on 6.12.107: the known issue drops the refused first map's error, the mutant then
+    leaves resize disabled, and the test fails on that)."""
+    if child.summary is None:
+        return NOT_RUN, [], "the test run wrote no summary.json"
+    if child.not_run:  # the mutated kernel could not be prepared: nothing was judged
+        return NOT_RUN, [], f"not run: {child.not_run}"
+    if not child.summary.get("results"):  # the selection holds no test for this mutant
+        return SURVIVED, [], "no test of the selection ran"
+    killers = [t for t in _broken(baseline, child) if matrix.SELFTEST not in t]
+    if killers:
+        first = next(r for r in child.summary.get("results", [])
+                     if r["test"] == killers[0] and r["outcome"] != "rerun")
+        line = (first.get("reason") or "").strip().splitlines()
+        return KILLED, killers, f"{killers[0].split('::')[-1]}: {line[0] if line else ''}"
+    failed = compare.failing(child.outcomes)
+    if not child.booted or any(child.without_guest(t) for t in failed):
+        return NOT_BOOTED, [], "the guest did not boot"
+    return SURVIVED, [], ""
+
+
+def selftest_killers(baseline: ChildRun, child: ChildRun) -> list[str]:
+    """The kernel's own selftest cases that passed on the unmutated kernel and fail here."""
+    return [t for t in _broken(baseline, child) if matrix.SELFTEST in t]
+
+
+def totals(results: list[MutantResult]) -> dict:
+    """Counts per outcome and the kill rate over the mutants the suite could judge (built
+    and booted)."""
+    counts = {o: sum(r.outcome == o for r in results) for o in OUTCOMES}
+    judged = counts[KILLED] + counts[SURVIVED]
+    return {**counts, "judged": judged,
+            "kill_rate": round(counts[KILLED] / judged, 3) if judged else None}

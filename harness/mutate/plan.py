@@ -1,0 +1,34 @@
+"""What one `./lab mutate` is asked to do, as one record the run's stages share."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.config import KernelSpec, LabConfig
+from harness.kernels.mutants import Mutant
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one `./lab mutate` does. `cfg` holds `spec` (resolved once, by the verb)."""
+    cfg: LabConfig
+    spec: KernelSpec
+    mutants: tuple[Mutant, ...]
+    selection: str | None
+    pytest_args: tuple[str, ...]
+    report_dir: Path
+    # Every mutant on the same tests as the unmutated kernel, its Tests: header ignored: what
+    # a broken kernel costs the whole suite (issue 23 §3), not only which tests kill it.
+    whole_suite: bool = False
+    # Judge with `./lab explore` instead of the suite: this many seconds per path the
+    # mutant's file serves (by_explore.EXPLORE_PATHS), seed 1, stopping at the first failure
+    # no known issue explains; a kill is such a failure, confirmed on a fresh guest, that the
+    # unmutated kernel's explore did not have.
+    explore_s: float | None = None
+    # The kernel's own selftests too, every case on every mutant: a column of the kill table
+    # says whether they caught it; the kill rate stays ours.
+    selftests: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
