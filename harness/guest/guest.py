@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import arch as arches
 from harness.errors import (BootError, BootPanic, BootTimeout, GuestHang, KernelOops,
                             LabError, ModuleError, ProbeError, SSHError)
 from harness.guest import monitor, qemu, snapshot, workdir as guest_folders
@@ -49,7 +50,7 @@ class BootPlan:
     console_log_bytes: int = 16 * 2**20
     snapshots: Path | None = None  # where guest snapshots are kept; None: always boot
     qemu_version: str = ""  # part of the snapshot key
-    tcg_cpu: str | None = None  # another TCG CPU model than the arch's (qemu.TCG_CPUS)
+    tcg_cpu: str | None = None  # another TCG CPU model than the arch's (Arch.tcg_cpu)
     gdb_port: int | None = None  # QEMU's gdbstub on this loopback port (./lab boot --gdb)
 
 
@@ -377,8 +378,10 @@ def _spec(plan: BootPlan, workdir: Path, port: int, root_disk: Path, save: bool,
 def _accel_key(plan: BootPlan) -> str:
     """The accelerator and, under TCG, the CPU model: a stream saved on one model does not
     load on another. x86's default model adds nothing, so the keys saved before arches hold."""
-    cpu = plan.tcg_cpu or qemu.TCG_CPUS[plan.kernel.arch]
-    return plan.accel if plan.accel != "tcg" or cpu == qemu.TCG_CPU else f"tcg,cpu={cpu}"
+    a = arches.get(plan.kernel.arch)
+    cpu = plan.tcg_cpu or a.tcg_cpu
+    plain = cpu == a.tcg_cpu and not a.named_in_keys
+    return plan.accel if plan.accel != "tcg" or plain else f"tcg,cpu={cpu}"
 
 
 def snapshot_key(plan: BootPlan) -> snapshot.SnapshotKey:

@@ -13,10 +13,6 @@ QEMU = arches.get(arches.DEFAULT).qemu
 # panic=-1 plus -no-reboot makes a panic end QEMU at once; printk.devkmsg=on lets the harness
 # write test markers into the kernel log.
 COMMON_CMDLINE = "root=/dev/vda rw panic=-1 printk.devkmsg=on"
-# The TCG CPU model of each arch (the facts and why: Arch.tcg_cpu), by name, and the default
-# arch's, for guest.py's snapshot key.
-TCG_CPUS = {a.name: a.tcg_cpu for a in arches.ARCHES.values()}
-TCG_CPU = arches.get(arches.DEFAULT).tcg_cpu
 # The root disk's drive name: QEMU names -drive if=virtio without an id `virtio<index>`, and the
 # root disk is the first. A snapshot freezes it with blockdev-snapshot-sync.
 ROOT_DRIVE = "virtio0"
