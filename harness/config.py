@@ -194,6 +194,10 @@ class LabConfig:
                 "or a kernel source tree")
         return spec
 
+    def build_kernel_names(self) -> list[str]:
+        """The names of the `build` kernels (for an error that lists them)."""
+        return [n for n, s in self.kernels.items() if isinstance(s.source, BuildKernel)]
+
     def with_kernel(self, spec: KernelSpec) -> LabConfig:
         """This config with `spec` among its kernels under its own name: a look-up by that
         name then finds the resolved spec instead of resolving it again."""

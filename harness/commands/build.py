@@ -21,11 +21,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     bu.set_defaults(func=main)
 
 
-def build_kernels(cfg: lab_config.LabConfig) -> list[str]:
-    """The names of lab.yaml's `build` kernels, for an error that lists them."""
-    return [n for n, s in cfg.kernels.items() if isinstance(s.source, lab_config.BuildKernel)]
-
-
 def main(args: argparse.Namespace) -> int:
     """Build a `build` kernel (nothing happens if it is built already): its tree, series and
     config fragments; print the image, the release and any fragment option that did not
@@ -33,7 +28,7 @@ def main(args: argparse.Namespace) -> int:
     cfg, spec = options.config_and_kernel(args)
     if not isinstance(spec.source, lab_config.BuildKernel):
         raise LabError(f"kernel {spec.name} is not a `build` kernel of {cfg.path}; the build "
-                       f"kernels are: {', '.join(build_kernels(cfg)) or 'none'}")
+                       f"kernels are: {', '.join(cfg.build_kernel_names()) or 'none'}")
     k, report = Lab(cfg).builder().prepare(spec, spec.source)
     print(f"{spec.name}: {k.release}: {k.vmlinuz}")
     print(f"  {'cached (nothing changed)' if report.cached else f'built in {report.seconds:.0f} s'}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands import build, options
+from harness.commands import options
 from harness.runs import run_folder
 from harness.config import BuildKernel, PathKernel
 from harness.errors import LabError
@@ -39,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
         if not (isinstance(src, BuildKernel) or isinstance(src, PathKernel) and src.build_dir):
             raise LabError(f"--kernel {spec.name}: not a `build` kernel or a make O= folder, so "
                            f"there is no vmlinux to decode with; the build kernels of "
-                           f"{cfg.path} are: {', '.join(build.build_kernels(cfg)) or 'none'}")
+                           f"{cfg.path} are: {', '.join(cfg.build_kernel_names()) or 'none'}")
         k = Lab(cfg).kernel(spec.name)
         found = decode.with_decoded(found, decode.decoder_for(k), limit=len(found))
     for i, s in enumerate(found, 1):
