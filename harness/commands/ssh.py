@@ -19,7 +19,9 @@ HOST_TOOLS: tuple[str, ...] = ()
 def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("ssh", help="a shell in the booted guest", description=main.__doc__)
     options.kernel(s, "the kernel of a throw-away guest when none is booted")
-    s.add_argument("command", nargs="*", help="command to run instead of a shell")
+    # Not dest "command": that is the verb's own (cli.py's subparsers), which it would overwrite.
+    s.add_argument("guest_command", metavar="command", nargs="*",
+                   help="command to run instead of a shell")
     s.set_defaults(func=main)
 
 
@@ -29,6 +31,6 @@ def main(args: argparse.Namespace) -> int:
     lab = Lab(cfg)
     host.require(tuple(t for t in host.ALL_TOOLS if t.command == "ssh"))
     if (booted := kept.running(lab.layout)) is not None:  # detached or in another shell
-        return interactive.shell(lab, booted, args.command)
+        return interactive.shell(lab, booted, args.guest_command)
     log.info("no guest from `./lab boot` is running; booting a throw-away one")
-    return interactive.throwaway(lab, spec, args.command)
+    return interactive.throwaway(lab, spec, args.guest_command)

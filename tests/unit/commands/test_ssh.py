@@ -12,7 +12,7 @@ from harness.paths import REPO
 def test_ssh_parses_and_dispatches_to_main() -> None:
     args = cli.build_parser(("ssh",)).parse_args(["ssh", "--kernel", "k", "--", "uname", "-r"])
     assert args.func is ssh.main
-    assert (args.kernel, args.command) == ("k", ["uname", "-r"])
+    assert (args.command, args.kernel, args.guest_command) == ("ssh", "k", ["uname", "-r"])
 
 
 def test_the_ssh_verb_does_not_import_the_boot_verb() -> None:
