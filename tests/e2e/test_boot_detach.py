@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands import boot
-from harness.guest import workdir
+from harness.guest import kept, workdir
 from harness.resources import Lab
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,11 +34,11 @@ def guest_folders(tmp: Path) -> set[Path]:
 def env(make_lab_yaml, lab: Lab):
     """The environment of a `./lab` this test starts; one `./lab boot` guest is up at a time
     on a cache (its state file), so a developer's is not stopped by this test."""
-    if (up := boot.running(lab)) is not None:
+    if (up := kept.running(lab.layout)) is not None:
         pytest.skip(f"a guest of ./lab boot is up on this host (lab pid {up.pid})")
     e = dict(os.environ, RINGLAB_CONFIG=str(make_lab_yaml()))
     yield e
-    if (left := boot.running(lab)) is not None and left.detached:
+    if (left := kept.running(lab.layout)) is not None and left.detached:
         lab_cli(e, "boot", "--stop")
 
 

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from harness import cache
-from harness.commands import mutate
 from harness.kernels import trees
+from harness.mutate.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[2]
 # The shipped src-6.12-min's source, version pin included: the mutant catalog is made against it.
@@ -182,7 +182,7 @@ def test_mutate_kills_a_mutant_and_names_a_survivor_and_one_that_does_not_build(
     # The copy mutants were applied to is the tree again, links and mtimes.
     tree = _tree()
     # (its own workspace: the cache may hold others', one of them mid-mutant)
-    copy = mutate.Workspace(tree, cache.cache_root()).src
+    copy = Workspace(tree, cache.cache_root()).src
     for rel in ("kernel/events/core.c",):
         assert (copy / rel).stat().st_ino == (tree / rel).stat().st_ino
     # A bound against a runaway (a cold cache pays one full build in the mutate tree), not a
@@ -194,10 +194,9 @@ def test_every_shipped_mutant_applies_to_the_debian_tree() -> None:
     """The catalog against the tree the tier's builds unpacked (a mutant that no longer
     applies would only show as an error in the middle of a ./lab mutate). A mutant whose code
     is newer than the tree (Since:) is left out by name, as ./lab mutate does."""
-    from harness.commands import mutate
     from harness.kernels import mutants
     tree = _tree()
-    kept, newer = mutants.since_split(mutate.catalog(), tree)
+    kept, newer = mutants.since_split(mutants.catalog(), tree)
     assert len(kept) >= 45 and all("(Since:)" in line for line in newer)
     for m in mutants.for_tree_all(kept, tree):
         p = subprocess.run(["git", "apply", "--check", "-"], input=m.text, cwd=tree,
