@@ -198,7 +198,7 @@ def test_a_cluster_whose_workers_are_all_gone_ends_the_nightly(tmp_path: Path) -
     run once the cluster has had no worker for nightly.no_worker_timeout_s (here 3 s)."""
     from distributed import Client, LocalCluster
 
-    from harness.commands import nightly
+    from harness.nightly import cell, cluster
 
     with LocalCluster(n_workers=1, processes=False, threads_per_worker=1,
                       dashboard_address=None) as cluster, Client(cluster) as client:
@@ -206,9 +206,9 @@ def test_a_cluster_whose_workers_are_all_gone_ends_the_nightly(tmp_path: Path) -
         client.wait_for_workers(1, timeout=30)
         start = time.monotonic()
         cluster.scale(0)
-        results = nightly.collect(client, {fut: "k"}, tmp_path, limit_s=3, tick_s=0.5)
+        results = cluster.collect(client, {fut: "k"}, tmp_path, limit_s=3, tick_s=0.5)
         waited = time.monotonic() - start
-    assert [(r.name, r.status) for r in results] == [("k", nightly.ERROR)]
+    assert [(r.name, r.status) for r in results] == [("k", cell.ERROR)]
     assert results[0].why == "not run: the Dask cluster had no worker for 3 s"
-    assert json.loads((tmp_path / "k" / "cell.json").read_text())["status"] == nightly.ERROR
+    assert json.loads((tmp_path / "k" / "cell.json").read_text())["status"] == cell.ERROR
     assert waited < 60, f"the nightly waited {waited:.0f} s for a worker"
