@@ -203,8 +203,12 @@ def test_a_cells_explore_is_judged_by_its_exit(tmp_path: Path, monkeypatch: pyte
 
 def test_explore_is_given_the_lab_yaml_name_or_says_why_not(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ran: list[RunRequest]) -> None:
-    calls = []
-    monkeypatch.setattr(cell.subprocess, "call", lambda argv, **kw: calls.append(argv) or 1)
+    calls: list[list[str]] = []
+
+    def call(argv: list[str], **kw: object) -> int:
+        calls.append(argv)
+        return 1
+    monkeypatch.setattr(cell.subprocess, "call", call)
     cfg = load(tmp_path, "nightly: {kernels: [deb, src], variants: {v: [b.config]}}\n")
     explore = config.NightlyExplore(60)
     failed = cell.run_cell(task_of(cfg, "deb", explore=explore, explore_kernel="deb", seed=7))
