@@ -6,7 +6,7 @@ patched), each bisect step, each mutant, each nightly cell and the benches. One 
 that command line, so a flag the child needs is added once and the children never drift apart;
 and one reader (`read`, `ChildRun`) answers what the child's folder says: each test's final
 outcome, the failing tests, those that failed for want of a guest, "not run: why" (summary.json
-is {"not_run": why} when the kernel could not be prepared: harness/commands/run.py), and so
+is {"not_run": why} when the kernel could not be prepared: harness/runs/suite.py), and so
 whether the guest failed to boot or tests failed (`ChildRun.classify`).
 """
 from __future__ import annotations
