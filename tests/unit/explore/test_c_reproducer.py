@@ -17,6 +17,8 @@ from harness import paths
 from harness.explore import c_reproducer, reproducer
 from harness.findings import repro
 
+from .conftest import STEPS, expectations, failure, model_ops, same_as_kept
+
 KEPT = sorted(paths.EXPLORE_KEPT.glob("*--*.json"))
 
 
@@ -121,3 +123,41 @@ def test_the_program_of_a_kept_failure_compiles(kept: Path, tmp_path: Path) -> N
     p = subprocess.run(["gcc", "-fsyntax-only", "-Wall", "-Werror", str(source)],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr[-2000:]
+
+
+# --- the text of every operation, byte for byte as before (see tests/unit/explore/conftest.py)
+
+def rendered_c_steps(path: str) -> str:
+    """Each step alone, judged with a VmPin check and without, the AUX areas found through
+    the mappings made before them (as program() finds them)."""
+    out: list[str] = []
+    mfd: dict[int, tuple[int, bool]] = {}
+    for k, e in enumerate(expectations(STEPS[path])):
+        for pin in (e["vm_pin_kb"] or 8, None):
+            out += [f"// {e['step']} allowed={e['allowed']} pin={pin}",
+                    *c_reproducer._c_step(k, e["step"], e["allowed"], pin, path, mfd), ""]
+    return "\n".join(out + [f"// mfd {sorted(mfd.items())}"])
+
+
+@pytest.mark.parametrize("path", ["pinning", "trace-mmap"])
+def test_the_cases_use_every_operation_the_model_knows(path: str) -> None:
+    assert model_ops(path) == {s["op"] for s in STEPS[path]}
+
+
+@pytest.mark.parametrize("path", ["pinning", "trace-mmap"])
+def test_every_operation_renders_as_it_did(path: str) -> None:
+    same_as_kept(f"c-steps-{path}.txt", rendered_c_steps(path))
+
+
+@pytest.mark.parametrize("path, who", [("pinning", "user"), ("pinning", "user+ipc_lock"),
+                                       ("trace-mmap", "user")])
+def test_a_whole_program_of_every_operation_renders_as_it_did(path: str, who: str,
+                                                              tmp_path: Path) -> None:
+    f = failure(path, who)
+    text = c_reproducer.program(f, f"every operation of {path}", expectations(f.steps))
+    same_as_kept(f"repro-{path}-{who}.c", text)
+    if shutil.which("gcc"):
+        (tmp_path / "repro.c").write_text(text)
+        p = subprocess.run(["gcc", "-fsyntax-only", "-Wall", "-Werror", str(tmp_path / "repro.c")],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr[-2000:]

@@ -1,0 +1,94 @@
+"""harness/explore/reproducer.py: a failure's shortest sequence as a stdlib Python script.
+A characterisation test first: every operation the explorer's models know (each `op_`
+method of probes/explore_perf.py and probes/explore_trace.py), in every form its arguments
+select, rendered as one step, as a whole script per path and as two actors' threads, must
+give the text kept in tests/unit/data/explore-repro/ byte for byte, so the generator can be
+reshaped without a reproducer changing. Then the parts a reader checks by eye: an unknown
+operation is refused by name, references name their slots, a step is judged or only said.
+
+The kept text was made by the generator as it was before its operations became a table;
+`RINGLAB_REGEN_REPRO=1` rewrites it (only for a change meant to alter the reproducers)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.explore import reproducer
+
+from .conftest import (PERF_STEPS, STEPS, expectations, failure, model_ops, same_as_kept,
+                       step as _s)
+
+
+def rendered_steps(path: str) -> str:
+    """Each step alone: judged with its VmPin, judged without, and only said (an actor's)."""
+    out = []
+    for k, e in enumerate(expectations(STEPS[path])):
+        for allowed, pin in ((e["allowed"], e["vm_pin_kb"] or 8), (e["allowed"], None),
+                             (None, None)):
+            out += [f"# {e['step']} allowed={allowed} pin={pin}",
+                    *reproducer._py_step(k, e["step"], allowed, pin, path), ""]
+    return "\n".join(out)
+
+
+def rendered_script(path: str, who: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setattr(reproducer, "expectations", lambda f: expectations(f.steps))
+    return reproducer.python_script(failure(path, who), f"every operation of {path}")
+
+
+def two_actors() -> SimpleNamespace:
+    steps = [dict(s, actor=0) for s in PERF_STEPS[:4]] + \
+        [dict(s, id=1000 + s["id"], actor=1) for s in PERF_STEPS[:1]] + \
+        [dict(_s(1003, "mmap", "@1000", 3, "rw", "shared"), actor=1),
+         dict(_s(1004, "munmap", "@1003"), actor=1)]
+    return failure("pinning", steps=steps)
+
+
+@pytest.mark.parametrize("path", ["pinning", "trace-mmap"])
+def test_the_cases_use_every_operation_the_model_knows(path: str) -> None:
+    assert model_ops(path) == {s["op"] for s in STEPS[path]}
+
+
+@pytest.mark.parametrize("path", ["pinning", "trace-mmap"])
+def test_every_operation_renders_as_it_did(path: str) -> None:
+    same_as_kept(f"py-steps-{path}.txt", rendered_steps(path))
+
+
+@pytest.mark.parametrize("path, who", [("pinning", "user"), ("pinning", "user+ipc_lock"),
+                                       ("trace-mmap", "user")])
+def test_a_whole_script_of_every_operation_renders_as_it_did(
+        path: str, who: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    text = rendered_script(path, who, monkeypatch)
+    same_as_kept(f"repro-{path}-{who}.py", text)
+    (tmp_path / "repro.py").write_text(text)
+    subprocess.run([sys.executable, "-m", "py_compile", str(tmp_path / "repro.py")],
+                   check=True)
+
+
+def test_two_actors_render_as_they_did() -> None:
+    same_as_kept("repro-two-actors.py", reproducer.python_script(two_actors(), "two actors"))
+
+
+def test_an_unknown_operation_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="no reproducer for the operation 'teleport'"):
+        reproducer._py_step(0, _s(0, "teleport"), ["ok"], None, "pinning")
+
+
+def test_a_judged_step_is_wrapped_and_checked() -> None:
+    lines = reproducer._py_step(2, _s(4, "fork"), ["ok"], 12, "pinning")
+    assert lines == ["try:", "    got = fork()", "except OSError as e:",
+                     "    got = errno.errorcode[e.errno]",
+                     "except KeyError:   # made by a step that failed",
+                     "    got = 'no such object'", "step(2, 'fork', got, ['ok'])",
+                     "if vm_pin_kb() != 12:",
+                     "    print(f'step 2: VmPin {vm_pin_kb()} kB, the charge model says 12"
+                     "   FAIL')", "    failed.append(2)"]
+
+
+def test_an_actors_step_is_only_said() -> None:
+    lines = reproducer._py_step(1, dict(_s(7, "close", "@3"), actor=1), None, None, "pinning")
+    assert lines[1] == "    os.close(fd.pop(3))"
+    assert lines[-1] == "print(f'actor 1 step 1: close @3 -> {got}')"
