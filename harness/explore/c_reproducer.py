@@ -3,11 +3,36 @@ repro.c`, exits KSFT_PASS (0), KSFT_FAIL (1) or KSFT_SKIP (4), prints a TAP-like
 call. The same calls as repro.py (harness/explore/reproducer.py), the same judgement."""
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 # The instance file a trace-mmap step writes (both reproducers use it).
 TRACEFS_FILE = {"resize": "buffer_size_kb", "subbuf": "buffer_subbuf_size_kb",
                 "snapshot": "snapshot"}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One explorer step as both generators read it: each operation's code is written from
+    this alone (plus, in C, the data mappings made so far), so the per-operation functions
+    share one way of naming a step's slot, its references and its printed form."""
+    op: str
+    args: list
+    id: int
+    trace: bool     # a trace-mmap step: open and mmap are of trace_pipe_raw, not perf
+
+    @classmethod
+    def of(cls, step: dict, path: str) -> Step:
+        return cls(step["op"], step.get("args", []), step["id"], path == "trace-mmap")
+
+    def ref(self, k: int = 0) -> int:
+        """The step id an "@N" argument names (the fd or mapping slot it made)."""
+        return int(str(self.args[k])[1:])
+
+    @property
+    def what(self) -> str:
+        """The step as printed beside its result: "mmap @0 9 rw shared"."""
+        return f"{self.op} {' '.join(map(str, self.args))}".strip()
 
 _HEAD = r'''// SPDX-License-Identifier: GPL-2.0
 /*
@@ -333,112 +358,168 @@ _TAIL = r'''
 '''
 
 
+# --- each operation's C, one function per operation -----------------------------------------
+
+# The data mappings made so far: mapping slot -> (its event's slot, writable). An AUX area is
+# placed after its event's writable one, so mmap records them as it goes.
+Mfd = dict[int, tuple[int, bool]]
+
+_PROT = {"rw": "PROT_READ | PROT_WRITE", "rx": "PROT_READ | PROT_EXEC"}
+_MADVICE = {"dofork": "MADV_DOFORK", "dontfork": "MADV_DONTFORK", "dontdump": "MADV_DONTDUMP",
+            "wipeonfork": "MADV_WIPEONFORK"}
+
+
+def _open(s: Step, mfd: Mfd) -> list[str]:
+    i, a = s.id, s.args
+    if not s.trace:
+        return [f'fd[{i}] = open_event("{a[0]}");', f'got = res(fd[{i}] >= 0);']
+    mode = "O_RDWR" if a[1:] == ["rw"] else "O_RDONLY"
+    return [f'snprintf(path, sizeof(path), "%s/per_cpu/cpu{a[0]}/trace_pipe_raw", inst);',
+            f"fd[{i}] = open(path, {mode} | O_NONBLOCK);", f"got = res(fd[{i}] >= 0);"]
+
+
+def _pause(s: Step, mfd: Mfd) -> list[str]:
+    return [f"got = res(ioctl(fd[{s.ref()}], PERF_EVENT_IOC_PAUSE_OUTPUT, {s.args[1]}) == 0);"]
+
+
+def _ioctl(s: Step, mfd: Mfd) -> list[str]:
+    return [f"got = res(ioctl(fd[{s.ref()}], _IO('R', 0x21)) == 0);\t/* no such ioctl */"]
+
+
+def _poke(s: Step, mfd: Mfd) -> list[str]:
+    return ['j = open("/dev/zero", O_RDONLY);\t/* a zero byte stored by the kernel */',
+            f"got = res(read(j, addr[{s.ref()}] + {s.args[1]} * page + 512, 1) == 1);",
+            "close(j);"]
+
+
+def _mprotect(s: Step, mfd: Mfd) -> list[str]:
+    r = s.ref()
+    return [f"got = res(mprotect(addr[{r}], len[{r}], PROT_READ | PROT_WRITE) == 0);"]
+
+
+def _close(s: Step, mfd: Mfd) -> list[str]:
+    return [f"close(fd[{s.ref()}]);", f"fd[{s.ref()}] = 0;", 'got = "ok";']
+
+
+def _mmap(s: Step, mfd: Mfd) -> list[str]:
+    i, a = s.id, s.args
+    prot = _PROT.get(a[2], "PROT_READ")
+    flags = "MAP_SHARED" if a[3] == "shared" else "MAP_PRIVATE"
+    size = f"{a[1]} * page" if not s.trace else "page"
+    offset = "page" if s.trace and a[1] == "off" else "0"
+    lines = [f"a = mmap(NULL, {size}, {prot}, {flags}, fd[{s.ref()}], {offset});",
+             "got = res(a != MAP_FAILED);",
+             f"if (a != MAP_FAILED) {{ addr[{i}] = a; len[{i}] = {size}; }}"]
+    if s.trace and a[1] in ("all", "past"):
+        lines += _whole_trace_buffer(s, prot, flags)
+    if not s.trace:
+        mfd[i] = (s.ref(), a[2] == "rw")
+    return lines
+
+
+def _whole_trace_buffer(s: Step, prot: str, flags: str) -> list[str]:
+    """The meta page read for the buffer's size, then the whole buffer (one sub-buffer past
+    it for "past") mapped in its place."""
+    i, more = s.id, " + 1" if s.args[1] == "past" else ""
+    return ["if (a != MAP_FAILED) {",
+            "\tmemcpy(meta, a, sizeof(meta));\t/* meta_page_size, -, subbuf_size, "
+            "nr_subbufs */",
+            f"\tlen[{i}] = meta[0] + (size_t)(meta[3]{more}) * meta[2];",
+            f"\taddr[{i}] = mmap(NULL, len[{i}], {prot}, {flags}, fd[{s.ref()}], 0);",
+            "\tmunmap(a, page);",
+            f"\tgot = res(addr[{i}] != MAP_FAILED);",
+            f"\tif (addr[{i}] == MAP_FAILED) addr[{i}] = NULL;", "}"]
+
+
+def _aux(s: Step, mfd: Mfd) -> list[str]:
+    i, d, pages = s.id, s.ref(), s.args[1]
+    data = next(k for k, v in mfd.items() if v == (d, True))
+    return [f"((struct perf_event_mmap_page *)addr[{data}])->aux_offset = len[{data}];",
+            f"((struct perf_event_mmap_page *)addr[{data}])->aux_size = {pages} * page;",
+            f"a = mmap(NULL, {pages} * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd[{d}], "
+            f"len[{data}]);", "got = res(a != MAP_FAILED);",
+            f"if (a != MAP_FAILED) {{ addr[{i}] = a; len[{i}] = {pages} * page; }}"]
+
+
+def _munmap(s: Step, mfd: Mfd) -> list[str]:
+    r = s.ref()
+    return [f"got = res(munmap(addr[{r}], len[{r}]) == 0);",
+            f'if (!strcmp(got, "ok")) addr[{r}] = NULL;']
+
+
+def _munmap_part(s: Step, mfd: Mfd) -> list[str]:
+    r = s.ref()
+    return [f"got = res(munmap(addr[{r}] + len[{r}] - page, page) == 0);"]
+
+
+def _mremap(s: Step, mfd: Mfd) -> list[str]:
+    r, how = s.ref(), s.args[1]
+    if how == "move":
+        return [f"spot = mmap(NULL, len[{r}], PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);",
+                f"a = mremap(addr[{r}], len[{r}], len[{r}], MREMAP_MAYMOVE | MREMAP_FIXED, "
+                "spot);", "got = res(a != MAP_FAILED);",
+                f"if (a != MAP_FAILED) addr[{r}] = a;"]
+    size = {"grow": f"len[{r}] + page", "shrink": f"len[{r}] - page",
+            "dontunmap": f"len[{r}]"}[how]
+    flags = "MREMAP_MAYMOVE | MREMAP_DONTUNMAP" if how == "dontunmap" else "0"
+    return [f"a = mremap(addr[{r}], len[{r}], {size}, {flags});", "got = res(a != MAP_FAILED);"]
+
+
+def _madvise(s: Step, mfd: Mfd) -> list[str]:
+    r = s.ref()
+    return [f"got = res(madvise(addr[{r}], len[{r}], {_MADVICE[s.args[1]]}) == 0);"]
+
+
+def _fork(s: Step, mfd: Mfd) -> list[str]:
+    return ["got = forked();"]
+
+
+def _fire(s: Step, mfd: Mfd) -> list[str]:
+    return [f"for (i = 0; i < {s.args[0]}; i++) getppid();", 'got = "ok";']
+
+
+def _consume(s: Step, mfd: Mfd) -> list[str]:
+    r = s.ref()
+    return [f"((struct perf_event_mmap_page *)addr[{r}])->data_tail = "
+            f"((struct perf_event_mmap_page *)addr[{r}])->data_head;", 'got = "ok";']
+
+
+def _get_reader(s: Step, mfd: Mfd) -> list[str]:
+    return [f"got = res(ioctl(fd[{s.ref()}], TRACE_MMAP_IOCTL_GET_READER) == 0);"]
+
+
+def _write(s: Step, mfd: Mfd) -> list[str]:
+    return [f'for (j = 0; j < {s.args[0]}; j++) got = tw("trace_marker", "ringlab\\n");']
+
+
+def _tracefs(s: Step, mfd: Mfd) -> list[str]:
+    return [f'got = tw("{TRACEFS_FILE[s.op]}", "{s.args[0]}\\n");']
+
+
+_C_OPS: dict[str, Callable[[Step, Mfd], list[str]]] = {
+    "open": _open, "pause": _pause, "ioctl": _ioctl, "poke": _poke, "mprotect": _mprotect,
+    "close": _close, "mmap": _mmap, "aux": _aux, "munmap": _munmap,
+    "munmap-part": _munmap_part, "mremap": _mremap, "madvise": _madvise, "fork": _fork,
+    "fire": _fire, "consume": _consume, "get-reader": _get_reader, "write": _write,
+    **{op: _tracefs for op in TRACEFS_FILE}}
+
+
 def _c_step(n: int, step: dict, allowed: list[str], pin: int | None, path: str,
-            mfd: dict[int, tuple[int, bool]]) -> list[str]:
-    op, a, i = step["op"], step.get("args", []), step["id"]
-    ref = (lambda x: int(str(x)[1:]))
-    what = f"{op} {' '.join(map(str, a))}".strip()
-    L: list[str] = []
-    trace = path == "trace-mmap"
-    if op == "open" and not trace:
-        L += [f'fd[{i}] = open_event("{a[0]}");', f'got = res(fd[{i}] >= 0);']
-    elif op == "open":
-        mode = "O_RDWR" if a[1:] == ["rw"] else "O_RDONLY"
-        L += [f'snprintf(path, sizeof(path), "%s/per_cpu/cpu{a[0]}/trace_pipe_raw", inst);',
-              f"fd[{i}] = open(path, {mode} | O_NONBLOCK);", f"got = res(fd[{i}] >= 0);"]
-    elif op == "pause":
-        L += [f"got = res(ioctl(fd[{ref(a[0])}], PERF_EVENT_IOC_PAUSE_OUTPUT, {a[1]}) == 0);"]
-    elif op == "ioctl":
-        L += [f"got = res(ioctl(fd[{ref(a[0])}], _IO('R', 0x21)) == 0);\t/* no such ioctl */"]
-    elif op == "poke":
-        r = ref(a[0])
-        L += ['j = open("/dev/zero", O_RDONLY);\t/* a zero byte stored by the kernel */',
-              f"got = res(read(j, addr[{r}] + {a[1]} * page + 512, 1) == 1);", "close(j);"]
-    elif op == "mprotect":
-        r = ref(a[0])
-        L += [f"got = res(mprotect(addr[{r}], len[{r}], PROT_READ | PROT_WRITE) == 0);"]
-    elif op == "close":
-        L += [f"close(fd[{ref(a[0])}]);", f"fd[{ref(a[0])}] = 0;", 'got = "ok";']
-    elif op == "mmap":
-        prot = {"rw": "PROT_READ | PROT_WRITE", "rx": "PROT_READ | PROT_EXEC"}.get(
-            a[2], "PROT_READ")
-        flags = "MAP_SHARED" if a[3] == "shared" else "MAP_PRIVATE"
-        size = f"{a[1]} * page" if not trace else "page"
-        offset = "page" if trace and a[1] == "off" else "0"
-        L += [f"a = mmap(NULL, {size}, {prot}, {flags}, fd[{ref(a[0])}], {offset});",
-              "got = res(a != MAP_FAILED);",
-              f"if (a != MAP_FAILED) {{ addr[{i}] = a; len[{i}] = {size}; }}"]
-        if trace and a[1] in ("all", "past"):
-            more = " + 1" if a[1] == "past" else ""
-            L += ["if (a != MAP_FAILED) {",
-                  "\tmemcpy(meta, a, sizeof(meta));\t/* meta_page_size, -, subbuf_size, "
-                  "nr_subbufs */",
-                  f"\tlen[{i}] = meta[0] + (size_t)(meta[3]{more}) * meta[2];",
-                  f"\taddr[{i}] = mmap(NULL, len[{i}], {prot}, {flags}, fd[{ref(a[0])}], 0);",
-                  "\tmunmap(a, page);",
-                  f"\tgot = res(addr[{i}] != MAP_FAILED);",
-                  f"\tif (addr[{i}] == MAP_FAILED) addr[{i}] = NULL;", "}"]
-        if not trace:
-            mfd[i] = (ref(a[0]), a[2] == "rw")
-    elif op == "aux":
-        d = ref(a[0])
-        data = next(k for k, v in mfd.items() if v == (d, True))
-        L += [f"((struct perf_event_mmap_page *)addr[{data}])->aux_offset = len[{data}];",
-              f"((struct perf_event_mmap_page *)addr[{data}])->aux_size = {a[1]} * page;",
-              f"a = mmap(NULL, {a[1]} * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd[{d}], "
-              f"len[{data}]);", "got = res(a != MAP_FAILED);",
-              f"if (a != MAP_FAILED) {{ addr[{i}] = a; len[{i}] = {a[1]} * page; }}"]
-    elif op == "munmap":
-        r = ref(a[0])
-        L += [f"got = res(munmap(addr[{r}], len[{r}]) == 0);",
-              f'if (!strcmp(got, "ok")) addr[{r}] = NULL;']
-    elif op == "munmap-part":
-        r = ref(a[0])
-        L += [f"got = res(munmap(addr[{r}] + len[{r}] - page, page) == 0);"]
-    elif op == "mremap":
-        r, how = ref(a[0]), a[1]
-        if how == "move":
-            L += [f"spot = mmap(NULL, len[{r}], PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);",
-                  f"a = mremap(addr[{r}], len[{r}], len[{r}], MREMAP_MAYMOVE | MREMAP_FIXED, "
-                  "spot);", "got = res(a != MAP_FAILED);",
-                  f"if (a != MAP_FAILED) addr[{r}] = a;"]
-        else:
-            size = {"grow": f"len[{r}] + page", "shrink": f"len[{r}] - page",
-                    "dontunmap": f"len[{r}]"}[how]
-            flags = "MREMAP_MAYMOVE | MREMAP_DONTUNMAP" if how == "dontunmap" else "0"
-            L += [f"a = mremap(addr[{r}], len[{r}], {size}, {flags});",
-                  "got = res(a != MAP_FAILED);"]
-    elif op == "madvise":
-        adv = {"dofork": "MADV_DOFORK", "dontfork": "MADV_DONTFORK", "dontdump": "MADV_DONTDUMP",
-               "wipeonfork": "MADV_WIPEONFORK"}[a[1]]
-        L += [f"got = res(madvise(addr[{ref(a[0])}], len[{ref(a[0])}], {adv}) == 0);"]
-    elif op == "fork":
-        L += ["got = forked();"]
-    elif op == "fire":
-        L += [f"for (i = 0; i < {a[0]}; i++) getppid();", 'got = "ok";']
-    elif op == "consume":
-        r = ref(a[0])
-        L += [f"((struct perf_event_mmap_page *)addr[{r}])->data_tail = "
-              f"((struct perf_event_mmap_page *)addr[{r}])->data_head;", 'got = "ok";']
-    elif op == "get-reader":
-        L += [f"got = res(ioctl(fd[{ref(a[0])}], TRACE_MMAP_IOCTL_GET_READER) == 0);"]
-    elif op == "write":
-        L += [f'for (j = 0; j < {a[0]}; j++) got = tw("trace_marker", "ringlab\\n");']
-    elif op in TRACEFS_FILE:
-        L += [f'got = tw("{TRACEFS_FILE[op]}", "{a[0]}\\n");']
-    else:
-        raise ValueError(f"no C reproducer for the operation {op!r}")
-    L.append(f'step({n}, "{what}", got, "{"|".join(allowed)}");')
-    if pin is not None:
-        L.append(f"pin_is({n}, {pin});")
-    return L
+            mfd: Mfd) -> list[str]:
+    """A step's statements: its operation's calls, then the verdict on the result (and on
+    VmPin when the model says what it must be)."""
+    s = Step.of(step, path)
+    if s.op not in _C_OPS:
+        raise ValueError(f"no C reproducer for the operation {s.op!r}")
+    lines = _C_OPS[s.op](s, mfd) + [f'step({n}, "{s.what}", got, "{"|".join(allowed)}");']
+    return lines + ([f"pin_is({n}, {pin});"] if pin is not None else [])
 
 
 def program(f: Any, title: str, expectations: list[dict]) -> str:
     s = dict(f.setup, **f.env)
     n = max([e["step"]["id"] for e in expectations] + [0]) + 2
     head = _HEAD % {"title": title.replace("*/", "* /"), "path": f.path, "n": n}
-    mfd: dict[int, tuple[int, bool]] = {}
+    mfd: Mfd = {}
     body: list[str] = []
     for k, e in enumerate(expectations):
         body += [""] + _c_step(k, e["step"], e["allowed"], e["vm_pin_kb"], f.path, mfd)

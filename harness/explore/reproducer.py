@@ -12,9 +12,9 @@ import json
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
-from harness.explore.c_reproducer import TRACEFS_FILE
+from harness.explore.c_reproducer import TRACEFS_FILE, Step
 from harness.guest.probe_client import PROBES_DIR
 
 UID = 54321   # a user id no account has: its perf_mlock starts at 0
@@ -269,111 +269,176 @@ sys.exit(1 if failed else 0)
 '''
 
 
+# --- each operation's Python, one function per operation ------------------------------------
+
+_MADVICE = {"dofork": 11, "dontfork": 10, "dontdump": 16, "wipeonfork": 18}
+
+
+def _open(s: Step) -> list[str]:
+    i, a = s.id, s.args
+    if not s.trace:
+        return [f"fd[{i}] = open_event({a[0]!r})", "got = 'ok'"]
+    mode = "os.O_RDWR" if a[1:] == ["rw"] else "os.O_RDONLY"
+    return [f"fd[{i}] = os.open(f'{{inst}}/per_cpu/cpu{a[0]}/trace_pipe_raw', "
+            f"{mode} | os.O_NONBLOCK)", "got = 'ok'"]
+
+
+def _pause(s: Step) -> list[str]:
+    return [f"fcntl.ioctl(fd[{s.ref()}], 0x40042409, {s.args[1]})  # PAUSE_OUTPUT", "got = 'ok'"]
+
+
+def _ioctl(s: Step) -> list[str]:
+    return [f"fcntl.ioctl(fd[{s.ref()}], 0x5221)  # _IO('R', 0x21): no such ioctl", "got = 'ok'"]
+
+
+def _poke(s: Step) -> list[str]:
+    """A zero byte stored by the kernel: 1 byte or EFAULT, no signal."""
+    return ["zero = os.open('/dev/zero', os.O_RDONLY)",
+            f"got = res(libc.read(zero, m[{s.ref()}][0] + {s.args[1]} * PAGE + 512, 1) == 1)",
+            "os.close(zero)"]
+
+
+def _mprotect(s: Step) -> list[str]:
+    return [f"got = res(libc.mprotect(*m[{s.ref()}], 3) == 0)  # PROT_READ|WRITE"]
+
+
+def _close(s: Step) -> list[str]:
+    return [f"os.close(fd.pop({s.ref()}))", "got = 'ok'"]
+
+
+def _mmap(s: Step) -> list[str]:
+    return _mmap_trace(s) if s.trace else _mmap_perf(s)
+
+
+def _mmap_perf(s: Step) -> list[str]:
+    i, a = s.id, s.args
+    prot = 3 if a[2] == "rw" else 1
+    flags = 1 if a[3] == "shared" else 2
+    return [f"addr = libc.mmap(None, {a[1]} * PAGE, {prot}, {flags}, fd[{s.ref()}], 0)",
+            "got = res(mapping(addr))",
+            f"if got == 'ok': m[{i}], mfd[{i}] = (addr, {a[1]} * PAGE), "
+            f"({s.ref()}, {a[2] == 'rw'})"]
+
+
+def _mmap_trace(s: Step) -> list[str]:
+    a = s.args
+    prot = {"rw": 3, "rx": 5}.get(a[2], 1)
+    flags = 1 if a[3] == "shared" else 2
+    offset = "PAGE" if a[1] == "off" else "0"     # "off": the first sub-buffer's page
+    lines = [f"addr = libc.mmap(None, PAGE, {prot}, {flags}, fd[{s.ref()}], {offset})",
+             "got = res(mapping(addr))", "length = PAGE"]
+    if a[1] in ("all", "past"):
+        lines += _whole_trace_buffer(s, prot, flags)
+    return lines + [f"if got == 'ok': m[{s.id}] = (addr, length)"]
+
+
+def _whole_trace_buffer(s: Step, prot: int, flags: int) -> list[str]:
+    """meta_page_size + nr_subbufs * subbuf_size (one sub-buffer more for "past"), read from
+    the meta page, mapped in its place."""
+    more = " + 1" if s.args[1] == "past" else ""
+    return ["if got == 'ok':",
+            "    msz, _, sub, nsub = struct.unpack_from('<IIII', ctypes.string_at(addr, 16))",
+            f"    length = msz + (nsub{more}) * sub",
+            f"    new = libc.mmap(None, length, {prot}, {flags}, fd[{s.ref()}], 0)",
+            "    libc.munmap(addr, PAGE)",
+            "    addr, got = new, res(mapping(new))"]
+
+
+def _aux(s: Step) -> list[str]:
+    d, pages = s.ref(), s.args[1]
+    return [f"data = next(m[k] for k, v in mfd.items() if v == ({d}, True) and k in m)",
+            "struct.pack_into('<QQ', (ctypes.c_char * 16).from_address(data[0] + 1072), "
+            f"0, data[1], {pages} * PAGE)  # aux_offset, aux_size",
+            f"addr = libc.mmap(None, {pages} * PAGE, 3, 1, fd[{d}], data[1])",
+            "got = res(mapping(addr))",
+            f"if got == 'ok': m[{s.id}] = (addr, {pages} * PAGE)"]
+
+
+def _munmap(s: Step) -> list[str]:
+    return [f"got = res(libc.munmap(*m[{s.ref()}]) == 0)", f"if got == 'ok': del m[{s.ref()}]"]
+
+
+def _munmap_part(s: Step) -> list[str]:
+    return [f"addr, length = m[{s.ref()}]",
+            "got = res(libc.munmap(addr + length - PAGE, PAGE) == 0)"]
+
+
+def _mremap(s: Step) -> list[str]:
+    how, lines = s.args[1], [f"addr, length = m[{s.ref()}]"]
+    if how == "move":
+        return lines + ["spot = libc.mmap(None, length, 0, 0x22, -1, 0)",
+                        "new = libc.mremap(addr, length, length, 3, spot)  # MAYMOVE|FIXED",
+                        "got = res(mapping(new))",
+                        f"if got == 'ok': m[{s.ref()}] = (new, length)"]
+    size = {"grow": "length + PAGE", "shrink": "length - PAGE", "dontunmap": "length"}[how]
+    flags = 5 if how == "dontunmap" else 0
+    return lines + [f"new = libc.mremap(addr, length, {size}, {flags}, None)",
+                    "got = res(mapping(new))"]
+
+
+def _madvise(s: Step) -> list[str]:
+    return [f"got = res(libc.madvise(*m[{s.ref()}], {_MADVICE[s.args[1]]}) == 0)"]
+
+
+def _fork(s: Step) -> list[str]:
+    return ["got = fork()"]
+
+
+def _fire(s: Step) -> list[str]:
+    return [f"for _ in range({s.args[0]}): os.getppid()", "got = 'ok'"]
+
+
+def _consume(s: Step) -> list[str]:
+    return [f"addr = m[{s.ref()}][0]  # data_tail = data_head",
+            "ctypes.c_uint64.from_address(addr + 1032).value = "
+            "ctypes.c_uint64.from_address(addr + 1024).value", "got = 'ok'"]
+
+
+def _get_reader(s: Step) -> list[str]:
+    return ["try:", f"    fcntl.ioctl(fd[{s.ref()}], GET_READER)", "    got = 'ok'",
+            "except OSError as e:", "    got = errno.errorcode[e.errno]"]
+
+
+def _write(s: Step) -> list[str]:
+    return [f"for _ in range({s.args[0]}): got = write('trace_marker', 'ringlab')"]
+
+
+def _tracefs(s: Step) -> list[str]:
+    return [f"got = write({TRACEFS_FILE[s.op]!r}, {s.args[0]})"]
+
+
+_PY_OPS: dict[str, Callable[[Step], list[str]]] = {
+    "open": _open, "pause": _pause, "ioctl": _ioctl, "poke": _poke, "mprotect": _mprotect,
+    "close": _close, "mmap": _mmap, "aux": _aux, "munmap": _munmap,
+    "munmap-part": _munmap_part, "mremap": _mremap, "madvise": _madvise, "fork": _fork,
+    "fire": _fire, "consume": _consume, "get-reader": _get_reader, "write": _write,
+    **{op: _tracefs for op in TRACEFS_FILE}}
+
+
 def _py_step(n: int, step: dict, allowed: list[str] | None, pin: int | None, path: str
              ) -> list[str]:
     """A step's lines: the call, its result, and the verdict on it (with `allowed` None, as
     for two actors at once, the result is only said: the end state judges)."""
-    op, a, i = step["op"], step.get("args", []), step["id"]
-    ref = (lambda x: int(str(x)[1:]))
-    what = f"{op} {' '.join(map(str, a))}".strip()
-    lines: list[str] = []
-    if op == "open" and path != "trace-mmap":
-        lines += [f"fd[{i}] = open_event({a[0]!r})", "got = 'ok'"]
-    elif op == "open":
-        mode = "os.O_RDWR" if a[1:] == ["rw"] else "os.O_RDONLY"
-        lines += [f"fd[{i}] = os.open(f'{{inst}}/per_cpu/cpu{a[0]}/trace_pipe_raw', "
-                  f"{mode} | os.O_NONBLOCK)", "got = 'ok'"]
-    elif op == "pause":
-        lines += [f"fcntl.ioctl(fd[{ref(a[0])}], 0x40042409, {a[1]})  # PAUSE_OUTPUT",
-                  "got = 'ok'"]
-    elif op == "ioctl":
-        lines += [f"fcntl.ioctl(fd[{ref(a[0])}], 0x5221)  # _IO('R', 0x21): no such ioctl",
-                  "got = 'ok'"]
-    elif op == "poke":   # a zero byte stored by the kernel: 1 byte or EFAULT, no signal
-        lines += ["zero = os.open('/dev/zero', os.O_RDONLY)",
-                  f"got = res(libc.read(zero, m[{ref(a[0])}][0] + {a[1]} * PAGE + 512, 1) == 1)",
-                  "os.close(zero)"]
-    elif op == "mprotect":
-        lines += [f"got = res(libc.mprotect(*m[{ref(a[0])}], 3) == 0)  # PROT_READ|WRITE"]
-    elif op == "close":
-        lines += [f"os.close(fd.pop({ref(a[0])}))", "got = 'ok'"]
-    elif op == "mmap" and path != "trace-mmap":
-        prot = 3 if a[2] == "rw" else 1
-        flags = 1 if a[3] == "shared" else 2
-        lines += [f"addr = libc.mmap(None, {a[1]} * PAGE, {prot}, {flags}, fd[{ref(a[0])}], 0)",
-                  "got = res(mapping(addr))",
-                  f"if got == 'ok': m[{i}], mfd[{i}] = (addr, {a[1]} * PAGE), "
-                  f"({ref(a[0])}, {a[2] == 'rw'})"]
-    elif op == "mmap":
-        prot = {"rw": 3, "rx": 5}.get(a[2], 1)
-        flags = 1 if a[3] == "shared" else 2
-        offset = "PAGE" if a[1] == "off" else "0"     # "off": the first sub-buffer's page
-        lines += [f"addr = libc.mmap(None, PAGE, {prot}, {flags}, fd[{ref(a[0])}], {offset})",
-                  "got = res(mapping(addr))", "length = PAGE"]
-        if a[1] in ("all", "past"):   # meta_page_size + nr_subbufs * subbuf_size, the whole
-            more = " + 1" if a[1] == "past" else ""
-            lines += ["if got == 'ok':",
-                      "    msz, _, sub, nsub = struct.unpack_from('<IIII', "
-                      "ctypes.string_at(addr, 16))",
-                      f"    length = msz + (nsub{more}) * sub",
-                      f"    new = libc.mmap(None, length, {prot}, {flags}, fd[{ref(a[0])}], 0)",
-                      "    libc.munmap(addr, PAGE)",
-                      "    addr, got = new, res(mapping(new))"]
-        lines += [f"if got == 'ok': m[{i}] = (addr, length)"]
-    elif op == "aux":
-        d = ref(a[0])
-        lines += [f"data = next(m[k] for k, v in mfd.items() if v == ({d}, True) and k in m)",
-                  "struct.pack_into('<QQ', (ctypes.c_char * 16).from_address(data[0] + 1072), "
-                  f"0, data[1], {a[1]} * PAGE)  # aux_offset, aux_size",
-                  f"addr = libc.mmap(None, {a[1]} * PAGE, 3, 1, fd[{d}], data[1])",
-                  "got = res(mapping(addr))",
-                  f"if got == 'ok': m[{i}] = (addr, {a[1]} * PAGE)"]
-    elif op == "munmap":
-        lines += [f"got = res(libc.munmap(*m[{ref(a[0])}]) == 0)",
-                  f"if got == 'ok': del m[{ref(a[0])}]"]
-    elif op == "munmap-part":
-        lines += [f"addr, length = m[{ref(a[0])}]",
-                  "got = res(libc.munmap(addr + length - PAGE, PAGE) == 0)"]
-    elif op == "mremap":
-        how = a[1]
-        lines += [f"addr, length = m[{ref(a[0])}]"]
-        if how == "move":
-            lines += ["spot = libc.mmap(None, length, 0, 0x22, -1, 0)",
-                      "new = libc.mremap(addr, length, length, 3, spot)  # MAYMOVE|FIXED",
-                      "got = res(mapping(new))",
-                      f"if got == 'ok': m[{ref(a[0])}] = (new, length)"]
-        else:
-            size = {"grow": "length + PAGE", "shrink": "length - PAGE", "dontunmap": "length"}[how]
-            flags = 5 if how == "dontunmap" else 0
-            lines += [f"new = libc.mremap(addr, length, {size}, {flags}, None)",
-                      "got = res(mapping(new))"]
-    elif op == "madvise":
-        adv = {"dofork": 11, "dontfork": 10, "dontdump": 16, "wipeonfork": 18}[a[1]]
-        lines += [f"got = res(libc.madvise(*m[{ref(a[0])}], {adv}) == 0)"]
-    elif op == "fork":
-        lines += ["got = fork()"]
-    elif op == "fire":
-        lines += [f"for _ in range({a[0]}): os.getppid()", "got = 'ok'"]
-    elif op == "consume":
-        lines += [f"addr = m[{ref(a[0])}][0]  # data_tail = data_head",
-                  "ctypes.c_uint64.from_address(addr + 1032).value = "
-                  "ctypes.c_uint64.from_address(addr + 1024).value", "got = 'ok'"]
-    elif op == "get-reader":
-        lines += ["try:", f"    fcntl.ioctl(fd[{ref(a[0])}], GET_READER)", "    got = 'ok'",
-                  "except OSError as e:", "    got = errno.errorcode[e.errno]"]
-    elif op == "write":
-        lines += [f"for _ in range({a[0]}): got = write('trace_marker', 'ringlab')"]
-    elif op in TRACEFS_FILE:
-        lines += [f"got = write({TRACEFS_FILE[op]!r}, {a[0]})"]
-    else:
-        raise ValueError(f"no reproducer for the operation {op!r}")
-    lines = ["try:"] + ["    " + x for x in lines] + \
-            ["except OSError as e:", "    got = errno.errorcode[e.errno]",
-             "except KeyError:   # made by a step that failed", "    got = 'no such object'"]
+    s = Step.of(step, path)
+    if s.op not in _PY_OPS:
+        raise ValueError(f"no reproducer for the operation {s.op!r}")
+    lines = _py_guarded(_PY_OPS[s.op](s))
     if allowed is None:
-        lines.append(f"print(f'actor {step.get('actor', 0)} step {n}: {what} -> {{got}}')")
-        return lines
-    lines.append(f"step({n}, {what!r}, got, {allowed!r})")
+        return lines + [f"print(f'actor {step.get('actor', 0)} step {n}: {s.what} -> {{got}}')"]
+    return lines + _py_verdict(n, s.what, allowed, pin)
+
+
+def _py_guarded(call: list[str]) -> list[str]:
+    """A step's call in a try: an errno becomes its result, and a slot a failed step never
+    filled says so, instead of ending the script."""
+    return ["try:"] + ["    " + x for x in call] + \
+        ["except OSError as e:", "    got = errno.errorcode[e.errno]",
+         "except KeyError:   # made by a step that failed", "    got = 'no such object'"]
+
+
+def _py_verdict(n: int, what: str, allowed: list[str], pin: int | None) -> list[str]:
+    """The result judged against what the ABI allows, then VmPin against the charge model."""
+    lines = [f"step({n}, {what!r}, got, {allowed!r})"]
     if pin is not None:
         lines += [f"if vm_pin_kb() != {pin}:",
                   f"    print(f'step {n}: VmPin {{vm_pin_kb()}} kB, the charge model says {pin}"
