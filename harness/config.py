@@ -463,77 +463,23 @@ _GIT_REF = re.compile(r"^(?!-)(?!.*\.\.)[A-Za-z0-9_./+-]+(?<![./])$")
 
 
 def _nightly(r: YamlReader, value: Any, kernels: dict[str, KernelSpec]) -> NightlySpec:
-    """The `nightly:` section; every kernel it names must be one of `kernels:`."""
+    """The `nightly:` section; every kernel it names must be one of `kernels:`. Each part is
+    read in the order of the fields, so the first mistake reported stays the same."""
     n = r.mapping(value, "nightly", {"kernels", "variants", "profiles", "selections", "refresh",
                                      "history", "no_worker_timeout_s", "explore", "selftests"},
                   {"kernels"})
-    raw = n["kernels"]
-    if not isinstance(raw, list) or not raw:
-        raise r.fail("nightly.kernels", "a list of kernel names of `kernels:` (or {kernel: "
-                     "NAME, branch: BRANCH} for a build kernel's git tree)", raw)
-    chosen: list[NightlyKernel] = []
-    for i, item in enumerate(raw):
-        key = f"nightly.kernels[{i}]"
-        if isinstance(item, dict):
-            d = r.mapping(item, key, {"kernel", "branch", "remote"}, {"kernel"})
-            name = r.string(d["kernel"], f"{key}.kernel")
-            branch = r.optional(d, "branch", key, lambda v, k: r.string(
-                v, k, _GIT_REF, "a git branch name"), None)
-            remote = r.optional(d, "remote", key, lambda v, k: r.string(
-                v, k, _GIT_REF, "a git remote name"), "origin")
-        else:
-            name, branch, remote = r.string(item, key, what="a kernel name of `kernels:`"), \
-                None, "origin"
-        key_name = f"{key}.kernel" if isinstance(item, dict) else key
-        if name not in kernels:
-            raise r.fail(key_name, "one of the kernels: " + ", ".join(kernels), name)
-        src = kernels[name].source
-        if branch is not None and not (isinstance(src, BuildKernel) and isinstance(src.tree, Path)):
-            raise r.fail(f"{key}.branch", f"no branch: kernel {name} is not a `build` kernel "
-                         "with a tree folder (only a git tree can fetch a branch)", branch)
-        chosen.append(NightlyKernel(name, branch, remote))
-    if len({(k.name, k.branch) for k in chosen}) != len(chosen):
-        raise r.fail("nightly.kernels", "each kernel (and branch) once", raw)
-
-    def named(section: str, convert: Callable[[Any, str], Any]) -> tuple[Any, ...]:
-        items = n.get(section)
-        if items is None:
-            return ()
-        if not isinstance(items, dict) or not items:
-            raise r.fail(f"nightly.{section}", "a mapping of names to values", items)
-        for name in items:
-            r.string(name, f"nightly.{section}.{name}", _NIGHTLY_NAME,
-                     "a name of letters, digits, '.', '_', '+' and '-'")
-        return tuple(convert(v, name) for name, v in items.items())
-
-    def variant(v: Any, name: str) -> NightlyVariant:
-        key = f"nightly.variants.{name}"
-        if not isinstance(v, list):
-            raise r.fail(key, "a list of config fragment files", v)
-        return NightlyVariant(name, tuple(r.path(f, f"{key}[{i}]") for i, f in enumerate(v)))
-
-    def profile(v: Any, name: str) -> NightlyProfile:
-        key = f"nightly.profiles.{name}"
-        p = r.mapping(v, key, {"cpus", "memory_mb"})
-        return NightlyProfile(
-            name, r.optional(p, "cpus", key, lambda x, k: r.integer(x, k, 1, 64), None),
-            r.optional(p, "memory_mb", key, lambda x, k: r.integer(x, k, 256, 65536), None))
-
-    def selection(v: Any, name: str) -> NightlySelection:
-        if v is None or v == "":
-            return NightlySelection(name, None)
-        return NightlySelection(name, r.string(v, f"nightly.selections.{name}",
-                                               what="a pytest -k expression (empty: all tests)"))
-
-    variants = named("variants", variant)
+    chosen = _nightly_kernels(r, n["kernels"], kernels)
+    variants = _nightly_named(r, n, "variants", _nightly_variant)
     if variants and not any(isinstance(kernels[k.name].source, BuildKernel) for k in chosen):
         raise r.fail("nightly.variants", "config variants only with a `build` kernel in "
                      "nightly.kernels (a Debian or path kernel has its own config)",
                      [v.name for v in variants])
     return NightlySpec(
-        kernels=tuple(chosen), variants=variants,
-        profiles=named("profiles", profile) or (NightlyProfile("default"),),
-        selections=named("selections", selection) or (NightlySelection("all"),),
+        kernels=chosen, variants=variants,
+        profiles=_nightly_named(r, n, "profiles", _nightly_profile) or
+        (NightlyProfile("default"),),
+        selections=_nightly_named(r, n, "selections", _nightly_selection) or
+        (NightlySelection("all"),),
         refresh=r.optional(n, "refresh", "nightly", r.boolean, True),
         history=r.optional(n, "history", "nightly",
                            lambda v, k: r.path(v, k, must_exist=False), None),
@@ -541,6 +487,80 @@ def _nightly(r: YamlReader, value: Any, kernels: dict[str, KernelSpec]) -> Night
                                        lambda v, k: r.integer(v, k, 10, 86400), 600),
         explore=_nightly_explore(r, n["explore"]) if "explore" in n else None,
         selftests=r.optional(n, "selftests", "nightly", r.boolean, False))
+
+
+def _nightly_kernels(r: YamlReader, raw: Any, kernels: dict[str, KernelSpec]
+                     ) -> tuple[NightlyKernel, ...]:
+    """`nightly.kernels`: names of `kernels:` (or {kernel, branch, remote}), each once."""
+    if not isinstance(raw, list) or not raw:
+        raise r.fail("nightly.kernels", "a list of kernel names of `kernels:` (or {kernel: "
+                     "NAME, branch: BRANCH} for a build kernel's git tree)", raw)
+    chosen = tuple(_nightly_kernel(r, item, f"nightly.kernels[{i}]", kernels)
+                   for i, item in enumerate(raw))
+    if len({(k.name, k.branch) for k in chosen}) != len(chosen):
+        raise r.fail("nightly.kernels", "each kernel (and branch) once", raw)
+    return chosen
+
+
+def _nightly_kernel(r: YamlReader, item: Any, key: str, kernels: dict[str, KernelSpec]
+                    ) -> NightlyKernel:
+    """One entry of `nightly.kernels`: a kernel of `kernels:`, a branch only for a build
+    kernel whose tree is a folder (only a git tree can fetch one)."""
+    if isinstance(item, dict):
+        d = r.mapping(item, key, {"kernel", "branch", "remote"}, {"kernel"})
+        name = r.string(d["kernel"], f"{key}.kernel")
+        branch = r.optional(d, "branch", key, lambda v, k: r.string(
+            v, k, _GIT_REF, "a git branch name"), None)
+        remote = r.optional(d, "remote", key, lambda v, k: r.string(
+            v, k, _GIT_REF, "a git remote name"), "origin")
+    else:
+        name, branch, remote = r.string(item, key, what="a kernel name of `kernels:`"), \
+            None, "origin"
+    key_name = f"{key}.kernel" if isinstance(item, dict) else key
+    if name not in kernels:
+        raise r.fail(key_name, "one of the kernels: " + ", ".join(kernels), name)
+    src = kernels[name].source
+    if branch is not None and not (isinstance(src, BuildKernel) and isinstance(src.tree, Path)):
+        raise r.fail(f"{key}.branch", f"no branch: kernel {name} is not a `build` kernel "
+                     "with a tree folder (only a git tree can fetch a branch)", branch)
+    return NightlyKernel(name, branch, remote)
+
+
+def _nightly_named(r: YamlReader, n: dict[str, Any], section: str,
+                   convert: Callable[[YamlReader, Any, str], Any]) -> tuple[Any, ...]:
+    """A `nightly:` dimension (variants, profiles, selections): names to values, each name
+    checked before any value is read; () when the section is absent."""
+    items = n.get(section)
+    if items is None:
+        return ()
+    if not isinstance(items, dict) or not items:
+        raise r.fail(f"nightly.{section}", "a mapping of names to values", items)
+    for name in items:
+        r.string(name, f"nightly.{section}.{name}", _NIGHTLY_NAME,
+                 "a name of letters, digits, '.', '_', '+' and '-'")
+    return tuple(convert(r, v, name) for name, v in items.items())
+
+
+def _nightly_variant(r: YamlReader, v: Any, name: str) -> NightlyVariant:
+    key = f"nightly.variants.{name}"
+    if not isinstance(v, list):
+        raise r.fail(key, "a list of config fragment files", v)
+    return NightlyVariant(name, tuple(r.path(f, f"{key}[{i}]") for i, f in enumerate(v)))
+
+
+def _nightly_profile(r: YamlReader, v: Any, name: str) -> NightlyProfile:
+    key = f"nightly.profiles.{name}"
+    p = r.mapping(v, key, {"cpus", "memory_mb"})
+    return NightlyProfile(
+        name, r.optional(p, "cpus", key, lambda x, k: r.integer(x, k, 1, 64), None),
+        r.optional(p, "memory_mb", key, lambda x, k: r.integer(x, k, 256, 65536), None))
+
+
+def _nightly_selection(r: YamlReader, v: Any, name: str) -> NightlySelection:
+    if v is None or v == "":
+        return NightlySelection(name, None)
+    return NightlySelection(name, r.string(v, f"nightly.selections.{name}",
+                                           what="a pytest -k expression (empty: all tests)"))
 
 
 EXPLORE_PATHS = ("perf-ring", "perf-aux", "pinning", "trace-mmap")
@@ -559,15 +579,29 @@ def _nightly_explore(r: YamlReader, value: Any) -> NightlyExplore:
 
 
 def parse(data: Any, path: Path) -> LabConfig:
-    """Validate parsed YAML into a LabConfig; raise ConfigError on the first mistake."""
+    """Validate parsed YAML into a LabConfig; raise ConfigError on the first mistake (the
+    sections are read in the order of the fields, so which one is first does not change)."""
     r = YamlReader(path)
     top = r.mapping(data, "", {"default_kernel", "kernels", "rootfs", "machine", "mirror",
                                "reports", "cache_dir", "nightly"}, {"kernels"})
-    kernels_raw = top["kernels"]
-    if not isinstance(kernels_raw, dict) or not kernels_raw:
-        raise r.fail("kernels", "a mapping of kernel names to kernel sources", kernels_raw)
+    kernels = _kernels(r, top["kernels"])
+    return LabConfig(
+        path=path, kernels=kernels, default_kernel=_default_kernel(r, top, kernels),
+        rootfs=_rootfs(r, top.get("rootfs")), machine=_machine(r, top.get("machine")),
+        mirror=_mirror(r, top["mirror"]) if top.get("mirror") is not None else None,
+        reports_dir=_reports_dir(r, top.get("reports"), path),
+        cache_dir=r.optional(top, "cache_dir", "",
+                             lambda v, k: r.path(v, "cache_dir", False), None),
+        nightly=_nightly(r, top["nightly"], kernels) if top.get("nightly") is not None
+        else None)
+
+
+def _kernels(r: YamlReader, raw: Any) -> dict[str, KernelSpec]:
+    """`kernels:`, in their order; a build kernel's `debian:` config base names one of them."""
+    if not isinstance(raw, dict) or not raw:
+        raise r.fail("kernels", "a mapping of kernel names to kernel sources", raw)
     kernels = {}
-    for name, value in kernels_raw.items():
+    for name, value in raw.items():
         r.string(name, f"kernels.{name}", re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"),
                  "a kernel name of letters, digits, '.', '_' and '-'")
         kernels[name] = _kernel(r, name, value)
@@ -577,16 +611,24 @@ def parse(data: Any, path: Path) -> LabConfig:
             if not isinstance(getattr(kernels.get(other), "source", None), DebianKernel):
                 raise r.fail(f"kernels.{spec.name}.build.config.base", "debian:<the name of a "
                              "debian kernel of this file>", spec.source.base)
+    return kernels
+
+
+def _default_kernel(r: YamlReader, top: dict[str, Any], kernels: dict[str, KernelSpec]) -> str:
+    """`default_kernel:`, the first of `kernels:` when unset."""
     default = top.get("default_kernel", next(iter(kernels)))
     r.string(default, "default_kernel")
     if default not in kernels:
         raise r.fail("default_kernel", "one of the kernels: " + ", ".join(kernels), default)
+    return default
 
-    rf = r.mapping(top.get("rootfs"), "rootfs", {"suite", "variant", "packages"})
+
+def _rootfs(r: YamlReader, value: Any) -> RootfsSpec:
+    rf = r.mapping(value, "rootfs", {"suite", "variant", "packages"})
     packages = rf.get("packages", [])
     if not isinstance(packages, list):
         raise r.fail("rootfs.packages", "a list of Debian package names", packages)
-    rootfs = RootfsSpec(
+    return RootfsSpec(
         suite=r.optional(rf, "suite", "rootfs",
                          lambda v, k: r.string(v, k, _DEBIAN_NAME, "a Debian suite name"), "trixie"),
         variant=r.optional(rf, "variant", "rootfs",
@@ -594,10 +636,12 @@ def parse(data: Any, path: Path) -> LabConfig:
         packages=tuple(r.string(p, f"rootfs.packages[{i}]", _DEBIAN_NAME, "a Debian package name")
                        for i, p in enumerate(packages)))
 
-    m = r.mapping(top.get("machine"), "machine",
+
+def _machine(r: YamlReader, value: Any) -> MachineSpec:
+    m = r.mapping(value, "machine",
                   {"cpus", "memory_mb", "accel", "tcg_threads", "boot_timeout_s", "cmdline",
                    "console_log_mb"})
-    machine = MachineSpec(
+    return MachineSpec(
         cpus=r.optional(m, "cpus", "machine", lambda v, k: r.integer(v, k, 1, 64), 1),
         memory_mb=r.optional(m, "memory_mb", "machine",
                              lambda v, k: r.integer(v, k, 256, 65536), 1024),
@@ -610,22 +654,20 @@ def parse(data: Any, path: Path) -> LabConfig:
         console_log_mb=r.optional(m, "console_log_mb", "machine",
                                   lambda v, k: r.integer(v, k, 1, 4096), 16))
 
-    mirror = None
-    if top.get("mirror") is not None:
-        mi = r.mapping(top["mirror"], "mirror", {"url", "keyring"}, {"url"})
-        mirror = MirrorSpec(
-            url=r.string(mi["url"], "mirror.url", re.compile(r"^(https?|file)://\S+$"),
-                         "an http://, https:// or file:// URL").rstrip("/"),
-            keyring=r.optional(mi, "keyring", "mirror", r.path, None))
 
-    rep = r.mapping(top.get("reports"), "reports", {"dir"})
-    reports_dir = r.optional(rep, "dir", "reports",
-                             lambda v, k: r.path(v, k, must_exist=False), path.parent / "reports")
-    cache_dir = r.optional(top, "cache_dir", "", lambda v, k: r.path(v, "cache_dir", False), None)
-    nightly = _nightly(r, top["nightly"], kernels) if top.get("nightly") is not None else None
-    return LabConfig(path=path, kernels=kernels, default_kernel=default, rootfs=rootfs,
-                     machine=machine, mirror=mirror, reports_dir=reports_dir, cache_dir=cache_dir,
-                     nightly=nightly)
+def _mirror(r: YamlReader, value: Any) -> MirrorSpec:
+    mi = r.mapping(value, "mirror", {"url", "keyring"}, {"url"})
+    return MirrorSpec(
+        url=r.string(mi["url"], "mirror.url", re.compile(r"^(https?|file)://\S+$"),
+                     "an http://, https:// or file:// URL").rstrip("/"),
+        keyring=r.optional(mi, "keyring", "mirror", r.path, None))
+
+
+def _reports_dir(r: YamlReader, value: Any, path: Path) -> Path:
+    """`reports.dir`, reports/ beside lab.yaml when unset."""
+    rep = r.mapping(value, "reports", {"dir"})
+    return r.optional(rep, "dir", "reports",
+                      lambda v, k: r.path(v, k, must_exist=False), path.parent / "reports")
 
 
 def load(path: Path) -> LabConfig:
