@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 
 from harness import arch as arches
-from harness.bench import (aux, boot, build, cpu_models, explore, nightly, parallel, perf_ring,
-                           throwaway, trace_mmap)
+from harness.bench import (aux, boot, build, cpu_models, explore, parallel, perf_ring, throwaway,
+                           trace_mmap)
 from harness.commands import options
+from harness.nightly import bench as nightly_bench
 from harness.runs import run_folder
 
 # The bench logs to the screen; each bench writes its own results folder (bench/report.py).
@@ -113,7 +114,7 @@ def main(args: argparse.Namespace) -> int:
     if args.bench == "explore":
         return explore.run(cfg, spec, runs=args.runs, seconds=args.seconds)
     if args.bench == "nightly":
-        return nightly.run(cfg, spec, tuple(args.k or nightly.SELECTIONS))
+        return nightly_bench.run(cfg, spec, tuple(args.k or nightly_bench.SELECTIONS))
     if args.throwaway:
         return throwaway.run(cfg, spec, runs=args.runs)
     return boot.run(cfg, spec, runs=args.runs, probe_runs=args.probe_runs, cold=args.cold,
