@@ -2,22 +2,19 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import time
 
 from harness import splat_proof
 from harness.commands import options
-from harness.runs import run_folder
 from harness.errors import LabError
-from harness.explore import formats, report
-from harness.explore.session import PATHS, Explore, ExploreRequest, parse_budget
+from harness.explore import drive
+from harness.explore.session import PATHS, ExploreRequest, parse_budget
 from harness.resources import Lab
+from harness.runs import run_folder
 
 # Read by harness/cli.py, and as text by harness/host.py (./lab's host check): literals only.
 OWN_LOGGING: bool = True
 HOST_TOOLS: tuple[str, ...] = ()
 
-log = logging.getLogger("ringlab")
 DEFAULT_BUDGET = "60s"
 
 
@@ -66,34 +63,9 @@ def main(args: argparse.Namespace) -> int:
     req = request(args, spec.name)
     out = run_folder.open_run(cfg, args, "explore")
     lab = Lab(cfg)
-    kernel = lab.kernel(req.kernel)
-    log.info("proving splat detection on %s ...", kernel.name)
-    proof = splat_proof.prove(lab, kernel.name, out / "splat-proof")
-    splat_proof.write(proof, out)
-    run = Explore(lab, req, out, lambda s: log.info("%s", s))
-    started = time.time()
-    interrupted = False
-    try:
-        run.run_all()
-    except KeyboardInterrupt:
-        interrupted = True
-        log.info("interrupted: keeping what was found")
-    finally:
-        run.stop_guest()
-        path = report.write(out, req, kernel.name, kernel.release, run.results, interrupted)
-        formats.write(out, kernel.name, kernel.release, run.results, started)
-    for line in report.lines(run.results):
-        print(line)
-    if req.keep:
-        for f in report.worth_keeping(run.results):
-            print(f"kept: {report.keep(f, kernel.release)}")
-    print(f"report: {path}")
-    if interrupted:
-        raise KeyboardInterrupt
-    own = [f for r in run.results for f in r.failures.values() if f.check == "explorer"]
-    if own:
-        raise LabError(f"the explorer itself failed ({own[0].got}): its model or its calls "
-                       "are wrong, not the kernel; see the report")
-    new = [f for r in run.results for f in r.failures.values() if f.confirmed and
-           not f.known_issue]
-    return 1 if new else 0
+
+    def prove(kernel: str) -> None:
+        """A quiet kernel log means nothing until the lab has seen this kernel splat."""
+        splat_proof.write(splat_proof.prove(lab, kernel, out / "splat-proof"), out)
+
+    return drive.run(lab, req, out, prove)

@@ -1,5 +1,5 @@
 """`./lab report`'s choices that need no guest: which kernels the reproducer runs on by default
-and which tree the code is quoted from (harness/commands/report.py)."""
+and which tree the code is quoted from (harness/findings/issue_report.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,17 +7,16 @@ from pathlib import Path
 import pytest
 from debian.debian_support import Version
 
-from harness import paths
-from harness import config
-from harness.commands import report
+from harness import arch, config, paths
 from harness.errors import LabError
+from harness.findings import issue_report
 
 LAB_YAML = paths.REPO / "lab.yaml"
 
 
 def test_the_default_kernels_are_one_debian_kernel_per_suite_default_first() -> None:
     cfg = config.load(LAB_YAML)
-    names = report.default_kernels(cfg)
+    names = issue_report.default_kernels(cfg)
     assert names[0] == cfg.default_kernel
     suites = [cfg.kernels[n].source.suite for n in names]  # type: ignore[union-attr]
     assert len(suites) == len(set(suites)) and {"trixie", "sid", "experimental"} <= set(suites)
@@ -30,7 +29,7 @@ def test_the_code_is_quoted_from_the_newest_debian_source() -> None:
                 if isinstance(s.source, config.BuildKernel)
                 and isinstance(s.source.tree, config.DebianSource) and s.source.tree.version}
     assert len(set(versions.values())) > 1, "lab.yaml builds more than one Debian source"
-    assert versions[report.newest_source(cfg)] == max(versions.values())
+    assert versions[issue_report.newest_source(cfg, arch.DEFAULT)] == max(versions.values())
 
 
 def test_a_lab_without_a_debian_source_says_so(tmp_path: Path) -> None:
@@ -38,4 +37,4 @@ def test_a_lab_without_a_debian_source_says_so(tmp_path: Path) -> None:
     p.write_text("default_kernel: k\nkernels:\n  k: {debian: {suite: trixie, flavour: "
                  "cloud-amd64}}\n")
     with pytest.raises(LabError, match="no `build` kernel on a Debian source"):
-        report.newest_source(config.load(p))
+        issue_report.newest_source(config.load(p), arch.DEFAULT)
