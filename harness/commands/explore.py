@@ -9,7 +9,8 @@ from harness.errors import LabError
 from harness.explore import drive
 from harness.explore.session import PATHS, ExploreRequest, parse_budget
 from harness.resources import Lab
-from harness.runs import run_folder
+from harness.runs import request as run_request, run_folder
+from harness.runs.request import RunRequest
 
 # Read by harness/cli.py, and as text by harness/host.py (./lab's host check): literals only.
 OWN_LOGGING: bool = True
@@ -34,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "the end state and the kernel log")
     e.add_argument("--keep", action="store_true", help="keep each confirmed failure under "
                    "tests/kernel/explore/, which the suite replays on every run")
+    # A nightly cell's explore gets the cell's request whole (its kernel, variant or branch
+    # included, and its report folder): harness/nightly/cell.py.
+    e.add_argument("--request", help=argparse.SUPPRESS)
     e.set_defaults(func=main)
 
 
@@ -59,9 +63,15 @@ def main(args: argparse.Namespace) -> int:
     shortest sequence, run again on a fresh guest, bound to a known issue or called new,
     written to reports/<run>/explore.json with repro.py and repro.c. Exit 1 if a new failure
     was confirmed, 0 otherwise."""
-    cfg, spec = options.config_and_kernel(args)
+    if args.request:
+        run = RunRequest.from_json(args.request)
+        cfg, spec = run_request.run_config(run), run.kernel
+        out = run_folder.make(run.report_dir)
+        run_folder.setup_logging(args.verbose, out / "lab.log")
+    else:
+        cfg, spec = options.config_and_kernel(args)
+        out = run_folder.open_run(cfg, args, "explore")
     req = request(args, spec.name)
-    out = run_folder.open_run(cfg, args, "explore")
     lab = Lab(cfg)
 
     def prove(kernel: str) -> None:

@@ -50,9 +50,6 @@ class CellTask:
     commit: str                 # the submitter's commit: the worker's checkout must be at it
     kernel: NightlyKernel       # its branch (and remote), fetched by the worker
     explore: NightlyExplore | None = None  # ./lab explore after the suite, the night's seed
-    # The lab.yaml name explore is given; None: the cell's kernel has none (a variant, a
-    # branch), so it is not explored.
-    explore_kernel: str | None = None
     seed: int = 0
     submitted: float = field(default_factory=time.time)
 
@@ -177,15 +174,16 @@ def scratch(name: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"ringlab-cell-{os.getpid()}-{name}-", dir=base))
 
 
-def explore_cell(cfg_path: Path, kernel: str, explore: NightlyExplore, seed: int,
+def explore_cell(req: RunRequest, explore: NightlyExplore, seed: int,
                  run_dir: Path) -> tuple[str, str]:
-    """`./lab explore --kernel NAME` of the cell's lab.yaml kernel after its suite (its own
-    report folder under lab.yaml's reports.dir, its output in the cell's explore.log): a new
-    confirmed failure fails the cell (exit 1), the explorer's own error is the cell's error
-    (exit 2)."""
-    argv = [sys.executable, "-m", "harness.cli", "--lab-config", str(cfg_path), "explore",
-            "--kernel", kernel, "--budget", f"{explore.budget_s:g}s", "--seed", str(seed),
-            *explore.paths]
+    """`./lab explore` of the cell's request after its suite (its kernel as the cell ran it,
+    variant or branch included; its report in the cell's explore/, its output in
+    explore.log): a new confirmed failure fails the cell (exit 1), the explorer's own error
+    is the cell's error (exit 2)."""
+    asked = req.with_folder(run_dir / "explore")
+    argv = [sys.executable, "-m", "harness.cli", "--lab-config", str(req.lab_config), "explore",
+            "--request", asked.to_json(), "--budget", f"{explore.budget_s:g}s",
+            "--seed", str(seed), *explore.paths]
     log.info("cell explore: %s", " ".join(argv))
     with (run_dir / "explore.log").open("w") as out:
         code = subprocess.call(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=out,
@@ -239,13 +237,7 @@ def _run(task: CellTask, result: CellResult, run_dir: Path) -> None:
     result.status, result.why = judge(child)
     if task.explore is None:
         return
-    if task.explore_kernel is None:
-        (run_dir / "explore.log").write_text(
-            f"not explored: {req.kernel.name} is not a lab.yaml kernel as it stands (a variant "
-            "or a branch), and ./lab explore is given a lab.yaml name\n")
-        return
-    explored, why = explore_cell(req.lab_config, task.explore_kernel, task.explore, task.seed,
-                                 run_dir)
+    explored, why = explore_cell(req, task.explore, task.seed, run_dir)
     if explored != PASSED:
         result.why = "; ".join(filter(None, (result.why, why)))
         if result.status == PASSED:

@@ -34,17 +34,15 @@ class Plan:
 
 def task(plan: Plan, cell: Cell, commit: str, seed: int) -> CellTask:
     """The cell's task: its RunRequest (into `out/<cell>` as the submitter sees it; the worker
-    runs it into a scratch folder) and what a worker does beside the run. Explore is given the
-    lab.yaml name of a cell whose kernel is lab.yaml's as it stands (no variant, no branch)."""
+    runs it into a scratch folder) and what a worker does beside the run (explore is given the
+    same request)."""
     cfg = plan.cfg
     assert cfg.nightly is not None
     refresh = cfg.nightly.refresh if plan.refresh is None else plan.refresh
     req = matrix.run_request(cfg, cell, plan.out / cell.name, refresh=refresh,
                              selftests=cfg.nightly.selftests)
-    as_is = cell.variant is None and not cell.kernel.branch
     return CellTask(cell.name, req, str(paths.REPO), commit, cell.kernel,
-                    explore=cfg.nightly.explore, seed=seed,
-                    explore_kernel=cell.kernel.name if as_is else None)
+                    explore=cfg.nightly.explore, seed=seed)
 
 
 def run(plan: Plan) -> int:

@@ -57,3 +57,28 @@ def test_the_verb_declares_its_own_logging_and_no_host_tools() -> None:
     needs = host.verb_needs("explore")
     assert needs.own_logging is True and needs.host_tools == ()
     assert (explore.OWN_LOGGING, explore.HOST_TOOLS) == (True, ())
+
+
+def test_a_nightly_cells_request_gives_the_kernel_and_the_folder(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`--request` (a nightly cell's explore): the cell's kernel as it ran, a variant not in
+    lab.yaml included, and its folder; lab.yaml's kernels are not looked up."""
+    from harness import config
+    from harness.runs.request import RunRequest
+    tree = tmp_path / "linux"
+    tree.mkdir()
+    (tmp_path / "lab.yaml").write_text(
+        f"default_kernel: src\nkernels:\n  src:\n    build:\n      tree: {tree}\n")
+    spec = config.KernelSpec("src+v", config.BuildKernel(tree, fragments=(tmp_path / "v",)))
+    req = RunRequest(tmp_path / "lab.yaml", spec, tmp_path / "cell" / "explore")
+    labs: list[config.LabConfig] = []
+    handed: list[tuple[ExploreRequest, Path]] = []
+    monkeypatch.setattr(explore, "Lab", lambda cfg: labs.append(cfg) or cfg)
+    monkeypatch.setattr(drive, "run", lambda lab, r, out, prove: handed.append((r, out)) or 0)
+    monkeypatch.setattr(run_folder, "setup_logging", lambda verbose, logfile=None: None)
+    args = cli.build_parser(("explore",)).parse_args(
+        ["explore", "--request", req.to_json(), "--seed", "5"])
+    assert explore.main(args) == 0
+    assert handed == [(ExploreRequest(kernel="src+v", paths=(), budget_s=60.0, seed=5),
+                       tmp_path / "cell" / "explore")]
+    assert labs[0].kernel("src+v") == spec

@@ -193,15 +193,18 @@ def test_a_cells_explore_is_judged_by_its_exit(tmp_path: Path, monkeypatch: pyte
         calls.append(argv)
         return code
     monkeypatch.setattr(cell.subprocess, "call", call)
-    got, why = cell.explore_cell(tmp_path / "lab.yaml", "trixie-cloud",
-                                 config.NightlyExplore(60, ("pinning",)), 20261126, tmp_path)
+    req = RunRequest(tmp_path / "lab.yaml", config.KernelSpec(
+        "trixie-cloud", config.DebianKernel("trixie", "cloud-amd64")), tmp_path / "run")
+    got, why = cell.explore_cell(req, config.NightlyExplore(60, ("pinning",)), 20261126,
+                                 tmp_path)
     assert got == status
-    assert calls[0][-7:] == ["--kernel", "trixie-cloud", "--budget", "60s", "--seed",
-                             "20261126", "pinning"]
+    assert calls[0][-5:] == ["--budget", "60s", "--seed", "20261126", "pinning"]
+    asked = RunRequest.from_json(calls[0][calls[0].index("--request") + 1])
+    assert asked == req.with_folder(tmp_path / "explore")  # the cell's kernel, its folder
     assert ("a new failure" in why) == (code == 1)
 
 
-def test_explore_is_given_the_lab_yaml_name_or_says_why_not(
+def test_explore_is_given_the_cells_request_variant_included(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ran: list[RunRequest]) -> None:
     calls: list[list[str]] = []
 
@@ -211,10 +214,13 @@ def test_explore_is_given_the_lab_yaml_name_or_says_why_not(
     monkeypatch.setattr(cell.subprocess, "call", call)
     cfg = load(tmp_path, "nightly: {kernels: [deb, src], variants: {v: [b.config]}}\n")
     explore = config.NightlyExplore(60)
-    failed = cell.run_cell(task_of(cfg, "deb", explore=explore, explore_kernel="deb", seed=7))
+    failed = cell.run_cell(task_of(cfg, "deb", explore=explore, seed=7))
     assert failed.status == cell.FAILED and "explore (seed 7)" in failed.why
     assert calls[0][calls[0].index("--lab-config") + 1] == str(cfg.path)
-    assert calls[0][calls[0].index("--kernel") + 1] == "deb"
+    asked = RunRequest.from_json(calls[0][calls[0].index("--request") + 1])
+    assert asked.kernel == ran[0].kernel and asked.kernel.name == "deb"
     variant = cell.run_cell(task_of(cfg, "src.v", explore=explore, seed=7))
-    assert variant.status == cell.PASSED and len(calls) == 1
+    assert variant.status == cell.FAILED and len(calls) == 2  # a variant is explored too
+    asked = RunRequest.from_json(calls[1][calls[1].index("--request") + 1])
+    assert asked.kernel == ran[1].kernel and asked.kernel.name == "src+v"
     assert "explore.log" in files_of(variant.archive)

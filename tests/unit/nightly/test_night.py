@@ -21,8 +21,7 @@ def test_a_cells_task_carries_its_request_and_who_is_explored(tmp_path: Path) ->
     assert deb.request.report_dir == tmp_path / "out" / "deb"
     assert deb.request.refresh is False            # --no-refresh over nightly.refresh
     assert (deb.repo, deb.commit, deb.seed) == (str(paths.REPO), "c" * 40, 20261126)
-    assert deb.explore_kernel == "deb" and deb.explore is not None
-    assert tasks["src.v"].explore_kernel is None   # src+v is no lab.yaml kernel
+    assert deb.explore is not None and tasks["src.v"].explore == deb.explore
     assert tasks["src@main.v"].kernel.branch == "main"
     assert tasks["src@main.v"].request.kernel.name == "src+v"
     assert pickle.loads(pickle.dumps(tasks["src@main.v"])) == tasks["src@main.v"]
