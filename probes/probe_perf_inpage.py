@@ -18,7 +18,7 @@ Reading such a ring: a header of size 0 marks the zero fill, and the reader skip
 page boundary. That rule lives in perf_buffer.parse_records_in_page(); the ordinary
 parse_records() (which calls a size-0 header torn) is left as the ABI has it, and the probe
 reports what it makes of the same bytes. The judging functions below are pure and are tested
-on the host (tests/unit/test_perf_inpage_parser.py).
+on the host (tests/unit/probes/test_perf_buffer_inpage.py).
 
 Run by hand in a guest: python3 probe_perf_inpage.py CHECK [ARGS]   (-h). Stdlib only.
 """

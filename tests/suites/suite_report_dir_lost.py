@@ -1,4 +1,4 @@
-"""A suite for tests/unit/test_report.py: the report folder disappears mid-run (test_b
+"""A suite for tests/unit/results/test_report.py: the report folder disappears mid-run (test_b
 replaces it with a file); the results of all three tests must still be written somewhere, and
 the run must say where and fail. No guest needed."""
 from __future__ import annotations

@@ -14,7 +14,7 @@ from harness.resources import Lab
 
 FIRE = "/sys/module/ringlab_splat/parameters/fire"
 # The title each kind must get, the same on every kernel line (harness/kernellog/splats.py
-# title()): tests/e2e/test_splats_every_kernel.py and tests/unit/test_splats.py hold them to it.
+# title()): tests/e2e/test_splats_every_kernel.py and tests/unit/kernellog/test_splats.py hold them to it.
 TITLES = {
     "warn": r"WARNING at \S*ringlab_splat\.c:\d+ ringlab_splat_warn",
     "bug": r"kernel BUG at \S*ringlab_splat\.c:\d+",

@@ -1,6 +1,7 @@
 """Unit-tier fixtures."""
 from __future__ import annotations
 
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,3 +28,14 @@ def output_as_off_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     counting a phrase in the output would count it twice (stop 39's CI failure)."""
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.delenv("BUILD_NUMBER", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers_restored() -> Iterator[None]:
+    """A test that runs cli.main() leaves SIGTERM raising KeyboardInterrupt (what a real
+    `./lab` wants); the next test must get the handlers it started with, or a child it forks
+    and kills with SIGTERM reports an exception instead of the signal."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    yield
+    for s, handler in saved.items():
+        signal.signal(s, handler)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.results import summary
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 RUN = json.loads((DATA / "summary-6.12.json").read_text())
 KERNEL_INFO = {"release": RUN["release"], "description": RUN["kernel_description"]}
 

@@ -13,7 +13,7 @@ from harness.kernellog import decode, splats
 from harness.kernels.kernel import BootableKernel
 from harness.results.summary import splat_line as _splat_line
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 WARN_LOG = DATA / "console-trace-mmap-warn-6.12.log"
 
 # Records its argv and stdin, answers like the real script on a kernel with debug info: the

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from harness.kernellog import console
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def read(name: str) -> str:
@@ -65,5 +65,5 @@ def test_real_spurious_debug_exception_is_a_tcg_artefact() -> None:
 
 def test_ready_marker_matches_guest_init() -> None:
     # The marker the harness waits for is the one rootfs/ringlab-init prints.
-    init = (Path(__file__).resolve().parents[2] / "rootfs" / "ringlab-init").read_text()
+    init = (Path(__file__).resolve().parents[3] / "rootfs" / "ringlab-init").read_text()
     assert 'say "ready"' in init and console.READY == "ringlab: ready"

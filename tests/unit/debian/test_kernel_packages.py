@@ -10,7 +10,7 @@ from harness.debian import archive, kernel_packages
 from harness.errors import KernelError
 from harness.kernels import kernel
 
-DATA = Path(__file__).parent / "data" / "packages"
+DATA = Path(__file__).resolve().parents[1] / "data" / "packages"
 
 
 def index(suite: str) -> dict[str, list[archive.PackageRecord]]:

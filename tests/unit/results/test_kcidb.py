@@ -10,7 +10,7 @@ import pytest
 
 from harness.results import kcidb
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_a_real_summary_becomes_a_valid_kcidb_document() -> None:

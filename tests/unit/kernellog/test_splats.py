@@ -10,7 +10,7 @@ import pytest
 
 from harness.kernellog import console, splats
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_real_warnings_from_a_trace_mmap_munmap() -> None:
@@ -186,7 +186,7 @@ def test_real_rcu_stall_names_where_the_cpu_spins() -> None:
 
 # Real console logs of tests/suites/suite_splat_kinds.py, one per kernel line (its README): each
 # kind ringlab_splat fires, as that line prints it.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suites"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "suites"))
 from suite_splat_kinds import ALWAYS, TITLES  # noqa: E402
 CORPUS = sorted(DATA.glob("console-splat-kinds-*.log"))
 # What the kernel itself says after a fired splat: on arm64 a task that dies in BUG() exits with

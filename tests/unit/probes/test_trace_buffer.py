@@ -11,7 +11,7 @@ import pytest
 import trace_abi  # from probes/ (pytest's pythonpath): guest-side, stdlib only
 import trace_buffer as tb
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 HEADER = trace_abi.HeaderPage.parse((DATA / "header_page-6.18.txt").read_text())
 PRINT = trace_abi.EventFormat.parse((DATA / "print-format-6.18.txt").read_text())
 

@@ -18,7 +18,7 @@ from harness.errors import ConfigError
 from harness.results import known_issues, verdicts
 from harness.results.known_issues import CheckFailure
 
-DATA = Path(__file__).parent / "data" / "known-issues"
+DATA = Path(__file__).resolve().parents[1] / "data" / "known-issues"
 KERNEL_TESTS = paths.KERNEL_SUITE
 SUITE = "tests/kernel/test_trace_mmap.py"
 GOOD = """
