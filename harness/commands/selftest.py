@@ -6,7 +6,7 @@ import logging
 import shutil
 import subprocess
 
-from harness.runs import run_folder
+from harness import paths
 from harness.errors import LabError
 
 # Read by harness/cli.py, and as text by harness/host.py (./lab's host check): literals only.
@@ -34,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
         raise LabError("tox is not installed in the lab's virtualenv",
                        hint="rm -rf .venv and run ./lab again")
     env = args.env or ("unit,types,e2e,kbuild" if args.all else None)
-    argv = [tox, "-c", str(run_folder.REPO / "tox.ini")] + (["-e", env] if env else []) \
+    argv = [tox, "-c", str(paths.REPO / "tox.ini")] + (["-e", env] if env else []) \
         + args.tox_args
     log.info("selftest: %s", " ".join(argv))
-    return subprocess.call(argv, cwd=run_folder.REPO)
+    return subprocess.call(argv, cwd=paths.REPO)

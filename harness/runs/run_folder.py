@@ -11,7 +11,6 @@ from pathlib import Path
 from harness import config as lab_config, paths
 from harness.errors import LabError
 
-REPO = paths.REPO  # TODO(issue 32): callers use harness.paths; removed once they all do
 
 def setup_logging(verbose: bool, logfile: Path | None = None) -> None:
     """The screen gets `lab: ...` lines (debug with -v); lab.log gets everything."""
