@@ -245,17 +245,19 @@ class VerbNeeds:
 
     def groups(self, args: list[str]) -> tuple[str, ...]:
         """BASE, the verb's groups, and those of the options in `args` (the words after the
-        verb, up to a `--`). An option may be given as argparse takes it: `--opt=value`, or a
-        prefix of its name."""
+        verb, up to a `--`) and of its sub-command (the first word that is not an option, as
+        `./lab bench build`). An option may be given as argparse takes it: `--opt=value`, or
+        a prefix of its name."""
         named = [*self.host_tools]
-        for a in args:
-            if a == "--":
-                break
+        words = [a for a in args[:args.index("--") if "--" in args else len(args)]]
+        if (sub := next((a for a in words if not a.startswith("-")), None)) is not None:
+            named += self.host_tools_with.get(sub, ())
+        for a in words:
             name = a.split("=", 1)[0]
             if not name.startswith("--"):
                 continue
             for option, extra in self.host_tools_with.items():
-                if option.startswith(name):
+                if option.startswith("--") and option.startswith(name):
                     named += extra
         return (BASE, *dict.fromkeys(g for g in named if g != BASE))
 
@@ -309,10 +311,9 @@ def verb_needs(verb: str, commands: Path = COMMANDS) -> VerbNeeds:
     if not isinstance(own_logging, bool):
         raise ValueError(f"{path}: OWN_LOGGING must be True or False, got {own_logging!r}")
     with_ = found.get("HOST_TOOLS_WITH", {})
-    if not isinstance(with_, dict) or not all(isinstance(o, str) and o.startswith("--")
-                                              for o in with_):
-        raise ValueError(f"{path}: HOST_TOOLS_WITH must map --options to group names, got "
-                         f"{with_!r}")
+    if not isinstance(with_, dict) or not all(isinstance(o, str) and o for o in with_):
+        raise ValueError(f"{path}: HOST_TOOLS_WITH must map --options or sub-commands to "
+                         f"group names, got {with_!r}")
     return VerbNeeds(verb, own_logging, _groups_of(found["HOST_TOOLS"], f"{path}: HOST_TOOLS"),
                      {o: _groups_of(g, f"{path}: HOST_TOOLS_WITH[{o!r}]")
                       for o, g in with_.items()})

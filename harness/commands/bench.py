@@ -15,6 +15,7 @@ from harness.runs import run_folder
 OWN_LOGGING: bool = False
 # Host tool groups beyond the base ones: none (`bench build` checks its own as it builds).
 HOST_TOOLS: tuple[str, ...] = ()
+HOST_TOOLS_WITH: dict[str, tuple[str, ...]] = {"build": ("build",)}  # bench build times builds
 
 
 def register(sub: argparse._SubParsersAction) -> None:

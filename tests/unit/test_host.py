@@ -92,6 +92,8 @@ def test_optional_tools_are_installed_not_required(monkeypatch: pytest.MonkeyPat
     (["-v", "--lab-config", "build", "run"], ("base",)),       # a value, not the verb
     (["--lab-config", "x.yaml", "selftest"], ("base", "build", "selftest")),
     (["build", "--kernel", "k"], ("base", "build")),
+    (["bench", "build", "--runs", "1"], ("base", "build")),    # a sub-command's needs
+    (["bench", "boot", "--kernel", "build"], ("base",)),       # an option's value, not one
 ])
 def test_groups_of_a_command_line(argv: list[str], groups: tuple[str, ...]) -> None:
     assert host.groups_for(argv) == groups
