@@ -215,8 +215,9 @@ def _drain(rb: RingBuffer) -> list:
 
 
 # The data path's AUX area is 128 KiB whatever the page size (32 pages of 4 KiB, 8 of 16 KiB,
-# 2 of 64 KiB): the test PMU writes ~400 chunks in the test's 0.8 s, so the stream wraps the
-# area many times at every page size; 32 pages of 64 KiB (2 MiB) were never wrapped.
+# 2 of 64 KiB): the test PMU writes enough chunks in the test for the stream to wrap the
+# area many times at every page size, where 32 pages of 64 KiB (2 MiB) were never wrapped
+# (docs/results/2026-11-2x-benchmarks.md).
 DATAPATH_AUX_BYTES = 128 * 1024
 
 
@@ -338,7 +339,7 @@ WATERMARK_CASES = watermark_cases(PAGE)
 
 
 # How long aux_head may stand still before a wait for the PMU's writes gives up: the PMU
-# writes a chunk every 2-20 ms, so a second and a half without progress is a kernel that
+# writes a chunk every few milliseconds, so a second and a half without progress is a kernel that
 # does not publish aux_head, not a slow guest. A probe that waits on the kernel stops
 # itself and says what it waited for, instead of running into its deadline (issue 23 §3).
 STALL_S = 1.5

@@ -38,8 +38,8 @@ MADV_DONTFORK, MADV_DOFORK = 10, 11
 # look at: get_snapshot_map()) but never fires: pid_t is never negative. An unfiltered one on
 # sched_switch feeds itself (each snapshot's latency_fsnotify() queues irq_work and then work
 # on tr_max_lat_wq, whose switches fire it again) and starves ordinary tasks until it is
-# disarmed: to under 1 % of the CPU on PREEMPT_RT, where that irq_work runs in the FIFO
-# irq_work/N thread (README: Findings per arch).
+# disarmed: almost all of the CPU on PREEMPT_RT, where that irq_work runs in the FIFO
+# irq_work/N thread (docs/results/2026-11-2x-kernels-and-arches.md, Findings per arch).
 ARMED_SNAPSHOT = "snapshot if prev_pid < 0"
 
 

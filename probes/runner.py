@@ -7,14 +7,14 @@ Listening: python3 runner.py --listen PORT   (what the harness starts: returns o
            port forward or through SSH's direct-tcpip forwarding, gets its own forked server
            speaking the same JSON lines)
 
-Why a server: under TCG a fresh `python3` with ctypes and json imported costs ~400 ms and an
-SSH exec ~125 ms; a warm server that forks per request answers in a few tens of ms. Each probe
+Why a server: under TCG a fresh `python3` with ctypes and json imported, and an SSH exec, cost
+far more than a fork of a warm server (docs/guests.md has the figures). Each probe
 still runs in its own process (a fork), with its own stdout, stderr, user and time limit.
 Why a listening one: it is started before a guest is saved as a snapshot, so every guest
 restored from it has its probes loaded and its server up the moment SSH answers, instead of
-paying ~1.5 s for python3 to start again. Why straight from the host: an SSH handshake costs a
-restored guest 0.5-0.8 s under TCG (OpenSSH execs sshd-session and sshd-auth per connection),
-more than the restore itself. Who is served: a connection from inside the guest only if its
+paying for python3 to start again. Why straight from the host: an SSH handshake costs a
+restored guest more than the restore itself under TCG (OpenSSH execs sshd-session and
+sshd-auth per connection; docs/results/2026-11-26-speed.md). Who is served: a connection from inside the guest only if its
 peer socket is root's (/proc/net/tcp: the guest's `lab` user cannot reach a root server); one
 from the host (QEMU's user network, which lets nothing else in) only once its first line is
 {"token": T}, T the content of .token beside this file (root's, 0600, written over SSH when

@@ -85,8 +85,8 @@ LOCKUP_GRACE_S = 3.0
 # command may not even wait on) before the wait ends: the Oops is on the console already, and a
 # task killed holding a lock leaves the command stuck until its deadline.
 OOPS_GRACE_S = 3.0
-# A warm reset is followed by the kernel's banner within a few seconds (8 s at most measured on
-# a host loaded fourfold); past this, the reset is done again, at most RESETS times in all
+# A warm reset is followed by the kernel's banner within a few seconds, even on a loaded host
+# (docs/results/2026-11-2x-benchmarks.md); past this, the reset is done again, at most RESETS times in all
 # (Guest._reset_until_the_kernel_starts says why).
 KERNEL_START_S = 20.0
 RESETS = 3
@@ -272,7 +272,7 @@ class Guest:
         self.vm.ready.clear()
         self._reset_until_the_kernel_starts(sock, deadline)
         # SSH only once init says it is up: attempts made while the kernel boots wait out
-        # their banner timeouts (20-42 s to reconnect against a 6 s boot, measured).
+        # their banner timeouts, several times a boot's length (docs/results/2026-11-26-7x-paths.md).
         if not self.vm.wait_for(self.vm.ready, deadline, stall_s=STALL_S):
             raise _boot_failure(self.vm, self.plan, timed_out=time.monotonic() >= deadline)
 
@@ -307,8 +307,8 @@ class Guest:
     def _reset_until_the_kernel_starts(self, sock: Path, deadline: float) -> None:
         """The machine reset, and reset again if no kernel banner follows within
         KERNEL_START_S. Under TCG the first reset of a QEMU that booted the kernel itself,
-        with nokaslr, runs nothing the console shows (measured: silent for 25 s, then a
-        second reset boots in 8 s); a QEMU restored from a snapshot boots at the first."""
+        with nokaslr, runs nothing the console shows (silent well past a boot's length, then
+        a second reset boots: docs/results/2026-11-2x-benchmarks.md); a QEMU restored from a snapshot boots at the first."""
         for attempt in range(1, RESETS + 1):
             starts = self.vm.kernel_starts
             monitor.warm_reset(sock, deadline)

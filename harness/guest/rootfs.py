@@ -168,6 +168,6 @@ def ensure(spec: RootfsSpec, mirror_for: Callable[[], Mirror], cache_root: Path,
 
 def recheck(img: RootfsImage) -> bool:
     """After a failed boot: whether the image's cache entry changed in a way its files' sizes
-    and mtimes hide (every SHA256 computed: 0.5-1 s for a 700 MB image). A changed entry is
+    and mtimes hide (every SHA256 computed: about a second for the image). A changed entry is
     removed, to be built again: the failure was the cache's, not the kernel's."""
     return not cache.intact(img.image.parent, ENTRY_FILES, deep=True)

@@ -1,7 +1,7 @@
 """Guest snapshots: a guest saved once per machine profile, restored instead of booted.
 
-A boot under TCG takes 6.5 s on a quiet host and 9-15 s on a busy one; loading a saved guest
-takes about a second. So the first guest of a profile (kernel, rootfs, cpus, memory, accel,
+A boot under TCG takes several times as long as loading a saved guest (the figures:
+docs/results/2026-11-2x-benchmarks.md, bench boot). So the first guest of a profile (kernel, rootfs, cpus, memory, accel,
 command line, QEMU version: `SnapshotKey`) is saved right after SSH first answers, before the
 probe runner starts, and every later guest of that profile is restored from it:
 
@@ -219,7 +219,7 @@ async def _save(sock: Path, live_overlay: Path, state: Path, timeout_s: float) -
 def save(root: Path, key: SnapshotKey, sock: Path, frozen_overlay: Path, live_overlay: Path,
          timeout_s: float = 60.0) -> Snapshot:
     """Save the running guest behind QMP socket `sock` as the snapshot for `key`. The guest
-    is stopped for the save (~0.3 s) and goes on afterwards in `live_overlay`;
+    is stopped for the save (a fraction of a second) and goes on afterwards in `live_overlay`;
     `frozen_overlay` (its disk until now) is copied as the snapshot's base."""
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-{key.digest()}-{os.getpid()}-{time.monotonic_ns()}"

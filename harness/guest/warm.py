@@ -1,7 +1,7 @@
 """Machine profiles without a snapshot, booted at once rather than one after the other.
 
 A run on a new kernel needs a cold boot per machine profile (1 vCPU, 2 vCPUs, 256 MB, a
-persistent buffer's command line): 9-14 s each under TCG, paid in series as the first test of
+persistent buffer's command line), each the length of a boot under TCG, paid in series as the first test of
 each profile asks. `Warmer` boots every profile a run needs and has no snapshot of, in the
 background while the first tests run, each saved as its snapshot (harness/guest/snapshot.py)
 and stopped; the test that asks then restores it. A cold boot of a profile holds a lock file beside the snapshots, so the

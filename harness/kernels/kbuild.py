@@ -96,7 +96,7 @@ def outputs(out: Path, arch: str) -> list[str]:
 class ConfigStamp:
     """What produced a build folder's .config: the config key (base + fragments), the tree's
     Kconfig files and the toolchain. The config step (make defconfig, the fragments,
-    olddefconfig: ~10 s) is skipped when the stamp matches and .config is the one it
+    olddefconfig: seconds of make) is skipped when the stamp matches and .config is the one it
     describes, which is every rebuild of a bisect or mutate step that left Kconfig alone."""
     key: str
 

@@ -51,13 +51,13 @@ def client_for(cfg: LabConfig, n_cells: int, scheduler: str | None = None,
             client = Client(scheduler, timeout="20s")
         except (OSError, TimeoutError) as e:
             raise LabError(f"--scheduler {scheduler}: cannot reach the Dask scheduler: {e}",
-                           hint="start one with `dask scheduler` (README: Nightly)") from None
+                           hint="start one with `dask scheduler` (docs/nightly.md)") from None
         try:
             try:
                 client.wait_for_workers(1, timeout=60)
             except TimeoutError:
                 raise LabError(f"--scheduler {scheduler}: no worker joined within 60 s",
-                               hint="start lab workers with `dask worker` (README: Nightly)"
+                               hint="start lab workers with `dask worker` (docs/nightly.md)"
                                ) from None
             yield client
         finally:

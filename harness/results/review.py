@@ -14,9 +14,9 @@ not passing here. NEWLY PASSING lists the tests the series fixed (failing or fla
 and those only it let run (skipped on base); a failure on base that is the known issue's
 xfail on patched is NOW KNOWN: not fixed, not a regression.
 
-Benchmarks (every figure is a rate: bigger is better). Under TCG on a loaded 2-core host one
-run per kernel moved figures of untouched paths by -50 % and -75 %, so a figure only judges a
-series when its noise was measured, and against figures the series cannot have moved:
+Benchmarks (every figure is a rate: bigger is better). Under TCG on a loaded host one run per
+kernel moves figures of untouched paths by half or more (docs/review-bisect.md), so a figure
+only judges a series when its noise was measured, and against figures the series cannot have moved:
 
 1. Order. Samples are taken interleaved, one fresh guest each: base, patched, base, patched,
    ... (`interleave`). Pair i is the i-th base and the i-th patched sample, measured back to
@@ -33,9 +33,8 @@ series when its noise was measured, and against figures the series cannot have m
    AND the median ratio is below 1 - THRESHOLD (0.90); better when every ratio is above
    1 + PAIR_NOISE and the median above 1 + THRESHOLD; otherwise same. With noise alone each
    pair falls below 1 with chance about 1/2, so all n of them do with chance about 2^-n (1/8
-   at 3 pairs, 1/32 at 5). Simulated with 30 % noise per sample and nothing changed: the rule
-   fires in 8.5 % of reviews at 3 pairs, 2.4 % at 5; one control brings that to 6.4 % and
-   1.8 %: more --bench-runs, a sharper judgement.
+   at 3 pairs, 1/32 at 5); a control lowers it further (the simulated false-alarm rates:
+   docs/results/2026-11-2x-benchmarks.md): more --bench-runs, a sharper judgement.
 6. Too noisy. A worse figure whose movement is matched or exceeded by a control's is "too
    noisy to judge", not a regression: the host moved an untouched path as much.
 
