@@ -92,8 +92,8 @@ KERNEL_START_S = 20.0
 RESETS = 3
 # How long Guest.stop() waits for SSH to close before stopping QEMU regardless.
 CLOSE_S = 2.0
-# A restore that has not answered SSH by then is given up for a boot: restores take ~1-2 s
-# under TCG, and a boot is waiting behind this one.
+# A restore that has not answered by then is given up for a boot: a restore takes a fraction
+# of this under TCG, and a boot is waiting behind this one.
 RESTORE_TIMEOUT_S = 20.0
 
 
