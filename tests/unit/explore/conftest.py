@@ -76,8 +76,9 @@ def failure(path: str, who: str = "user", steps: list | None = None) -> SimpleNa
 
 
 def same_as_kept(name: str, text: str) -> None:
-    """The text equals the one kept under `name`; RINGLAB_REGEN_REPRO=1 keeps it instead."""
-    kept = DATA / name
+    """The text equals the one kept under `name` (as `name`.txt: data, not code of ours);
+    RINGLAB_REGEN_REPRO=1 keeps it instead."""
+    kept = DATA / (name if name.endswith(".txt") else f"{name}.txt")
     if os.environ.get("RINGLAB_REGEN_REPRO") == "1":
         kept.parent.mkdir(parents=True, exist_ok=True)
         kept.write_text(text)
