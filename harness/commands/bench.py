@@ -13,14 +13,21 @@ from harness.runs import run_folder
 
 # The bench logs to the screen; each bench writes its own results folder (bench/report.py).
 OWN_LOGGING: bool = False
-# Host tool groups beyond the base ones: none (`bench build` checks its own as it builds).
+# Host tool groups beyond the base ones: none, but `bench build` builds kernels.
 HOST_TOOLS: tuple[str, ...] = ()
-HOST_TOOLS_WITH: dict[str, tuple[str, ...]] = {"build": ("build",)}  # bench build times builds
+HOST_TOOLS_WITH: dict[str, tuple[str, ...]] = {"build": ("build",)}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     be = sub.add_parser("bench", help="benchmarks", description="Benchmarks.")
     bsub = be.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    for add in (_boot, _perf_ring, _trace_mmap, _parallel, _aux, _build, _cpu_models,
+                _explore, _nightly):
+        add(bsub)
+    be.set_defaults(func=main)
+
+
+def _boot(bsub: argparse._SubParsersAction) -> None:
     bb = bsub.add_parser("boot", help="boot time, probe round trip, harness RSS, cold start",
                          description="QEMU start to SSH-ready (N boots), probe round trip, "
                          "harness peak RSS; --cold also times download + rootfs build.")
@@ -33,41 +40,64 @@ def register(sub: argparse._SubParsersAction) -> None:
     bb.add_argument("--throwaway", action="store_true", help="instead: where the time of a "
                     "throw-away `./lab ssh -- true` goes, step by step (RUNS guests, default "
                     "5), against its 1 s target")
+
+
+def _perf_ring(bsub: argparse._SubParsersAction) -> None:
     _probe_bench(bsub, "perf-ring", "perf ring buffer: mmap vs read() rates, test wall",
                  "Records/s read through the mmap'd perf buffer vs counter reads/s through "
                  "read() of a group, and the wall time of tests/kernel/test_perf_ring.py.")
+
+
+def _trace_mmap(bsub: argparse._SubParsersAction) -> None:
     bt = _probe_bench(bsub, "trace-mmap", "tracefs buffer: mmap vs read() vs splice() rates",
                       "Events/s consumed from a tracefs CPU buffer through the mapping, read() "
                       "and splice() of trace_pipe_raw (transport only and parsed), and the "
                       "wall time of tests/kernel/test_trace_mmap.py.")
     bt.add_argument("--events", type=int, default=20000,
                     help="trace_marker events a run (default 20000)")
-    bp = bsub.add_parser("parallel", help="the whole suite serial vs -j 2 vs -j auto",
+
+
+def _parallel(bsub: argparse._SubParsersAction) -> None:
+    bp = bsub.add_parser("parallel", help="the whole suite serial vs the default -j auto",
                          description="Wall time of the whole suite (child `./lab run`s) "
-                         "serial, with -j 2 and with -j auto, the modes taking turns, RUNS "
-                         "times each after one untimed warm-up; min/median/max, the ratio to "
-                         "serial (target: -j 2 <= 0.6x) and the tests whose outcome changed "
-                         "between runs of a mode. Exit 1 if -j 2 missed the target.")
+                         "serial (-j 1) and with the default -j auto, the modes taking turns, "
+                         "RUNS times each after one untimed warm-up; min/median/max, the ratio "
+                         f"to serial (targets: <= {parallel.PARALLEL_TARGET:g}x and a median "
+                         f"<= {parallel.DEFAULT_TARGET_S:g} s) and the tests whose outcome "
+                         "changed between runs of a mode. Exit 1 if a target was missed.")
     options.kernel(bp)
     options.runs(bp, 5, "runs per mode")
     options.selection(bp)
+
+
+def _aux(bsub: argparse._SubParsersAction) -> None:
     _probe_bench(bsub, "aux", "perf AUX: bytes/s through the test PMU and a reader",
                  "AUX bytes/s through the lab's test PMU and the probe's reader (records "
                  "consumed; every byte checked).")
+
+
+def _build(bsub: argparse._SubParsersAction) -> None:
     bk = bsub.add_parser("build", help="kernel build times: full, incremental, a bisect step",
                          description="Full builds of Debian's linux-source-6.12 with "
                          "minimal.config and ringbuf.config (no ccache), an incremental rebuild "
                          "after touching kernel/trace/ring_buffer.c, and one bisect step end to "
                          "end (rebuild after a one-file change, boot, one probe).")
-    bk.add_argument("--no-ringbuf", action="store_true", help="skip the ~15 min ringbuf build")
+    bk.add_argument("--no-ringbuf", action="store_true", help="skip the ringbuf.config build, "
+                    "the longest")
+
+
+def _cpu_models(bsub: argparse._SubParsersAction) -> None:
     bc = bsub.add_parser("cpu-models", help="TCG CPU models: boot to SSH ready, clean or not",
                          description="Boots the kernel RUNS times per TCG CPU model, the "
                          "models taking turns, snapshots off: QEMU start to SSH ready of the "
                          "boots with no kernel splat, and what went wrong in the others.")
     options.kernel(bc)
     options.runs(bc, 3, "boots per model")
-    bc.add_argument("--models", help="';'-separated -cpu values (default for arm64: "
-                    "max;max,pauth-impdef=on;cortex-a72;neoverse-n1)")
+    bc.add_argument("--models", help="';'-separated -cpu values (default: the arch's "
+                    "Arch.tcg_cpu_models)")
+
+
+def _explore(bsub: argparse._SubParsersAction) -> None:
     bx = bsub.add_parser("explore", help="the explorer's steps/s and sequences/min per path",
                          description="RUNS runs of SECONDS per path of `./lab explore` in one "
                          "guest (the paths taking turns, a seed per run, shrinking off): "
@@ -76,6 +106,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.kernel(bx)
     options.runs(bx, 3, "runs per path")
     bx.add_argument("--seconds", type=float, default=20.0, help="of each run (default 20)")
+
+
+def _nightly(bsub: argparse._SubParsersAction) -> None:
     bn = bsub.add_parser("nightly", help="a 2-cell nightly on a LocalCluster vs the same two "
                          "./lab runs in turn, wall time",
                          description="Wall time of a nightly of one kernel with two test "
@@ -84,7 +117,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.kernel(bn, "the kernel (default: default_kernel)")
     bn.add_argument("-k", action="append", metavar="EXPR", help="a cell's test selection "
                     "(twice; default: two small ones)")
-    be.set_defaults(func=main)
 
 
 def _probe_bench(bsub: argparse._SubParsersAction, name: str, help_: str, description: str
