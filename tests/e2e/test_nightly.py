@@ -201,11 +201,11 @@ def test_a_cluster_whose_workers_are_all_gone_ends_the_nightly(tmp_path: Path) -
     from harness.nightly import cell, cluster
 
     with LocalCluster(n_workers=1, processes=False, threads_per_worker=1,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=None) as local, Client(local) as client:
         fut = client.submit(_sleep, 120, pure=False)
         client.wait_for_workers(1, timeout=30)
         start = time.monotonic()
-        cluster.scale(0)
+        local.scale(0)
         results = cluster.collect(client, {fut: "k"}, tmp_path, limit_s=3, tick_s=0.5)
         waited = time.monotonic() - start
     assert [(r.name, r.status) for r in results] == [("k", cell.ERROR)]
