@@ -44,7 +44,7 @@ class RunRequest:
     @classmethod
     def from_json(cls, text: str) -> RunRequest:
         try:
-            return _record(cls, json.loads(text))
+            return _request(json.loads(text))
         except (ValueError, TypeError, KeyError) as e:
             raise ConfigError(f"a run request that cannot be read ({e}): {text[:200]}") from None
 
@@ -113,16 +113,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _record(cls: type, data: dict[str, Any]) -> Any:
-    """The RunRequest (or one of its records) `data` came from."""
-    if cls is RunRequest:
-        return RunRequest(**{
-            **data, "lab_config": Path(data["lab_config"]),
-            "kernel": _kernel(data["kernel"]), "report_dir": Path(data["report_dir"]),
-            "selftests_from": _path(data.get("selftests_from")),
-            "machine": MachineSpec(**data["machine"]) if data.get("machine") else None,
-            "pytest_args": tuple(data.get("pytest_args", ()))})
-    raise TypeError(f"no reader for {cls.__name__}")
+def _request(data: dict[str, Any]) -> RunRequest:
+    """The RunRequest `data` (its JSON, parsed) came from."""
+    return RunRequest(**{
+        **data, "lab_config": Path(data["lab_config"]),
+        "kernel": _kernel(data["kernel"]), "report_dir": Path(data["report_dir"]),
+        "selftests_from": _path(data.get("selftests_from")),
+        "machine": MachineSpec(**data["machine"]) if data.get("machine") else None,
+        "pytest_args": tuple(data.get("pytest_args", ()))})
 
 
 def _kernel(data: dict[str, Any]) -> KernelSpec:
