@@ -41,19 +41,23 @@ import mmap
 import os
 import random
 import resource
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+import perf_abi
+from explore_ops import Args, Model, Op, Region, Step, World, ref_id, table
 
 SAMPLE = 32                   # the probes' sample: header + IDENTIFIER, TID, TIME
 LOST_RECORD = 24              # PERF_RECORD_LOST: header, id, lost (no sample_id_all)
 SIZES = (1, 2, 3, 5, 9, 4, 6)  # pages of a data mapping: 1 + 2^n, and two that are not
 AUX_SIZES = (1, 2, 4, 3)
-MADVICE = ("dofork", "dontfork", "dontdump", "wipeonfork")
-MREMAPS = ("move", "grow", "shrink", "dontunmap")
 FIRES = (1, 4, 20, 150)
 POKE_OFFSET = 512            # in perf_event_mmap_page's __reserved: a store there is harmless
+AUX_OFFSET = perf_abi.PerfEventMmapPage.aux_offset.offset
+DATA_HEAD = perf_abi.PerfEventMmapPage.data_head.offset
+DATA_TAIL = perf_abi.PerfEventMmapPage.data_tail.offset
 
 # Each path: which events it opens, the settings a sequence draws from, the ops it favours.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -65,11 +69,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     "perf-aux": {"kinds": ("pmu", "pmu", "dummy"), "mlock_pages": (5, 9, 17, 33),
                  "rlimit_pages": (0, 8), "who": ("user",), "aux": 3},
 }
-
-
-def ref_id(a: object) -> int | None:
-    """The step id an "@ID" argument names."""
-    return int(a[1:]) if isinstance(a, str) and a.startswith("@") else None
 
 
 def pow2(n: int) -> bool:
@@ -137,9 +136,13 @@ class Vma:
     copies_on_fork: bool = False
     live: bool = True
 
+    @property
+    def splittable(self) -> bool:
+        return self.pages > 1
+
 
 @dataclass
-class PerfModel:
+class PerfModel(Model):
     """What the ABI says after each step. Objects are named by the id of the step that made
     them ("@3" in a later step's arguments)."""
     path: str
@@ -161,56 +164,45 @@ class PerfModel:
         return self.setup["mlock_kb"] // (self.page // 1024) * self.setup["ncpus"]
 
     # --- references ---
-    def event(self, step: dict) -> Event | None:
-        i = ref_id(step["args"][0])
+    def event(self, ref: object) -> Event | None:
+        i = ref_id(ref)
         return self.events.get(i) if i is not None else None
 
-    def ev(self, step: dict) -> Event:
+    def open_event(self, ref: object) -> Event | None:
+        e = self.event(ref)
+        return e if e is not None and e.fd_open else None
+
+    def ev(self, ref: object) -> Event:
         """The event a valid step names."""
-        e = self.event(step)
-        assert e is not None, step
+        e = self.event(ref)
+        assert e is not None, ref
         return e
 
     def rb(self, e: Event) -> Rb:
         assert e.rb is not None, e
         return self.rbs[e.rb]
 
-    def vma(self, step: dict) -> Vma | None:
-        i = ref_id(step["args"][0])
+    def vma(self, ref: object) -> Vma | None:
+        i = ref_id(ref)
         v = self.vmas.get(i) if i is not None else None
         return v if v is not None and v.live else None
 
-    def vm(self, step: dict) -> Vma:
-        v = self.vma(step)
-        assert v is not None, step
+    def vm(self, ref: object) -> Vma:
+        v = self.vma(ref)
+        assert v is not None, ref
         return v
+
+    def live_vmas(self) -> list[tuple[int, Vma]]:
+        return [(s, v) for s, v in self.vmas.items() if v.live]
+
+    def open_events(self) -> list[int]:
+        return [s for s, e in self.events.items() if e.fd_open]
 
     def rw_data_vma(self, rb: int | None) -> int | None:
         for sid, v in sorted(self.vmas.items()):
             if v.live and v.rb == rb and v.kind == "data" and v.writable:
                 return sid
         return None
-
-    def valid(self, step: dict) -> bool:
-        op = step["op"]
-        if op in ("open", "fork", "fire"):
-            return op != "fire" or any(e.kind == "tp" for e in self.events.values())
-        if op in ("close", "mmap", "pause"):
-            e = self.event(step)
-            return e is not None and e.fd_open
-        if op == "aux":
-            e = self.event(step)
-            return e is not None and e.fd_open and self.rw_data_vma(e.rb) is not None
-        v = self.vma(step)
-        if v is None:
-            return False
-        if op in ("munmap-part",) or op == "mremap" and step["args"][1] == "shrink":
-            return v.pages > 1
-        if op == "consume":
-            return v.kind == "data" and v.writable
-        if op == "poke":
-            return step["args"][1] < v.pages
-        return True
 
     # --- the rules ---
     def charge(self, pages: int) -> tuple[bool, int, int]:
@@ -220,104 +212,6 @@ class PerfModel:
         exempt = self.setup["who"] == "user+ipc_lock"
         allowed = self.pinned + extra <= self.setup["rlimit_pages"] or exempt
         return allowed, pages - extra, extra
-
-    def expect(self, step: dict) -> frozenset[str]:
-        op, args = step["op"], step["args"]
-        if op == "mmap":
-            pages, prot, share = args[1], args[2], args[3]
-            if share == "private" or (pages - 1 != 0 and not pow2(pages - 1)):
-                return frozenset({"EINVAL"})
-            e = self.ev(step)
-            if e.rb is not None:
-                return frozenset({"ok" if self.rb(e).pages == pages else "EINVAL"})
-            return frozenset({"ok" if self.charge(pages)[0] else "EPERM"})
-        if op == "aux":
-            rb = self.rb(self.ev(step))
-            pages = args[1]
-            if rb.aux_pages:
-                return frozenset({"ok" if pages == rb.aux_pages else "EINVAL"})
-            if not pow2(pages):
-                return frozenset({"EINVAL"})
-            if not self.charge(pages)[0]:
-                return frozenset({"EPERM"})
-            return frozenset({"ok" if self.ev(step).kind == "pmu" else "EOPNOTSUPP"})
-        if op == "poke":
-            v = self.vm(step)
-            return frozenset({"ok" if v.writable and v.kind == "data" and args[1] == 0
-                              else "EFAULT"})
-        if op == "pause":
-            # perf_ioctl(): an event with no buffer, or one with no data pages: EINVAL
-            e = self.ev(step)
-            return frozenset({"ok" if e.rb is not None and self.rb(e).pages > 1 else "EINVAL"})
-        if op == "munmap-part":
-            return frozenset({"EINVAL"})
-        if op == "mremap":
-            return frozenset({"move": {"ok", "EINVAL"}, "grow": {"EFAULT"},
-                              "shrink": {"EINVAL"}, "dontunmap": {"EINVAL"}}[args[1]])
-        if op == "fork":
-            n = sum(v.live and v.copies_on_fork for v in self.vmas.values())
-            return frozenset({f"inherits {n}" if n else "ok"})
-        if op == "madvise":
-            # MADV_DOFORK: clears VM_DONTCOPY, refused on VM_IO/VM_PFNMAP mappings (7.x maps
-            # the buffer with remap_pfn_range()); MADV_WIPEONFORK: private anonymous only.
-            return frozenset({"dofork": {"ok", "EINVAL"}, "dontfork": {"ok"},
-                              "dontdump": {"ok"}, "wipeonfork": {"EINVAL"}}[args[1]])
-        return frozenset({"ok"})
-
-    def apply(self, step: dict, result: str) -> None:
-        op, args, sid = step["op"], step["args"], step["id"]
-        if result != "ok" and not result.startswith("inherits "):   # a fork's child said so
-            return
-        if op == "open":
-            self.events[sid] = Event(args[0])
-        elif op == "close":
-            self.ev(step).fd_open = False
-            self._drop_dead_events()
-        elif op == "mmap":
-            e = self.ev(step)
-            if e.rb is not None:
-                self.traits.add("mapped-again")
-            else:
-                _, locked, pinned = self.charge(args[1])
-                e.rb = sid
-                self.rbs[sid] = Rb(args[1], args[2] == "r", self.page, locked=locked,
-                                   pinned=pinned)
-                self.perf_mlock += locked
-                self.pinned += pinned
-            self.rb(e).maps += 1
-            self.vmas[sid] = Vma(int(args[0][1:]), self.rb_id(e), "data", args[1],
-                                 args[2] == "rw")
-        elif op == "aux":
-            e = self.ev(step)
-            rb = self.rb(e)
-            if rb.aux_pages:
-                self.traits.add("aux-mapped-again")
-            else:
-                _, rb.aux_locked, rb.aux_pinned = self.charge(args[1])
-                rb.aux_pages = args[1]
-                self.perf_mlock += rb.aux_locked
-                self.pinned += rb.aux_pinned
-            rb.aux_maps += 1
-            rb.maps += 1
-            self.vmas[sid] = Vma(int(args[0][1:]), self.rb_id(e), "aux", args[1], True)
-        elif op == "munmap":
-            self.unmap(int(args[0][1:]))
-        elif op == "fork" and any(v.live and v.copies_on_fork for v in self.vmas.values()):
-            self.traits.add("fork-inherits-a-mapping")
-        elif op == "mremap":
-            self.traits.add("moved")
-        elif op == "madvise" and args[1] in ("dofork", "dontfork"):
-            self.vm(step).copies_on_fork = args[1] == "dofork"
-        elif op == "fire":
-            for e in self.events.values():
-                if e.kind == "tp" and e.rb is not None:
-                    for _ in range(args[0]):
-                        self.rb(e).write()
-        elif op == "consume":
-            rb = self.rbs[self.vm(step).rb]
-            rb.tail, rb.samples, rb.lost_reported = rb.head, 0, 0
-        elif op == "pause":
-            self.rb(self.ev(step)).paused = bool(args[1])
 
     def overflows(self) -> tuple[int, ...]:
         """Sample counts that just overflow a writable tracepoint ring (its free space and a
@@ -330,10 +224,6 @@ class PerfModel:
                 free = (rb.data_size - (rb.head - rb.tail)) // SAMPLE
                 out.append(max(1, free) + 3)
         return tuple(out)
-
-    def rb_id(self, e: Event) -> int:
-        assert e.rb is not None, e
-        return e.rb
 
     def unmap(self, sid: int) -> None:
         """perf_mmap_close(): the AUX charge back at the last AUX munmap, the buffer's at the
@@ -355,9 +245,9 @@ class PerfModel:
                 if e.rb == v.rb:
                     e.rb = None
             del self.rbs[v.rb]
-        self._drop_dead_events()
+        self.drop_dead_events()
 
-    def _drop_dead_events(self) -> None:
+    def drop_dead_events(self) -> None:
         """An event lives while its fd is open or a mapping holds its file."""
         held = {v.event for v in self.vmas.values() if v.live}
         for sid in [s for s, e in self.events.items() if not e.fd_open and s not in held]:
@@ -387,99 +277,380 @@ class PerfModel:
             self.unmap(sid)
         for e in self.events.values():
             e.fd_open = False
-        self._drop_dead_events()
+        self.drop_dead_events()
 
     def end(self) -> dict:
         """Everything undone: nothing pinned, and the user's whole allowance maps again
         without pinning a page (what the sequence charged all came back)."""
         return {"vm_pin_kb": 0, "allowance": "ok"}
 
-    # --- generation ---
-    def choose(self, rng: random.Random, sid: int) -> dict | None:
-        preset = PRESETS[self.path]
-        kinds = [k for k in preset["kinds"] if k != "pmu" or self.setup["has_pmu"]]
-        kinds = [k for k in kinds if k != "tp" or self.setup["has_tp"]] or ["dummy"]
-        open_events = [s for s, e in self.events.items() if e.fd_open]
-        live = [s for s, v in self.vmas.items() if v.live]
-        options: list[tuple[float, dict]] = [(3 if len(open_events) < 2 else 0.5,
-                                              {"op": "open", "args": [rng.choice(kinds)]})]
-        for s in open_events:
-            e = self.events[s]
-            same = self.rb(e).pages if e.rb is not None else None
-            pages = same if same and rng.random() < 0.7 else rng.choice(SIZES)
-            prot = "r" if rng.random() < 0.15 else "rw"
-            share = "private" if rng.random() < 0.05 else "shared"
-            options.append((4, {"op": "mmap", "args": [f"@{s}", pages, prot, share]}))
-            options.append((0.7, {"op": "close", "args": [f"@{s}"]}))
-            if e.kind == "tp":
-                options.append((0.6, {"op": "pause", "args": [f"@{s}", rng.choice((1, 0))]}))
-            if self.rw_data_vma(e.rb) is not None and preset["aux"]:
-                rb = self.rb(e)
-                aux = rb.aux_pages if rb.aux_pages and rng.random() < 0.6 else \
-                    rng.choice(AUX_SIZES)
-                options.append((preset["aux"], {"op": "aux", "args": [f"@{s}", aux]}))
-        for s in live:
-            v = self.vmas[s]
-            options.append((3, {"op": "munmap", "args": [f"@{s}"]}))
-            options.append((0.4, {"op": "madvise", "args": [f"@{s}", rng.choice(MADVICE)]}))
-            options.append((0.4, {"op": "mremap", "args": [f"@{s}", rng.choice(MREMAPS)]}))
-            if v.pages > 1:
-                options.append((0.3, {"op": "munmap-part", "args": [f"@{s}"]}))
-            if v.kind == "data" and v.writable and self.events.get(v.event, Event("x")).kind \
-                    == "tp":
-                options.append((1, {"op": "consume", "args": [f"@{s}"]}))
-            options.append((0.3, {"op": "poke", "args": [f"@{s}", rng.choice(
-                sorted({0, 1, v.pages - 1} & set(range(v.pages))))]}))
-        if live:
-            options.append((0.6, {"op": "fork", "args": []}))
-        if any(e.kind == "tp" and e.rb is not None for e in self.events.values()):
-            options.append((3, {"op": "fire", "args": [rng.choice(FIRES + self.overflows())]}))
-        options = [(w, o) for w, o in options if w > 0 and self.valid(o)]
-        total = sum(w for w, _ in options)
-        pick = rng.random() * total
-        for w, o in options:
-            pick -= w
-            if pick <= 0:
-                return o
-        return options[-1][1]
+
+# --- the operations: each one's draw, rule, model update, call and reproducer forms --------
+
+def _kinds(m: PerfModel) -> list[str]:
+    kinds = [k for k in PRESETS[m.path]["kinds"] if k != "pmu" or m.setup["has_pmu"]]
+    return [k for k in kinds if k != "tp" or m.setup["has_tp"]] or ["dummy"]
 
 
-def replay_traits(model: PerfModel, steps: list[dict]) -> set[str]:
-    for step in steps:
-        if model.valid(step):
-            allowed = model.expect(step)
-            model.apply(step, "ok" if "ok" in allowed else min(allowed))
-    return model.traits
+def _apply_open(m: PerfModel, sid: int, a: Args) -> None:
+    m.events[sid] = Event(a["kind"])
+
+
+def _call_open(w: PerfWorld, sid: int, a: Args) -> str:
+    from perf_events import SAMPLE_TYPE, open_dummy
+    from probe_pinning import open_test_pmu_task
+    if a["kind"] == "tp":   # the id was read as root: tracefs is root's
+        at = perf_abi.attr(perf_abi.PERF_TYPE_TRACEPOINT, w.cfg["tp_id"], 0)
+        at.sample_period = 1
+        at.sample_type = SAMPLE_TYPE
+        fd = perf_abi.perf_event_open(at, 0, -1)
+    elif a["kind"] == "pmu":
+        fd = open_test_pmu_task()
+    else:
+        fd = open_dummy(perf_abi.ATTR_DISABLED | perf_abi.ATTR_EXCLUDE_KERNEL |
+                        perf_abi.ATTR_EXCLUDE_HV)
+    w.fds[sid] = fd
+    return "ok"
+
+
+OPEN = Op(
+    "open", ("kind",),
+    draw=lambda m, rng: [(3 if len(m.open_events()) < 2 else 0.5,
+                          {"kind": rng.choice(_kinds(m))})],
+    pre=lambda m, a: a["kind"] in ("dummy", "tp", "pmu"),
+    expect=lambda m, a: frozenset({"ok"}),
+    apply=_apply_open, call=_call_open,
+    py=lambda s: [f"fd[{s.id}] = open_event({s['kind']!r})", "got = 'ok'"],
+    c=lambda s: [f'fd[{s.id}] = open_event("{s["kind"]}");', f"got = res(fd[{s.id}] >= 0);"],
+    simpler=lambda a: [{"kind": "dummy"}] if a["kind"] != "dummy" else [],
+    rule="perf_event_open() of a software event, the getppid tracepoint (a sample per call) "
+         "or the test PMU's event")
+
+
+def _apply_close(m: PerfModel, sid: int, a: Args) -> None:
+    m.ev(a["event"]).fd_open = False
+    m.drop_dead_events()
+
+
+def _call_close(w: PerfWorld, sid: int, a: Args) -> str:
+    os.close(w.fds.pop(ref_id(a["event"]) or 0))
+    return "ok"
+
+
+CLOSE = Op(
+    "close", ("event",), refs=("event",),
+    draw=lambda m, rng: [(0.7, {"event": f"@{s}"}) for s in m.open_events()],
+    pre=lambda m, a: m.open_event(a["event"]) is not None,
+    expect=lambda m, a: frozenset({"ok"}),
+    apply=_apply_close, call=_call_close,
+    py=lambda s: [f"os.close(fd.pop({s.ref('event')}))", "got = 'ok'"],
+    c=lambda s: [f"close(fd[{s.ref('event')}]);", f"fd[{s.ref('event')}] = 0;", 'got = "ok";'],
+    rule="the event lives on while a mapping holds its file (perf_mmap_close() drops it)")
+
+
+def _draw_mmap(m: PerfModel, rng: random.Random) -> list[tuple[float, Args]]:
+    out: list[tuple[float, Args]] = []
+    for s in m.open_events():
+        e = m.events[s]
+        same = m.rb(e).pages if e.rb is not None else None
+        pages = same if same and rng.random() < 0.7 else rng.choice(SIZES)
+        prot = "r" if rng.random() < 0.15 else "rw"
+        share = "private" if rng.random() < 0.05 else "shared"
+        out.append((4, {"event": f"@{s}", "pages": pages, "prot": prot, "share": share}))
+    return out
+
+
+def _expect_mmap(m: PerfModel, a: Args) -> frozenset[str]:
+    pages = a["pages"]
+    if a["share"] == "private" or (pages - 1 != 0 and not pow2(pages - 1)):
+        return frozenset({"EINVAL"})
+    e = m.ev(a["event"])
+    if e.rb is not None:
+        return frozenset({"ok" if m.rb(e).pages == pages else "EINVAL"})
+    return frozenset({"ok" if m.charge(pages)[0] else "EPERM"})
+
+
+def _apply_mmap(m: PerfModel, sid: int, a: Args) -> None:
+    e = m.ev(a["event"])
+    if e.rb is not None:
+        m.traits.add("mapped-again")
+    else:
+        _, locked, pinned = m.charge(a["pages"])
+        e.rb = sid
+        m.rbs[sid] = Rb(a["pages"], a["prot"] == "r", m.page, locked=locked, pinned=pinned)
+        m.perf_mlock += locked
+        m.pinned += pinned
+    m.rb(e).maps += 1
+    assert e.rb is not None
+    m.vmas[sid] = Vma(ref_id(a["event"]) or 0, e.rb, "data", a["pages"], a["prot"] == "rw")
+
+
+def _map(w: PerfWorld, sid: int, event: int, length: int, rw: bool, shared: bool,
+         offset: int) -> str:
+    from probelib import errno_result, libc, mapped
+    prot = mmap.PROT_READ | (mmap.PROT_WRITE if rw else 0)
+    addr = libc.mmap(None, length, prot, mmap.MAP_SHARED if shared else mmap.MAP_PRIVATE,
+                     w.fds[event], offset)
+    if not mapped(addr):
+        return errno_result(False)
+    w.vmas[sid] = Region(addr, length, event, rw and offset == 0)
+    return "ok"
+
+
+def _py_mmap(s: Step) -> list[str]:
+    prot = 3 if s["prot"] == "rw" else 1
+    flags = 1 if s["share"] == "shared" else 2
+    e, i = s.ref("event"), s.id
+    return [f"addr = libc.mmap(None, {s['pages']} * PAGE, {prot}, {flags}, fd[{e}], 0)",
+            "got = res(mapping(addr))",
+            f"if got == 'ok': m[{i}], mfd[{i}] = (addr, {s['pages']} * PAGE), "
+            f"({e}, {s['prot'] == 'rw'})"]
+
+
+def _c_mmap(s: Step) -> list[str]:
+    prot = "PROT_READ | PROT_WRITE" if s["prot"] == "rw" else "PROT_READ"
+    flags = "MAP_SHARED" if s["share"] == "shared" else "MAP_PRIVATE"
+    i, size = s.id, f"{s['pages']} * page"
+    s.made[i] = (s.ref("event"), s["prot"] == "rw")
+    return [f"a = mmap(NULL, {size}, {prot}, {flags}, fd[{s.ref('event')}], 0);",
+            "got = res(a != MAP_FAILED);",
+            f"if (a != MAP_FAILED) {{ addr[{i}] = a; len[{i}] = {size}; }}"]
+
+
+MMAP = Op(
+    "mmap", ("event", "pages", "prot", "share"), refs=("event",),
+    draw=_draw_mmap,
+    pre=lambda m, a: m.open_event(a["event"]) is not None,
+    expect=_expect_mmap, apply=_apply_mmap,
+    call=lambda w, sid, a: _map(w, sid, ref_id(a["event"]) or 0, a["pages"] * w.page,
+                                a["prot"] == "rw", a["share"] == "shared", 0),
+    py=_py_mmap, c=_c_mmap,
+    simpler=lambda a: [dict(a, pages=n) for n in (1, 2, 3, 5) if n < a["pages"]],
+    rule="1 + 2^n pages (or 1) else EINVAL; MAP_PRIVATE EINVAL; an event already mapped: the "
+         "same size only (else EINVAL), a reference charged nothing; a first mapping past the "
+         "allowance and RLIMIT_MEMLOCK without CAP_IPC_LOCK: EPERM (perf_mmap(), "
+         "perf_mmap_rb(), perf_mmap_calc_limits())")
+
+
+def _draw_aux(m: PerfModel, rng: random.Random) -> list[tuple[float, Args]]:
+    weight = PRESETS[m.path]["aux"]
+    out: list[tuple[float, Args]] = []
+    for s in m.open_events():
+        e = m.events[s]
+        if weight and m.rw_data_vma(e.rb) is not None:
+            rb = m.rb(e)
+            pages = rb.aux_pages if rb.aux_pages and rng.random() < 0.6 else \
+                rng.choice(AUX_SIZES)
+            out.append((weight, {"event": f"@{s}", "pages": pages}))
+    return out
+
+
+def _expect_aux(m: PerfModel, a: Args) -> frozenset[str]:
+    rb, pages = m.rb(m.ev(a["event"])), a["pages"]
+    if rb.aux_pages:
+        return frozenset({"ok" if pages == rb.aux_pages else "EINVAL"})
+    if not pow2(pages):
+        return frozenset({"EINVAL"})
+    if not m.charge(pages)[0]:
+        return frozenset({"EPERM"})
+    return frozenset({"ok" if m.ev(a["event"]).kind == "pmu" else "EOPNOTSUPP"})
+
+
+def _apply_aux(m: PerfModel, sid: int, a: Args) -> None:
+    e = m.ev(a["event"])
+    rb = m.rb(e)
+    if rb.aux_pages:
+        m.traits.add("aux-mapped-again")
+    else:
+        _, rb.aux_locked, rb.aux_pinned = m.charge(a["pages"])
+        rb.aux_pages = a["pages"]
+        m.perf_mlock += rb.aux_locked
+        m.pinned += rb.aux_pinned
+    rb.aux_maps += 1
+    rb.maps += 1
+    assert e.rb is not None
+    m.vmas[sid] = Vma(ref_id(a["event"]) or 0, e.rb, "aux", a["pages"], True)
+
+
+def _call_aux(w: PerfWorld, sid: int, a: Args) -> str:
+    """aux_offset (right past the data buffer) and aux_size into the control page of a
+    writable data mapping of the event's buffer, then the mmap at that offset."""
+    event = ref_id(a["event"]) or 0
+    data = next(r for r in list(w.vmas.values()) if r.event == event and r.rw_data)
+    ctl = perf_abi.PerfEventMmapPage.from_address(data.addr)
+    ctl.aux_offset, ctl.aux_size = data.length, a["pages"] * w.page
+    return _map(w, sid, event, a["pages"] * w.page, True, True, data.length)
+
+
+def _py_aux(s: Step) -> list[str]:
+    d, pages = s.ref("event"), s["pages"]
+    return [f"data = next(m[k] for k, v in mfd.items() if v == ({d}, True) and k in m)",
+            f"struct.pack_into('<QQ', (ctypes.c_char * 16).from_address(data[0] + {AUX_OFFSET}),"
+            f" 0, data[1], {pages} * PAGE)  # aux_offset, aux_size",
+            f"addr = libc.mmap(None, {pages} * PAGE, 3, 1, fd[{d}], data[1])",
+            "got = res(mapping(addr))",
+            f"if got == 'ok': m[{s.id}] = (addr, {pages} * PAGE)"]
+
+
+def _c_aux(s: Step) -> list[str]:
+    i, d, pages = s.id, s.ref("event"), s["pages"]
+    data = next(k for k, v in s.made.items() if v == (d, True))
+    ctl = f"((struct perf_event_mmap_page *)addr[{data}])"
+    return [f"{ctl}->aux_offset = len[{data}];", f"{ctl}->aux_size = {pages} * page;",
+            f"a = mmap(NULL, {pages} * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd[{d}], "
+            f"len[{data}]);", "got = res(a != MAP_FAILED);",
+            f"if (a != MAP_FAILED) {{ addr[{i}] = a; len[{i}] = {pages} * page; }}"]
+
+
+AUX = Op(
+    "aux", ("event", "pages"), refs=("event",),
+    draw=_draw_aux,
+    pre=lambda m, a: m.open_event(a["event"]) is not None and
+    m.rw_data_vma(m.ev(a["event"]).rb) is not None,
+    expect=_expect_aux, apply=_apply_aux, call=_call_aux, py=_py_aux, c=_c_aux,
+    rule="2^n pages at aux_offset past the data buffer; a second mapping the same size (a "
+         "reference); EPERM past the limits; EOPNOTSUPP on a PMU without AUX, after the charge "
+         "check (perf_mmap_aux(), rb_alloc_aux())")
+
+
+def _expect_pause(m: PerfModel, a: Args) -> frozenset[str]:
+    # perf_ioctl(): an event with no buffer, or one with no data pages: EINVAL
+    e = m.ev(a["event"])
+    return frozenset({"ok" if e.rb is not None and m.rb(e).pages > 1 else "EINVAL"})
+
+
+def _apply_pause(m: PerfModel, sid: int, a: Args) -> None:
+    m.rb(m.ev(a["event"])).paused = bool(a["pause"])
+
+
+def _call_pause(w: PerfWorld, sid: int, a: Args) -> str:
+    fcntl.ioctl(w.fd(a["event"]), perf_abi.PERF_EVENT_IOC_PAUSE_OUTPUT, a["pause"])
+    return "ok"
+
+
+PAUSE = Op(
+    "pause", ("event", "pause"), refs=("event",),
+    draw=lambda m, rng: [(0.6, {"event": f"@{s}", "pause": rng.choice((1, 0))})
+                         for s in m.open_events() if m.events[s].kind == "tp"],
+    pre=lambda m, a: m.open_event(a["event"]) is not None,
+    expect=_expect_pause, apply=_apply_pause, call=_call_pause,
+    py=lambda s: [f"fcntl.ioctl(fd[{s.ref('event')}], "
+                  f"{perf_abi.PERF_EVENT_IOC_PAUSE_OUTPUT:#x}, {s['pause']})  # PAUSE_OUTPUT",
+                  "got = 'ok'"],
+    c=lambda s: [f"got = res(ioctl(fd[{s.ref('event')}], PERF_EVENT_IOC_PAUSE_OUTPUT, "
+                 f"{s['pause']}) == 0);"],
+    rule="PERF_EVENT_IOC_PAUSE_OUTPUT: EINVAL with no buffer or no data pages, else 0; while "
+         "paused a sample is counted lost, its LOST record before the first sample after the "
+         "resume (perf_ioctl(), rb_toggle_paused(), __perf_output_begin())")
+
+
+def _call_poke(w: PerfWorld, sid: int, a: Args) -> str:
+    """A zero byte stored into the page (at offset 512: the control page's reserved area)
+    by read() from /dev/zero: the kernel's store faults as a user store would, and a refused
+    one is EFAULT, not a signal."""
+    from probelib import errno_result, libc
+    addr = w.region(a["vma"]).addr + a["page"] * w.page + POKE_OFFSET
+    fd = os.open("/dev/zero", os.O_RDONLY)
+    try:
+        return errno_result(libc.read(fd, ctypes.c_void_p(addr), 1) == 1)
+    finally:
+        os.close(fd)
+
+
+POKE = Op(
+    "poke", ("vma", "page"), refs=("vma",),
+    draw=lambda m, rng: [(0.3, {"vma": f"@{s}", "page": rng.choice(
+        sorted({0, 1, v.pages - 1} & set(range(v.pages))))}) for s, v in m.live_vmas()],
+    pre=lambda m, a: m.vma(a["vma"]) is not None and a["page"] < m.vm(a["vma"]).pages,
+    expect=lambda m, a: frozenset({"ok" if m.vm(a["vma"]).writable and
+                                   m.vm(a["vma"]).kind == "data" and a["page"] == 0
+                                   else "EFAULT"}),
+    apply=lambda m, sid, a: None, call=_call_poke,
+    py=lambda s: ["zero = os.open('/dev/zero', os.O_RDONLY)",
+                  f"got = res(libc.read(zero, m[{s.ref('vma')}][0] + {s['page']} * PAGE + "
+                  f"{POKE_OFFSET}, 1) == 1)", "os.close(zero)"],
+    c=lambda s: ['j = open("/dev/zero", O_RDONLY);\t/* a zero byte stored by the kernel */',
+                 f"got = res(read(j, addr[{s.ref('vma')}] + {s['page']} * page + "
+                 f"{POKE_OFFSET}, 1) == 1);", "close(j);"],
+    rule="a store the kernel makes into a mapping's page: only a writable data mapping's "
+         "control page takes it, else EFAULT (perf_mmap_pfn_mkwrite(); 6.12 perf_mmap_fault())")
+
+
+def _apply_fire(m: PerfModel, sid: int, a: Args) -> None:
+    for e in m.events.values():
+        if e.kind == "tp" and e.rb is not None:
+            for _ in range(a["n"]):
+                m.rb(e).write()
+
+
+def _call_fire(w: PerfWorld, sid: int, a: Args) -> str:
+    for _ in range(a["n"]):
+        os.getppid()
+    return "ok"
+
+
+FIRE = Op(
+    "fire", ("n",),
+    draw=lambda m, rng: [(3, {"n": rng.choice(FIRES + m.overflows())})] if any(
+        e.kind == "tp" and e.rb is not None for e in m.events.values()) else [],
+    pre=lambda m, a: any(e.kind == "tp" for e in m.events.values()),
+    expect=lambda m, a: frozenset({"ok"}),
+    apply=_apply_fire, call=_call_fire,
+    py=lambda s: [f"for _ in range({s['n']}): os.getppid()", "got = 'ok'"],
+    c=lambda s: [f"for (i = 0; i < {s['n']}; i++) getppid();", 'got = "ok";'],
+    simpler=lambda a: [{"n": n} for n in (1, 4, 20) if n < a["n"]],
+    rule="each getppid() a sample in every ring of a tracepoint event: a writable ring stops "
+         "at data_tail (the sample lost, a LOST record before the next that fits), a read-only "
+         "one overwrites, 1 page records nothing (__perf_output_begin())")
+
+
+def _apply_consume(m: PerfModel, sid: int, a: Args) -> None:
+    rb = m.rbs[m.vm(a["vma"]).rb]
+    rb.tail, rb.samples, rb.lost_reported = rb.head, 0, 0
+
+
+def _call_consume(w: PerfWorld, sid: int, a: Args) -> str:
+    addr = w.region(a["vma"]).addr
+    head = ctypes.c_uint64.from_address(addr + DATA_HEAD).value
+    ctypes.c_uint64.from_address(addr + DATA_TAIL).value = head
+    return "ok"
+
+
+def _consumable(m: PerfModel, s: int, v: Vma) -> bool:
+    return v.kind == "data" and v.writable and m.events.get(v.event, Event("x")).kind == "tp"
+
+
+CONSUME = Op(
+    "consume", ("vma",), refs=("vma",),
+    draw=lambda m, rng: [(1, {"vma": f"@{s}"}) for s, v in m.live_vmas()
+                         if _consumable(m, s, v)],
+    pre=lambda m, a: m.vma(a["vma"]) is not None and m.vm(a["vma"]).kind == "data" and
+    m.vm(a["vma"]).writable,
+    expect=lambda m, a: frozenset({"ok"}),
+    apply=_apply_consume, call=_call_consume,
+    py=lambda s: [f"addr = m[{s.ref('vma')}][0]  # data_tail = data_head",
+                  f"ctypes.c_uint64.from_address(addr + {DATA_TAIL}).value = "
+                  f"ctypes.c_uint64.from_address(addr + {DATA_HEAD}).value", "got = 'ok'"],
+    c=lambda s: [f"((struct perf_event_mmap_page *)addr[{s.ref('vma')}])->data_tail = "
+                 f"((struct perf_event_mmap_page *)addr[{s.ref('vma')}])->data_head;",
+                 'got = "ok";'],
+    rule="data_tail = data_head through a writable mapping: the ring's space is free again "
+         "(perf_output_begin() reads data_tail)")
+
+OPS = table(OPEN, CLOSE, MMAP, AUX, PAUSE, POKE, FIRE, CONSUME)
+PerfModel.OPS = OPS
 
 
 # --- the calls --------------------------------------------------------------------------------
 
-MADV = {"dofork": 11, "dontfork": 10, "dontdump": 16, "wipeonfork": 18}
-
-
-class PerfWorld:
+class PerfWorld(World):
     """The calls of PerfModel's operations, in the sequence's child process."""
+    OPS = OPS
+    C_SUPPORT = "perf.h"
 
     @staticmethod
     def model(path: str, setup: dict) -> PerfModel:
         return PerfModel(path, setup)
-
-    @staticmethod
-    def traits(path: str, setup: dict, steps: list[dict]) -> set[str]:
-        """The model's traits of `steps`, each given the result the model expects."""
-        return replay_traits(PerfModel(path, setup), steps)
-
-    @staticmethod
-    def simpler(step: dict) -> list[dict]:
-        """Simpler forms of a step for the shrinker: a software event, a smaller buffer."""
-        op, a = step["op"], step.get("args", [])
-        if op == "open" and a[0] != "dummy":
-            return [{"args": ["dummy"]}]
-        if op == "mmap" and a[1] > 2:
-            return [{"args": [a[0], n, a[2], a[3]]} for n in (1, 2, 3, 5) if n < a[1]]
-        if op == "fire" and a[0] > 1:
-            return [{"args": [n]} for n in (1, 4, 20) if n < a[0]]
-        return []
 
     @staticmethod
     def missing(path: str) -> str | None:
@@ -520,13 +691,8 @@ class PerfWorld:
 
     def __init__(self, path: str, setup: dict, uid: int) -> None:
         from probe_pinning import set_effective_caps
+        super().__init__()
         self.cfg, self.page = setup, setup["page_size"]
-        self.fds: dict[int, int] = {}
-        # id: addr, length, the event's id (not its fd: a closed fd's number comes back with
-        # the next open), and whether it is a writable data mapping (its control page takes
-        # aux_offset and data_tail; an AUX page written gives SIGBUS)
-        self.vmas: dict[int, tuple[int, int, int, bool]] = {}
-        self.stray: list[tuple[int, int]] = []
         rl = setup["rlimit_pages"] * self.page
         resource.setrlimit(resource.RLIMIT_MEMLOCK, (rl, rl))
         self.uid = uid
@@ -537,128 +703,6 @@ class PerfWorld:
         if setup["who"] == "user+ipc_lock":
             set_effective_caps((14,))   # CAP_IPC_LOCK
 
-    def _fd(self, a: str) -> int:
-        return self.fds[int(a[1:])]
-
-    def do(self, step: dict) -> str:
-        try:
-            return getattr(self, "op_" + step["op"].replace("-", "_"))(step["id"], *step["args"])
-        except OSError as e:
-            import probelib
-            return probelib.errname(e)
-
-    def op_open(self, sid: int, kind: str) -> str:
-        import perf_abi as perf
-        from perf_events import SAMPLE_TYPE, open_dummy
-        from probe_pinning import open_test_pmu_task
-        if kind == "tp":   # the id was read as root: tracefs is root's
-            a = perf.attr(perf.PERF_TYPE_TRACEPOINT, self.cfg["tp_id"], 0)
-            a.sample_period = 1
-            a.sample_type = SAMPLE_TYPE
-            fd = perf.perf_event_open(a, 0, -1)
-        elif kind == "pmu":
-            fd = open_test_pmu_task()
-        else:
-            fd = open_dummy(perf.ATTR_DISABLED | perf.ATTR_EXCLUDE_KERNEL | perf.ATTR_EXCLUDE_HV)
-        self.fds[sid] = fd
-        return "ok"
-
-    def op_close(self, sid: int, e: str) -> str:
-        os.close(self.fds.pop(int(e[1:])))
-        return "ok"
-
-    def op_pause(self, sid: int, e: str, pause: int) -> str:
-        import perf_abi as perf
-        fcntl.ioctl(self._fd(e), perf.PERF_EVENT_IOC_PAUSE_OUTPUT, pause)
-        return "ok"
-
-    def _mmap(self, sid: int, event: int, length: int, rw: bool, shared: bool,
-              offset: int) -> str:
-        from probelib import errno_result, libc, mapped
-        prot = mmap.PROT_READ | (mmap.PROT_WRITE if rw else 0)
-        addr = libc.mmap(None, length, prot, mmap.MAP_SHARED if shared else mmap.MAP_PRIVATE,
-                         self.fds[event], offset)
-        if not mapped(addr):
-            return errno_result(False)
-        self.vmas[sid] = (addr, length, event, rw and offset == 0)
-        return "ok"
-
-    def op_mmap(self, sid: int, e: str, pages: int, prot: str, share: str) -> str:
-        return self._mmap(sid, int(e[1:]), pages * self.page, prot == "rw", share == "shared",
-                          0)
-
-    def op_aux(self, sid: int, e: str, pages: int) -> str:
-        """aux_offset (right past the data buffer) and aux_size into the control page of a
-        writable data mapping of the event's buffer, then the mmap at that offset."""
-        import perf_abi as perf
-        event = int(e[1:])
-        addr, length = next((a, n) for a, n, ev, rw in list(self.vmas.values())
-                            if ev == event and rw)
-        ctl = perf.PerfEventMmapPage.from_address(addr)
-        ctl.aux_offset, ctl.aux_size = length, pages * self.page
-        return self._mmap(sid, event, pages * self.page, True, True, length)
-
-    def op_munmap(self, sid: int, m: str) -> str:
-        from probelib import errno_result, libc
-        addr, length, _, _ = self.vmas[int(m[1:])]
-        r = errno_result(libc.munmap(ctypes.c_void_p(addr), length) == 0)
-        if r == "ok":
-            del self.vmas[int(m[1:])]
-        return r
-
-    def op_munmap_part(self, sid: int, m: str) -> str:
-        from probelib import errno_result, libc
-        addr, length, _, _ = self.vmas[int(m[1:])]
-        return errno_result(libc.munmap(ctypes.c_void_p(addr + length - self.page),
-                                        self.page) == 0)
-
-    def op_mremap(self, sid: int, m: str, how: str) -> str:
-        """A move keeps the mapping (at its new address); what a resize the model refuses
-        made anyway is undone at the end (the step already failed)."""
-        import probelib
-        addr, length, fd, rw = self.vmas[int(m[1:])]
-        r, new, new_len = probelib.remap(addr, length, how)
-        if r == "ok" and how == "move":
-            self.vmas[int(m[1:])] = (new, length, fd, rw)
-        elif r == "ok":
-            self.stray.append((new, new_len))
-        return r
-
-    def op_madvise(self, sid: int, m: str, advice: str) -> str:
-        from probelib import errno_result, libc
-        addr, length, _, _ = self.vmas[int(m[1:])]
-        return errno_result(libc.madvise(ctypes.c_void_p(addr), length, MADV[advice]) == 0)
-
-    def op_fork(self, sid: int) -> str:
-        """A child that reads the first byte of every mapping it inherited and says how many
-        (VM_DONTCOPY: none unless MADV_DOFORK let it through)."""
-        import probelib
-        return probelib.fork_inheriting([(a, n) for a, n, _, _ in self.vmas.values()])
-
-    def op_poke(self, sid: int, m: str, page: int) -> str:
-        """A zero byte stored into the page (at offset 512: the control page's reserved
-        area) by read() from /dev/zero: the kernel's store faults as a user store would,
-        and a refused one is EFAULT, not a signal."""
-        from probelib import errno_result, libc
-        addr = self.vmas[int(m[1:])][0] + page * self.page + POKE_OFFSET
-        fd = os.open("/dev/zero", os.O_RDONLY)
-        try:
-            return errno_result(libc.read(fd, ctypes.c_void_p(addr), 1) == 1)
-        finally:
-            os.close(fd)
-
-    def op_fire(self, sid: int, n: int) -> str:
-        for _ in range(n):
-            os.getppid()
-        return "ok"
-
-    def op_consume(self, sid: int, m: str) -> str:
-        from perf_buffer import OFF_DATA_HEAD, OFF_DATA_TAIL
-        addr = self.vmas[int(m[1:])][0]
-        head = ctypes.c_uint64.from_address(addr + OFF_DATA_HEAD).value
-        ctypes.c_uint64.from_address(addr + OFF_DATA_TAIL).value = head
-        return "ok"
-
     def observe(self, expected: dict) -> dict:
         from perf_events import vm_pin_kb
         out: dict = {}
@@ -666,17 +710,16 @@ class PerfWorld:
             if key == "vm_pin_kb":
                 out[key] = vm_pin_kb()
             elif key.startswith("ring@"):
-                out[key] = self._ring(self.vmas[int(key[5:])][0], expected[key])
+                out[key] = self._ring(self.vmas[int(key[5:])].addr, expected[key])
             elif key.startswith("ctl@"):
                 from perf_buffer import OFF_DATA_OFFSET, OFF_DATA_SIZE
-                addr = self.vmas[int(key[4:])][0]
+                addr = self.vmas[int(key[4:])].addr
                 out[key] = {"data_offset": ctypes.c_uint64.from_address(
                     addr + OFF_DATA_OFFSET).value, "data_size": ctypes.c_uint64.from_address(
                     addr + OFF_DATA_SIZE).value}
         return out
 
     def _ring(self, addr: int, want: dict) -> dict:
-        import perf_abi as perf
         from perf_buffer import (OFF_DATA_HEAD, OFF_DATA_OFFSET, OFF_DATA_SIZE, OFF_DATA_TAIL,
                                  parse_records)
         u64 = lambda off: ctypes.c_uint64.from_address(addr + off).value  # noqa: E731
@@ -690,24 +733,13 @@ class PerfWorld:
         except Exception as e:  # noqa: BLE001 - a torn ring is an observation
             return {"head": head, "error": f"{type(e).__name__}: {e}"}
         return {"head": head,
-                "samples": sum(r.type == perf.PERF_RECORD_SAMPLE for r in records),
-                "lost": sum(r.u64(1) for r in records if r.type == perf.PERF_RECORD_LOST)}
-
-    def release(self) -> None:
-        from probelib import libc
-        for addr, length, _, _ in self.vmas.values():
-            libc.munmap(ctypes.c_void_p(addr), length)
-        for addr, length in self.stray:
-            libc.munmap(ctypes.c_void_p(addr), length)
-        for fd in self.fds.values():
-            os.close(fd)
-        self.vmas, self.stray, self.fds = {}, [], {}
+                "samples": sum(r.type == perf_abi.PERF_RECORD_SAMPLE for r in records),
+                "lost": sum(r.u64(1) for r in records if r.type == perf_abi.PERF_RECORD_LOST)}
 
     def end(self, expected: dict) -> dict:
         """VmPin with everything undone, then the user's whole allowance mapped without
         CAP_IPC_LOCK and with RLIMIT_MEMLOCK 0: any page it cannot have is a charge the
         sequence never got back."""
-        import perf_abi as perf
         from perf_events import allowance_sizes, open_dummy, vm_pin_kb
         from perf_buffer import RingBuffer
         pinned = vm_pin_kb()
@@ -717,8 +749,8 @@ class PerfWorld:
         held, verdict = [], "ok"
         try:
             for size in allowance_sizes(limit):
-                fd = open_dummy(perf.ATTR_DISABLED | perf.ATTR_EXCLUDE_KERNEL |
-                                perf.ATTR_EXCLUDE_HV)
+                fd = open_dummy(perf_abi.ATTR_DISABLED | perf_abi.ATTR_EXCLUDE_KERNEL |
+                                perf_abi.ATTR_EXCLUDE_HV)
                 try:
                     held.append((fd, RingBuffer(fd, size - 1)))
                 except OSError as e:
@@ -735,6 +767,9 @@ class PerfWorld:
                 rb.close()
                 os.close(fd)
         return {"vm_pin_kb": pinned, "allowance": verdict}
+
+
+PATHS = {"perf-ring": PerfWorld, "perf-aux": PerfWorld, "pinning": PerfWorld}
 
 
 @contextmanager

@@ -29,25 +29,25 @@ Stdlib only.
 """
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import mmap
 import os
 import random
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+import trace_abi
+from explore_ops import Args, Model, Op, Region, Step, World, ref_id, table
 
 BUFFER_KB = (8, 32, 128)
 SUBBUF_KB = (4, 8)
 WRITES = (1, 10, 60)
-MREMAPS = ("move", "move", "grow", "shrink", "dontunmap")
 MARKER = b"ringlab\n"
-
-
-def ref_id(a: object) -> int | None:
-    """The step id an "@ID" argument names."""
-    return int(a[1:]) if isinstance(a, str) and a.startswith("@") else None
+UNKNOWN_IOCTL = 0x5221      # _IO('R', 0x21): GET_READER's neighbour, which no kernel defines
+# The instance file a step writes.
+TRACEFS_FILE = {"resize": "buffer_size_kb", "subbuf": "buffer_subbuf_size_kb",
+                "snapshot": "snapshot"}
 
 
 @dataclass
@@ -59,9 +59,13 @@ class TraceVma:
     live: bool = True
     copies_on_fork: bool = False
 
+    @property
+    def splittable(self) -> bool:
+        return self.whole
+
 
 @dataclass
-class TraceModel:
+class TraceModel(Model):
     path: str
     setup: dict
     fds: dict[int, int] = field(default_factory=dict)          # id: cpu
@@ -80,105 +84,25 @@ class TraceModel:
     def mapped(self, cpu: int | None = None) -> int:
         return sum(v.live and (cpu is None or v.cpu == cpu) for v in self.vmas.values())
 
-    def vma(self, step: dict) -> TraceVma | None:
-        i = ref_id(step["args"][0])
+    def cpu_of(self, ref: object) -> int | None:
+        """The CPU of an open trace_pipe_raw "@ID" names, or None."""
+        i = ref_id(ref)
+        return self.fds.get(i) if i is not None else None
+
+    def vma(self, ref: object) -> TraceVma | None:
+        i = ref_id(ref)
         v = self.vmas.get(i) if i is not None else None
         return v if v is not None and v.live else None
 
-    def valid(self, step: dict) -> bool:
-        op = step["op"]
-        if op in ("open", "fork", "write", "resize", "subbuf", "snapshot"):
-            return (op != "snapshot" or self.setup.get("has_snapshot", False)) and \
-                (op != "subbuf" or self.setup.get("has_subbuf", False))
-        if op in ("close", "mmap", "get-reader", "ioctl"):
-            return ref_id(step["args"][0]) in self.fds
-        v = self.vma(step)
-        if op == "munmap-part" or op == "mremap" and step["args"][1] == "shrink":
-            return v is not None and v.whole
-        return v is not None
+    def live_vmas(self) -> list[tuple[int, TraceVma]]:
+        return [(s, v) for s, v in self.vmas.items() if v.live]
 
-    def expect(self, step: dict) -> frozenset[str]:
-        op, args = step["op"], step["args"]
-        busy = self.mapped() > 0
-        if op == "mmap":
-            prot, share = args[2], args[3]
-            if prot == "rw" and share == "shared" and ref_id(args[0]) not in self.writable_fds:
-                return frozenset({"EACCES"})
-            if share != "shared" or prot != "r":
-                return frozenset({"EPERM"})
-            if args[1] == "past":
-                return frozenset({"EINVAL"})
-            if args[1] == "off" and self.subbuf_kb * 1024 > self.setup.get("page_size", 4096):
-                return frozenset({"EINVAL"})
-            return frozenset({"ok"})
-        if op == "mprotect":
-            return frozenset({"EACCES"})
-        if op == "ioctl":
-            return frozenset({"ENOTTY"})
-        if op == "munmap-part":
-            return frozenset({"EINVAL"})
-        if op == "mremap":
-            # a move: ok (EINVAL where the kernel refuses moving a VM_IO mapping)
-            return frozenset({"move": {"ok", "EINVAL"}, "grow": {"EFAULT"},
-                              "shrink": {"EINVAL"}, "dontunmap": {"EINVAL"}}[args[1]])
-        if op == "madvise":
-            # MADV_DOFORK: refused on VM_IO/VM_PFNMAP (7.x), let through on 6.12
-            return frozenset({"ok", "EINVAL"})
-        if op == "fork":
-            n = sum(v.live and v.copies_on_fork for v in self.vmas.values())
-            return frozenset({f"inherits {n}" if n else "ok"})
-        if op == "get-reader":
-            return frozenset({"ok" if self.mapped(self.fds[int(args[0][1:])]) else "ENODEV"})
-        if op == "resize":
-            return frozenset({"EBUSY" if busy else "ok"})
-        if op == "subbuf":
-            return frozenset({"ok" if args[0] == self.subbuf_kb or not busy else "EBUSY"})
-        if op == "snapshot":
-            return frozenset({"EBUSY" if busy and args[0] == 1 else "ok"})
-        return frozenset({"ok"})
+    def unmap(self, sid: int) -> None:
+        self.vmas[sid].live = False
 
     def apply(self, step: dict, result: str) -> None:
-        op, args, sid = step["op"], step["args"], step["id"]
-        self.meta_fresh = False
-        if result != "ok" and not result.startswith("inherits "):   # a fork's child said so
-            return
-        if op == "open":
-            self.fds[sid] = args[0]
-            if args[1:] == ["rw"]:
-                self.writable_fds.add(sid)
-        elif op == "close":
-            del self.fds[int(args[0][1:])]
-            if self.mapped():
-                self.traits.add("closed-while-mapped")
-        elif op == "mmap":
-            if self.mapped(self.fds[int(args[0][1:])]):
-                self.traits.add("mapped-again")
-            self.vmas[sid] = TraceVma(int(args[0][1:]), self.fds[int(args[0][1:])],
-                                      args[1] == "all", has_meta=args[1] != "off")
-        elif op == "munmap":
-            self.vmas[int(args[0][1:])].live = False
-        elif op == "mremap" and args[1] == "move":
-            self.traits.add("moved")
-        elif op == "madvise":
-            v = self.vma(step)
-            assert v is not None
-            v.copies_on_fork = True
-        elif op == "fork" and any(v.live and v.copies_on_fork for v in self.vmas.values()):
-            self.traits.add("fork-inherits-a-mapping")
-        elif op == "get-reader":
-            self.meta_fresh = self.fds[int(args[0][1:])] == 0
-        elif op == "write" and self.written is not None:
-            self.written += args[0]
-        elif op in ("resize", "subbuf", "snapshot"):
-            # A new size reallocates the buffers, a snapshot swaps them: what CPU 0 counted
-            # is no longer known here.
-            if op == "resize" and args[0] != self.buffer_kb or op == "subbuf" and \
-                    args[0] != self.subbuf_kb or op == "snapshot" and args[0] == 1:
-                self.written = None
-            if op == "resize":
-                self.buffer_kb = args[0]
-            if op == "subbuf":
-                self.subbuf_kb = args[0]
+        self.meta_fresh = False     # only the step right after GET_READER reads it fresh
+        super().apply(step, result)
 
     def observe(self) -> dict:
         """For a live mapping of CPU 0: the sub-buffer size in use; right after GET_READER,
@@ -199,77 +123,342 @@ class TraceModel:
     def end(self) -> dict:
         return {"resize": "ok", "rmdir": "ok"}
 
-    def choose(self, rng: random.Random, sid: int) -> dict | None:
-        cpus = [c for c in (0, 1) if c < self.setup["ncpus"]]
-        options: list[tuple[float, dict]] = [
-            (3 if len(self.fds) < 2 else 0.5,
-             {"op": "open", "args": [rng.choice(cpus)] + (["rw"] if rng.random() < 0.3 else [])}),
-            (2, {"op": "write", "args": [rng.choice(WRITES)]}),
-            (1, {"op": "resize", "args": [rng.choice(BUFFER_KB)]}),
-            (0.7, {"op": "subbuf", "args": [rng.choice(SUBBUF_KB)]}),
-            (0.7, {"op": "snapshot", "args": [rng.choice((1, 0))]})]
-        for s in self.fds:
-            prot = rng.choice(("rw", "rx")) if rng.random() < 0.15 else "r"
-            share = "private" if rng.random() < 0.1 else "shared"
-            what = rng.choice(("past", "off")) if rng.random() < 0.15 else \
-                rng.choice(("all", "meta"))
-            options.append((4, {"op": "mmap", "args": [f"@{s}", what, prot, share]}))
-            options.append((0.7, {"op": "close", "args": [f"@{s}"]}))
-            options.append((2, {"op": "get-reader", "args": [f"@{s}"]}))
-            options.append((0.2, {"op": "ioctl", "args": [f"@{s}"]}))
-        for s, v in self.vmas.items():
-            if v.live:
-                options.append((3, {"op": "munmap", "args": [f"@{s}"]}))
-                options.append((0.5, {"op": "madvise", "args": [f"@{s}", "dofork"]}))
-                options.append((0.4, {"op": "mremap", "args": [f"@{s}", rng.choice(MREMAPS)]}))
-                options.append((0.3, {"op": "mprotect", "args": [f"@{s}"]}))
-                if v.whole:
-                    options.append((0.3, {"op": "munmap-part", "args": [f"@{s}"]}))
-        if self.mapped():
-            options.append((0.6, {"op": "fork", "args": []}))
-        options = [(w, o) for w, o in options if self.valid(o)]
-        pick = rng.random() * sum(w for w, _ in options)
-        for w, o in options:
-            pick -= w
-            if pick <= 0:
-                return o
-        return options[-1][1]
+
+# --- the operations: each one's draw, rule, model update, call and reproducer forms --------
+
+def _has_fd(m: TraceModel, a: Args) -> bool:
+    return m.cpu_of(a["fd"]) is not None
+
+
+def _per_fd(weight: float) -> object:
+    return lambda m, rng: [(weight, {"fd": f"@{s}"}) for s in m.fds]
+
+
+def _apply_open(m: TraceModel, sid: int, a: Args) -> None:
+    m.fds[sid] = a["cpu"]
+    if a["mode"] == "rw":
+        m.writable_fds.add(sid)
+
+
+def _call_open(w: TraceWorld, sid: int, a: Args) -> str:
+    w.fds[sid] = os.open(f"{w.inst}/per_cpu/cpu{a['cpu']}/trace_pipe_raw",
+                         (os.O_RDWR if a["mode"] == "rw" else os.O_RDONLY) | os.O_NONBLOCK)
+    return "ok"
+
+
+def _py_open(s: Step) -> list[str]:
+    mode = "os.O_RDWR" if s["mode"] == "rw" else "os.O_RDONLY"
+    return [f"fd[{s.id}] = os.open(f'{{inst}}/per_cpu/cpu{s['cpu']}/trace_pipe_raw', "
+            f"{mode} | os.O_NONBLOCK)", "got = 'ok'"]
+
+
+def _c_open(s: Step) -> list[str]:
+    mode = "O_RDWR" if s["mode"] == "rw" else "O_RDONLY"
+    return [f'snprintf(path, sizeof(path), "%s/per_cpu/cpu{s["cpu"]}/trace_pipe_raw", inst);',
+            f"fd[{s.id}] = open(path, {mode} | O_NONBLOCK);", f"got = res(fd[{s.id}] >= 0);"]
+
+
+OPEN = Op(
+    "open", ("cpu", "mode"), defaults=(("mode", "r"),),
+    draw=lambda m, rng: [(3 if len(m.fds) < 2 else 0.5, {
+        "cpu": rng.choice([c for c in (0, 1) if c < m.setup["ncpus"]]),
+        "mode": "rw" if rng.random() < 0.3 else "r"})],
+    pre=lambda m, a: a["mode"] in ("r", "rw"),
+    expect=lambda m, a: frozenset({"ok"}),
+    apply=_apply_open, call=_call_open, py=_py_open, c=_c_open,
+    simpler=lambda a: [dict(a, mode="r")] if a["mode"] != "r" else [],
+    rule="open() of the instance's per_cpu/cpuN/trace_pipe_raw, O_RDONLY or O_RDWR")
+
+
+def _apply_close(m: TraceModel, sid: int, a: Args) -> None:
+    del m.fds[ref_id(a["fd"]) or 0]
+    if m.mapped():
+        m.traits.add("closed-while-mapped")
+
+
+def _call_close(w: TraceWorld, sid: int, a: Args) -> str:
+    os.close(w.fds.pop(ref_id(a["fd"]) or 0))
+    return "ok"
+
+
+CLOSE = Op(
+    "close", ("fd",), refs=("fd",),
+    draw=_per_fd(0.7),  # type: ignore[arg-type]
+    pre=_has_fd, expect=lambda m, a: frozenset({"ok"}),
+    apply=_apply_close, call=_call_close,
+    py=lambda s: [f"os.close(fd.pop({s.ref('fd')}))", "got = 'ok'"],
+    c=lambda s: [f"close(fd[{s.ref('fd')}]);", f"fd[{s.ref('fd')}] = 0;", 'got = "ok";'],
+    rule="the file goes; its mappings stay and keep the buffer mapped")
+
+
+def _draw_mmap(m: TraceModel, rng: random.Random) -> list[tuple[float, Args]]:
+    out: list[tuple[float, Args]] = []
+    for s in m.fds:
+        prot = rng.choice(("rw", "rx")) if rng.random() < 0.15 else "r"
+        share = "private" if rng.random() < 0.1 else "shared"
+        what = rng.choice(("past", "off")) if rng.random() < 0.15 else \
+            rng.choice(("all", "meta"))
+        out.append((4, {"fd": f"@{s}", "what": what, "prot": prot, "share": share}))
+    return out
+
+
+def _expect_mmap(m: TraceModel, a: Args) -> frozenset[str]:
+    prot, share = a["prot"], a["share"]
+    if prot == "rw" and share == "shared" and ref_id(a["fd"]) not in m.writable_fds:
+        return frozenset({"EACCES"})
+    if share != "shared" or prot != "r":
+        return frozenset({"EPERM"})
+    if a["what"] == "past":
+        return frozenset({"EINVAL"})
+    if a["what"] == "off" and m.subbuf_kb * 1024 > m.setup.get("page_size", 4096):
+        return frozenset({"EINVAL"})
+    return frozenset({"ok"})
+
+
+def _apply_mmap(m: TraceModel, sid: int, a: Args) -> None:
+    cpu = m.cpu_of(a["fd"])
+    assert cpu is not None
+    if m.mapped(cpu):
+        m.traits.add("mapped-again")
+    m.vmas[sid] = TraceVma(ref_id(a["fd"]) or 0, cpu, a["what"] == "all",
+                           has_meta=a["what"] != "off")
+
+
+def _map(fd: int, length: int, prot: int, flags: int, offset: int = 0) -> int:
+    from probelib import libc, libc_error, mapped
+    addr = libc.mmap(None, length, prot, flags, fd, offset)
+    if not mapped(addr):
+        raise libc_error()
+    return addr
+
+
+def _call_mmap(w: TraceWorld, sid: int, a: Args) -> str:
+    """The meta page; or (what == "all") the meta page first, then meta page and every
+    sub-buffer as its fields say (trace_mmap.h), then the first mapping undone ("past":
+    one sub-buffer more); or ("off") one page at page offset 1."""
+    import ctypes
+    from probelib import libc
+    fd, what = w.fd(a["fd"]), a["what"]
+    p = mmap.PROT_READ | {"rw": mmap.PROT_WRITE, "rx": mmap.PROT_EXEC}.get(a["prot"], 0)
+    flags = mmap.MAP_SHARED if a["share"] == "shared" else mmap.MAP_PRIVATE
+    if what == "off":
+        w.vmas[sid] = Region(_map(fd, w.page, p, flags, w.page), w.page)
+        return "ok"
+    addr = _map(fd, w.page, p, flags)
+    length = w.page
+    if what in ("all", "past"):
+        meta = trace_abi.TraceBufferMeta.from_address(addr)
+        whole = meta.meta_page_size + (meta.nr_subbufs + (what == "past")) * meta.subbuf_size
+        try:
+            new = _map(fd, whole, p, flags)
+        finally:
+            libc.munmap(ctypes.c_void_p(addr), w.page)
+        addr, length = new, whole
+    w.vmas[sid] = Region(addr, length)
+    return "ok"
+
+
+def _py_mmap(s: Step) -> list[str]:
+    prot = {"rw": 3, "rx": 5}.get(s["prot"], 1)
+    flags = 1 if s["share"] == "shared" else 2
+    offset = "PAGE" if s["what"] == "off" else "0"     # "off": the first sub-buffer's page
+    lines = [f"addr = libc.mmap(None, PAGE, {prot}, {flags}, fd[{s.ref('fd')}], {offset})",
+             "got = res(mapping(addr))", "length = PAGE"]
+    if s["what"] in ("all", "past"):
+        # meta_page_size + nr_subbufs * subbuf_size (one more for "past"), mapped in its place
+        more = " + 1" if s["what"] == "past" else ""
+        lines += ["if got == 'ok':",
+                  "    msz, _, sub, nsub = struct.unpack_from('<IIII', "
+                  "ctypes.string_at(addr, 16))",
+                  f"    length = msz + (nsub{more}) * sub",
+                  f"    new = libc.mmap(None, length, {prot}, {flags}, fd[{s.ref('fd')}], 0)",
+                  "    libc.munmap(addr, PAGE)",
+                  "    addr, got = new, res(mapping(new))"]
+    return lines + [f"if got == 'ok': m[{s.id}] = (addr, length)"]
+
+
+def _c_mmap(s: Step) -> list[str]:
+    i = s.id
+    prot = {"rw": "PROT_READ | PROT_WRITE", "rx": "PROT_READ | PROT_EXEC"}.get(s["prot"],
+                                                                             "PROT_READ")
+    flags = "MAP_SHARED" if s["share"] == "shared" else "MAP_PRIVATE"
+    offset = "page" if s["what"] == "off" else "0"
+    lines = [f"a = mmap(NULL, page, {prot}, {flags}, fd[{s.ref('fd')}], {offset});",
+             "got = res(a != MAP_FAILED);",
+             f"if (a != MAP_FAILED) {{ addr[{i}] = a; len[{i}] = page; }}"]
+    if s["what"] in ("all", "past"):
+        # the meta page read for the buffer's size, then the whole buffer (one sub-buffer
+        # past it for "past") mapped in its place
+        more = " + 1" if s["what"] == "past" else ""
+        lines += ["if (a != MAP_FAILED) {",
+                  "\tstruct trace_buffer_meta *meta = (struct trace_buffer_meta *)a;",
+                  "",
+                  f"\tlen[{i}] = meta->meta_page_size + "
+                  f"(size_t)(meta->nr_subbufs{more}) * meta->subbuf_size;",
+                  f"\taddr[{i}] = mmap(NULL, len[{i}], {prot}, {flags}, fd[{s.ref('fd')}], 0);",
+                  "\tmunmap(a, page);",
+                  f"\tgot = res(addr[{i}] != MAP_FAILED);",
+                  f"\tif (addr[{i}] == MAP_FAILED) addr[{i}] = NULL;", "}"]
+    return lines
+
+
+MMAP = Op(
+    "mmap", ("fd", "what", "prot", "share"), refs=("fd",),
+    draw=_draw_mmap, pre=_has_fd, expect=_expect_mmap, apply=_apply_mmap, call=_call_mmap,
+    py=_py_mmap, c=_c_mmap,
+    simpler=lambda a: [dict(a, what="meta")] if a["what"] != "meta" else [],
+    rule="read-only, shared, not executable: PROT_WRITE on an O_RDONLY fd EACCES (VFS), on an "
+         "O_RDWR fd EPERM, PROT_EXEC and private EPERM; at most meta page + every sub-buffer "
+         "(one more: EINVAL); on a sub-buffer boundary (page offset 1 with sub-buffers of 2 "
+         "pages: EINVAL) (__rb_map_vma())")
+
+
+def _call_mprotect(w: TraceWorld, sid: int, a: Args) -> str:
+    import ctypes
+    from probelib import errno_result, libc
+    r = w.region(a["vma"])
+    return errno_result(libc.mprotect(ctypes.c_void_p(r.addr), r.length,
+                                      mmap.PROT_READ | mmap.PROT_WRITE) == 0)
+
+
+MPROTECT = Op(
+    "mprotect", ("vma",), refs=("vma",),
+    draw=lambda m, rng: [(0.3, {"vma": f"@{s}"}) for s, _ in m.live_vmas()],
+    pre=lambda m, a: m.vma(a["vma"]) is not None,
+    expect=lambda m, a: frozenset({"EACCES"}), apply=lambda m, sid, a: None,
+    call=_call_mprotect,
+    py=lambda s: [f"got = res(libc.mprotect(*m[{s.ref('vma')}], 3) == 0)  # PROT_READ|WRITE"],
+    c=lambda s: [f"got = res(mprotect(addr[{s.ref('vma')}], len[{s.ref('vma')}], "
+                 "PROT_READ | PROT_WRITE) == 0);"],
+    rule="mprotect(PROT_WRITE) on a mapping: EACCES (VM_MAYWRITE cleared, whatever the fd's "
+         "mode) (__rb_map_vma())")
+
+
+def _call_ioctl(w: TraceWorld, sid: int, a: Args) -> str:
+    fcntl.ioctl(w.fd(a["fd"]), UNKNOWN_IOCTL)
+    return "ok"
+
+
+IOCTL = Op(
+    "ioctl", ("fd",), refs=("fd",),
+    draw=_per_fd(0.2),  # type: ignore[arg-type]
+    pre=_has_fd, expect=lambda m, a: frozenset({"ENOTTY"}), apply=lambda m, sid, a: None,
+    call=_call_ioctl,
+    py=lambda s: [f"fcntl.ioctl(fd[{s.ref('fd')}], {UNKNOWN_IOCTL:#x})  # _IO('R', 0x21): "
+                  "no such ioctl", "got = 'ok'"],
+    c=lambda s: [f"got = res(ioctl(fd[{s.ref('fd')}], _IO('R', 0x21)) == 0);"
+                 "\t/* no such ioctl */"],
+    rule="an ioctl other than GET_READER (and 0, the wake-up): ENOTTY "
+         "(tracing_buffers_ioctl())")
+
+
+def _apply_get_reader(m: TraceModel, sid: int, a: Args) -> None:
+    m.meta_fresh = m.cpu_of(a["fd"]) == 0
+
+
+def _call_get_reader(w: TraceWorld, sid: int, a: Args) -> str:
+    fcntl.ioctl(w.fd(a["fd"]), trace_abi.TRACE_MMAP_IOCTL_GET_READER)
+    return "ok"
+
+
+GET_READER = Op(
+    "get-reader", ("fd",), refs=("fd",),
+    draw=_per_fd(2),  # type: ignore[arg-type]
+    pre=_has_fd,
+    expect=lambda m, a: frozenset({"ok" if m.mapped(m.cpu_of(a["fd"])) else "ENODEV"}),
+    apply=_apply_get_reader, call=_call_get_reader,
+    py=lambda s: ["try:", f"    fcntl.ioctl(fd[{s.ref('fd')}], GET_READER)", "    got = 'ok'",
+                  "except OSError as e:", "    got = errno.errorcode[e.errno]"],
+    c=lambda s: [f"got = res(ioctl(fd[{s.ref('fd')}], TRACE_MMAP_IOCTL_GET_READER) == 0);"],
+    rule="TRACE_MMAP_IOCTL_GET_READER: ENODEV on a CPU not mapped, else 0; then the meta "
+         "page's entries counts every event written to the CPU (ring_buffer_map_get_reader(), "
+         "rb_update_meta_page())")
+
+
+def _apply_write(m: TraceModel, sid: int, a: Args) -> None:
+    if m.written is not None:
+        m.written += a["n"]
+
+
+def _call_write(w: TraceWorld, sid: int, a: Args) -> str:
+    fd = os.open(f"{w.inst}/trace_marker", os.O_WRONLY)
+    try:
+        for _ in range(a["n"]):
+            os.write(fd, MARKER)
+    finally:
+        os.close(fd)
+    return "ok"
+
+
+WRITE = Op(
+    "write", ("n",),
+    draw=lambda m, rng: [(2, {"n": rng.choice(WRITES)})],
+    pre=lambda m, a: True, expect=lambda m, a: frozenset({"ok"}),
+    apply=_apply_write, call=_call_write,
+    py=lambda s: [f"for _ in range({s['n']}): got = write('trace_marker', 'ringlab')"],
+    c=lambda s: [f'for (j = 0; j < {s["n"]}; j++) got = tw("trace_marker", "ringlab\\n");'],
+    simpler=lambda a: [{"n": n} for n in (1, 10) if n < a["n"]],
+    rule="a trace_marker write is an event in CPU 0's buffer (the sequence runs on CPU 0)")
+
+
+def _tracefs_op(name: str, param: str, choices: tuple[int, ...], weight: float,
+                expect: object, rule: str) -> Op:
+    """A write of the instance's file (buffer_size_kb, buffer_subbuf_size_kb, snapshot)."""
+    file = TRACEFS_FILE[name]
+
+    def apply(m: TraceModel, sid: int, a: Args) -> None:
+        # A new size reallocates the buffers, a snapshot swaps them: what CPU 0 counted is
+        # no longer known here.
+        v = a[param]
+        if name == "resize" and v != m.buffer_kb or name == "subbuf" and v != m.subbuf_kb or \
+                name == "snapshot" and v == 1:
+            m.written = None
+        if name == "resize":
+            m.buffer_kb = v
+        if name == "subbuf":
+            m.subbuf_kb = v
+    setting = {"snapshot": "has_snapshot", "subbuf": "has_subbuf"}.get(name)
+    return Op(
+        name, (param,),
+        draw=lambda m, rng: [(weight, {param: rng.choice(choices)})],
+        pre=lambda m, a: setting is None or bool(m.setup.get(setting, False)),
+        expect=expect,  # type: ignore[arg-type]
+        apply=apply,
+        call=lambda w, sid, a: _write(f"{w.inst}/{file}", a[param]),
+        py=lambda s: [f"got = write({file!r}, {s[param]})"],
+        c=lambda s: [f'got = tw("{file}", "{s[param]}\\n");'],
+        rule=rule)
+
+
+RESIZE = _tracefs_op(
+    "resize", "kb", BUFFER_KB, 1,
+    lambda m, a: frozenset({"EBUSY" if m.mapped() else "ok"}),
+    "buffer_size_kb while any CPU buffer of the instance is mapped: EBUSY "
+    "(ring_buffer_resize())")
+SUBBUF = _tracefs_op(
+    "subbuf", "kb", SUBBUF_KB, 0.7,
+    lambda m, a: frozenset({"ok" if a["kb"] == m.subbuf_kb or not m.mapped() else "EBUSY"}),
+    "a new buffer_subbuf_size_kb while mapped: EBUSY (the size in use: 0) "
+    "(ring_buffer_subbuf_order_set())")
+SNAPSHOT = _tracefs_op(
+    "snapshot", "value", (1, 0), 0.7,
+    lambda m, a: frozenset({"EBUSY" if m.mapped() and a["value"] == 1 else "ok"}),
+    "echo 1 > snapshot while mapped: EBUSY (tracing_arm_snapshot_locked())")
+
+OPS = table(OPEN, CLOSE, MMAP, MPROTECT, IOCTL, GET_READER, WRITE, RESIZE, SUBBUF, SNAPSHOT)
+TraceModel.OPS = OPS
 
 
 # --- the calls --------------------------------------------------------------------------------
 
-MADV_DOFORK = 11
-UNKNOWN_IOCTL = 0x5221      # _IO('R', 0x21): GET_READER's neighbour, which no kernel defines
-
-
-class TraceWorld:
+class TraceWorld(World):
     """The calls of TraceModel's operations, as root, in the sequence's own instance."""
+    OPS = OPS
+    C_SUPPORT = "trace.h"
 
     @staticmethod
     def model(path: str, setup: dict) -> TraceModel:
         return TraceModel(path, setup)
-
-    @staticmethod
-    def traits(path: str, setup: dict, steps: list[dict]) -> set[str]:
-        model = TraceModel(path, setup)
-        for step in steps:
-            if model.valid(step):
-                allowed = model.expect(step)
-                model.apply(step, "ok" if "ok" in allowed else min(allowed))
-        return model.traits
-
-    @staticmethod
-    def simpler(step: dict) -> list[dict]:
-        """Simpler forms of a step for the shrinker: the meta page only, fewer writes, an
-        O_RDONLY fd."""
-        op, a = step["op"], step.get("args", [])
-        if op == "mmap" and a[1] != "meta":
-            return [{"args": [a[0], "meta", a[2], a[3]]}]
-        if op == "open" and a[1:]:
-            return [{"args": a[:1]}]
-        if op == "write" and a[0] > 1:
-            return [{"args": [n]} for n in (1, 10) if n < a[0]]
-        return []
 
     @staticmethod
     def missing(path: str) -> str | None:
@@ -317,150 +506,17 @@ class TraceWorld:
                     pass    # the sequence's end check failed on it; the instance stays
 
     def __init__(self, path: str, setup: dict, uid: int) -> None:
+        super().__init__()
         self.cfg, self.inst = setup, setup["instance"]
         self.page = os.sysconf("SC_PAGE_SIZE")
-        self.fds: dict[int, int] = {}
-        self.vmas: dict[int, tuple[int, int]] = {}
-        self.stray: list[tuple[int, int]] = []
         os.sched_setaffinity(0, {0})
 
-    def do(self, step: dict) -> str:
-        import probelib
-        try:
-            return getattr(self, "op_" + step["op"].replace("-", "_"))(step["id"], *step["args"])
-        except OSError as e:
-            return probelib.errname(e)
-
-    def _fd(self, a: str) -> int:
-        return self.fds[int(a[1:])]
-
-    def op_open(self, sid: int, cpu: int, mode: str = "r") -> str:
-        self.fds[sid] = os.open(f"{self.inst}/per_cpu/cpu{cpu}/trace_pipe_raw",
-                                (os.O_RDWR if mode == "rw" else os.O_RDONLY) | os.O_NONBLOCK)
-        return "ok"
-
-    def op_close(self, sid: int, f: str) -> str:
-        os.close(self.fds.pop(int(f[1:])))
-        return "ok"
-
-    def _mmap(self, fd: int, length: int, prot: int, flags: int, offset: int = 0) -> int:
-        from probelib import libc, libc_error, mapped
-        addr = libc.mmap(None, length, prot, flags, fd, offset)
-        if not mapped(addr):
-            raise libc_error()
-        return addr
-
-    def op_mmap(self, sid: int, f: str, what: str, prot: str, share: str) -> str:
-        """The meta page; or (what == "all") the meta page first, then meta page and every
-        sub-buffer as its fields say (trace_mmap.h), then the first mapping undone ("past":
-        one sub-buffer more); or ("off") one page at page offset 1."""
-        import trace_abi
-        from probelib import libc
-        fd = self._fd(f)
-        p = mmap.PROT_READ | {"rw": mmap.PROT_WRITE, "rx": mmap.PROT_EXEC}.get(prot, 0)
-        flags = mmap.MAP_SHARED if share == "shared" else mmap.MAP_PRIVATE
-        if what == "off":
-            self.vmas[sid] = (self._mmap(fd, self.page, p, flags, self.page), self.page)
-            return "ok"
-        addr = self._mmap(fd, self.page, p, flags)
-        length = self.page
-        if what in ("all", "past"):
-            meta = trace_abi.TraceBufferMeta.from_address(addr)
-            whole = meta.meta_page_size + (meta.nr_subbufs + (what == "past")) * \
-                meta.subbuf_size
-            try:
-                new = self._mmap(fd, whole, p, flags)
-            finally:
-                libc.munmap(ctypes.c_void_p(addr), self.page)
-            addr, length = new, whole
-        self.vmas[sid] = (addr, length)
-        return "ok"
-
-    def op_munmap(self, sid: int, m: str) -> str:
-        from probelib import errno_result, libc
-        addr, length = self.vmas[int(m[1:])]
-        r = errno_result(libc.munmap(ctypes.c_void_p(addr), length) == 0)
-        if r == "ok":
-            del self.vmas[int(m[1:])]
-        return r
-
-    def op_munmap_part(self, sid: int, m: str) -> str:
-        from probelib import errno_result, libc
-        addr, length = self.vmas[int(m[1:])]
-        return errno_result(libc.munmap(ctypes.c_void_p(addr + length - self.page),
-                                        self.page) == 0)
-
-    def op_mremap(self, sid: int, m: str, how: str) -> str:
-        """A move keeps the mapping (at its new address); what a resize the model refuses
-        made anyway is undone at the end (the step already failed)."""
-        import probelib
-        addr, length = self.vmas[int(m[1:])]
-        r, new, new_len = probelib.remap(addr, length, how)
-        if r == "ok" and how == "move":
-            self.vmas[int(m[1:])] = (new, length)
-        elif r == "ok":
-            self.stray.append((new, new_len))
-        return r
-
-    def op_mprotect(self, sid: int, m: str) -> str:
-        from probelib import errno_result, libc
-        addr, length = self.vmas[int(m[1:])]
-        return errno_result(libc.mprotect(ctypes.c_void_p(addr), length,
-                                          mmap.PROT_READ | mmap.PROT_WRITE) == 0)
-
-    def op_ioctl(self, sid: int, f: str) -> str:
-        fcntl.ioctl(self._fd(f), UNKNOWN_IOCTL)
-        return "ok"
-
-    def op_madvise(self, sid: int, m: str, advice: str) -> str:
-        from probelib import errno_result, libc
-        addr, length = self.vmas[int(m[1:])]
-        return errno_result(libc.madvise(ctypes.c_void_p(addr), length, MADV_DOFORK) == 0)
-
-    def op_fork(self, sid: int) -> str:
-        """A child that says how many of the mappings it inherited (VM_DONTCOPY: none unless
-        MADV_DOFORK let it through)."""
-        import probelib
-        return probelib.fork_inheriting(list(self.vmas.values()))
-
-    def op_get_reader(self, sid: int, f: str) -> str:
-        import trace_abi
-        fcntl.ioctl(self._fd(f), trace_abi.TRACE_MMAP_IOCTL_GET_READER)
-        return "ok"
-
-    def op_write(self, sid: int, n: int) -> str:
-        fd = os.open(f"{self.inst}/trace_marker", os.O_WRONLY)
-        try:
-            for _ in range(n):
-                os.write(fd, MARKER)
-        finally:
-            os.close(fd)
-        return "ok"
-
-    def op_resize(self, sid: int, kb: int) -> str:
-        return _write(f"{self.inst}/buffer_size_kb", kb)
-
-    def op_subbuf(self, sid: int, kb: int) -> str:
-        return _write(f"{self.inst}/buffer_subbuf_size_kb", kb)
-
-    def op_snapshot(self, sid: int, value: int) -> str:
-        return _write(f"{self.inst}/snapshot", value)
-
     def observe(self, expected: dict) -> dict:
-        import trace_abi
         out = {}
         for key, want in expected.items():
-            meta = trace_abi.TraceBufferMeta.from_address(self.vmas[int(key[5:])][0])
+            meta = trace_abi.TraceBufferMeta.from_address(self.vmas[int(key[5:])].addr)
             out[key] = {k: getattr(meta, k) for k in want}
         return out
-
-    def release(self) -> None:
-        from probelib import libc
-        for addr, length in list(self.vmas.values()) + self.stray:
-            libc.munmap(ctypes.c_void_p(addr), length)
-        for fd in self.fds.values():
-            os.close(fd)
-        self.vmas, self.fds, self.stray = {}, {}, []
 
     def end(self, expected: dict) -> dict:
         import probelib
@@ -471,6 +527,9 @@ class TraceWorld:
         except OSError as e:
             rmdir = probelib.errname(e)
         return {"resize": resize, "rmdir": rmdir}
+
+
+PATHS = {"trace-mmap": TraceWorld}
 
 
 def _write(path: str, value: object) -> str:

@@ -4,7 +4,9 @@ a model of what the ABI says must hold, every failure shrunk to its shortest seq
 By hand in a guest:
   python3 probe_explore.py run PATH [--seed N] [--budget S] [--first K] [--count C]
   python3 probe_explore.py replay FILE.json      (a failure's "setup" and "steps")
-PATH: perf-ring, perf-aux, pinning, trace-mmap (explore_perf.py, explore_trace.py).
+PATH: perf-ring, perf-aux, pinning, trace-mmap (explore_perf.py, explore_trace.py; each path's
+operations are records in its OPS table, explore_ops.py). A step is {"id", "op", "args": {NAME:
+VALUE}}; a replay also takes the positional "args" of format 1.
 
 Each sequence runs in a forked child (its own mm, so VmPin starts at 0) under a user id no
 earlier sequence had (user_struct, and the perf_mlock it holds, starts at 0 too), so one
@@ -36,30 +38,48 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import explore_ops
 import probelib
+import splat_banners
 
-PATHS = ("perf-ring", "perf-aux", "pinning", "trace-mmap")
 KMSG_MARK = "ringlab-explore:"
-# What a splat's first line looks like on 6.x and 7.x (harness/kernellog/splats.py titles it
-# on the host; here it only has to be noticed).
-_SPLAT = re.compile(r"WARNING:|BUG:|Oops|general protection|Kernel panic|UBSAN:|KASAN:|"
-                    r"list_(add|del) corruption|refcount_t:|kernel BUG at|Kernel BUG at|"
-                    r"INFO: (task .* blocked|rcu)|watchdog: .*(LOCKUP|lockup)|"
-                    r"possible recursive locking|circular locking|Invalid wait context")
 FIRST_UID = 20000   # sequences run as 20000, 20001, ...; never a real account
 UNTANGLE_TRIES = 3  # per check and slice: known failures tried without the known issue's steps
 
 
+def worlds() -> dict[str, Any]:
+    """Every path's world class, from the explore_*.py files beside this one (each says which
+    paths it serves in PATHS): a new path is a new file. A world's static methods say what
+    the path needs, its instances make the calls, its OPS are the path's operations."""
+    import importlib
+    here = os.path.dirname(os.path.abspath(__file__))
+    out: dict[str, Any] = {}
+    for name in sorted(os.listdir(here)):
+        if name.startswith("explore_") and name.endswith(".py"):
+            out.update(getattr(importlib.import_module(name[:-3]), "PATHS", {}))
+    return out
+
+
+PATHS = tuple(worlds())
+
+
 def world_of(path: str) -> Any:
-    """The path's world class (explore_perf.PerfWorld, explore_trace.TraceWorld): its static
-    methods say what the path needs, its instances make the calls."""
-    if path in ("perf-ring", "perf-aux", "pinning"):
-        import explore_perf
-        return explore_perf.PerfWorld
-    if path == "trace-mmap":
-        import explore_trace
-        return explore_trace.TraceWorld
-    raise ValueError(f"unknown path {path!r}: one of {', '.join(PATHS)}")
+    found = worlds().get(path)
+    if found is None:
+        raise ValueError(f"unknown path {path!r}: one of {', '.join(PATHS)}")
+    return found
+
+
+def traits(world_cls: Any, path: str, env: dict, steps: list[dict]) -> set[str]:
+    return explore_ops.traits(world_cls.model(path, env), steps)
+
+
+def simpler(world_cls: Any) -> Callable[[dict], list[dict]]:
+    """The shrinker's simpler forms of a step: its operation's own."""
+    def forms(step: dict) -> list[dict]:
+        op = world_cls.OPS.get(step["op"])
+        return [] if op is None else [dict(step, args=a) for a in op.simpler(step["args"])]
+    return forms
 
 
 # --- one sequence, in a child -----------------------------------------------------------------
@@ -208,12 +228,12 @@ class Kmsg:
     def splat(self) -> list[str] | None:
         """The new lines, if any of them is a splat's banner."""
         lines = self.new_lines()
-        return lines[:60] if any(_SPLAT.search(line) for line in lines) else None
+        return lines[:60] if any(splat_banners.is_banner(line) for line in lines) else None
 
 
 def splat_key(lines: list[str]) -> str:
     """The first banner, numbers out: the same WARN is the same check across replays."""
-    first = next(line for line in lines if _SPLAT.search(line))
+    first = next(line for line in lines if splat_banners.is_banner(line))
     first = re.sub(r"\+0x[0-9a-f]+/0x[0-9a-f]+", "", first)
     first = re.sub(r"(CPU#?|PID:|\bpid\b|/)\s*\d+", r"\1N", first)
     return "splat:" + re.sub(r"\s+", " ", first).strip()
@@ -265,6 +285,8 @@ class Explorer:
         """A sequence (generated as number k, or the given steps) in a child; its failure, or a
         splat it caused."""
         rng = random.Random(f"{self.path}/{self.seed}/{k}/ops") if steps is None else None
+        if steps is not None:
+            steps = explore_ops.named(self.world_cls.OPS, steps)
         self.kmsg.new_lines()
         self.kmsg.mark(f"{self.path} seed {self.seed} sequence {k if k is not None else 'replay'}")
         self.trail.seek(0)
@@ -314,9 +336,9 @@ class Explorer:
         if not self.excuses:
             return False
         env = dict(setup, **out.get("env", {}))
-        traits = set().union(*(self.world_cls.traits(
-            self.path, env, [s for s in steps if s.get("actor", 0) == i]) for i in (0, 1)))
-        return excused(self.excuses, check, traits, out.get("kmsg", []))
+        has = set().union(*(traits(self.world_cls, self.path, env, [
+            s for s in steps if s.get("actor", 0) == i]) for i in (0, 1)))
+        return excused(self.excuses, check, has, out.get("kmsg", []))
 
     def explore(self, first: int, count: int, budget_s: float, shrink_s: float) -> dict:
         with self.world_cls.session(self.path):
@@ -361,15 +383,15 @@ class Explorer:
         env = dict(setup, **out.get("env", {}))
         steps = [{k: v for k, v in s.items() if k != "result"} for s in out["steps"]]
 
-        def traits(candidate: list[dict]) -> set[str]:
-            return self.world_cls.traits(self.path, env, candidate)
+        def has(candidate: list[dict]) -> set[str]:
+            return traits(self.world_cls, self.path, env, candidate)
         for i in reversed(range(len(steps))):
-            if not excused(self.excuses, check, traits(steps), []):
+            if not excused(self.excuses, check, has(steps), []):
                 break
             trial = steps[:i] + steps[i + 1:]
-            if len(traits(trial)) < len(traits(steps)):
+            if len(has(trial)) < len(has(steps)):
                 steps = trial
-        if excused(self.excuses, check, traits(steps), []) or len(steps) == len(out["steps"]):
+        if excused(self.excuses, check, has(steps), []) or len(steps) == len(out["steps"]):
             return None
         again = self.one(setup, steps)
         if again["failure"] is None or again["failure"]["check"] != check or \
@@ -385,15 +407,17 @@ class Explorer:
                   "steps": out["steps"], "kmsg": out.get("kmsg", []), "excused": known}
         env = dict(setup, **out["env"])
         if f["check"] != "explorer" and self.actors == 2:   # not shrunk: racy
-            record["traits"] = sorted(set().union(*(self.world_cls.traits(
-                self.path, env, [s for s in out["steps"] if s.get("actor", 0) == i])
+            record["traits"] = sorted(set().union(*(traits(
+                self.world_cls, self.path, env, [s for s in out["steps"]
+                                                 if s.get("actor", 0) == i])
                 for i in (0, 1))))
         if f["check"] != "explorer" and self.actors == 1:
             steps = shrink(out["steps"], lambda s: self.fails_same(
                 setup, s, f["check"], known if self.excuses else None),
-                deadline=time.monotonic() + shrink_s, simpler=self.world_cls.simpler)
+                deadline=time.monotonic() + shrink_s, simpler=simpler(self.world_cls))
             record["shrunk"] = renumber(steps)
-            record["traits"] = sorted(self.world_cls.traits(self.path, env, record["shrunk"]))
+            record["traits"] = sorted(traits(self.world_cls, self.path, env,
+                                                         record["shrunk"]))
         return record
 
 
@@ -412,7 +436,7 @@ def shrink(steps: list[dict], fails: Callable[[list[dict]], bool],
         for alt in simpler(current[i]):
             if time.monotonic() >= deadline:
                 return current
-            candidate = current[:i] + [dict(current[i], args=alt["args"])] + current[i + 1:]
+            candidate = current[:i] + [alt] + current[i + 1:]
             if fails(candidate):
                 current = candidate
                 break
@@ -447,7 +471,8 @@ def renumber(steps: list[dict]) -> list[dict]:
         if isinstance(a, str) and a.startswith("@") and int(a[1:]) in ids:
             return f"@{ids[int(a[1:])]}"
         return a
-    return [dict(s, id=ids[s["id"]], args=[ref(a) for a in s.get("args", [])]) for s in steps]
+    return [dict(s, id=ids[s["id"]], args={k: ref(a) for k, a in s["args"].items()})
+            for s in steps]
 
 
 # --- command line --------------------------------------------------------------------------------

@@ -17,43 +17,16 @@ import re
 from dataclasses import dataclass, field
 
 from harness.kernellog import console
+from harness.probe_modules import probe_module
 
-# The banner of each kind of report, in the order tried. Sources (7.2.13; docs/splats.md says
-# what differs on 6.12 and why): kernel/panic.c __warn(), lib/bug.c, arch/x86/mm/fault.c,
-# arch/x86/kernel/{dumpstack,traps}.c, arch/arm64/{mm/fault.c,kernel/traps.c},
-# mm/kasan/report.c, mm/kfence/report.c, lib/ubsan.c, kernel/locking/lockdep.c,
-# kernel/rcu/{tree_stall.h,tree_exp.h,update.c}, kernel/watchdog.c, kernel/hung_task.c,
-# lib/list_debug.c, lib/refcount.c, mm/page_alloc.c, mm/vmalloc.c, kernel/sched/core.c.
-_FN = r"(?P<fn>[\w.]+)(?:\+0x[0-9a-f]+/0x[0-9a-f]+)?(?: \[[\w-]+(?: [0-9a-f]+)?\])?"
-_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((k, re.compile(p)) for k, p in (
-    # 7.x (28ea295f941e, v6.19-rc1): "WARNING: %s:%d at %pS, CPU#%d: %s/%d", file optional.
-    ("WARNING", rf"^WARNING: (?:(?P<file>[^\s:]+):(?P<line>\d+) )?at {_FN}, CPU#\d+: "),
-    # 6.x: "WARNING: CPU: %d PID: %d at %s:%d %pS", or "... at %pS" without a file.
-    ("WARNING", rf"^WARNING: CPU: \d+ PID: \d+ at (?:(?P<file>[^\s:]+):(?P<line>\d+) )?{_FN}"),
-    ("lockdep", r"^WARNING: (?:possible |inconsistent lock state|suspicious RCU usage"
-                r"|bad unlock balance|bad contention|held lock freed|lock held when returning"
-                r"|Nested lock was not taken|chain_key collision|\S+/\d+ still has locks held"
-                r"|\w+-safe -> \w+-unsafe lock order)"),
-    ("lockdep", r"^(?:\[ )?BUG: (?:Invalid wait context|MAX_\w+ too low"
-                r"|key \S+ has not been registered|looking up invalid subclass)"),
-    ("KASAN", rf"^BUG: KASAN: (?P<what>[\w-]+) in {_FN}"),
-    ("KFENCE", rf"^BUG: KFENCE: (?P<what>[\w -]+?) in {_FN}"),
-    ("UBSAN", r"^UBSAN: (?P<what>[\w-]+) in (?P<file>\S+?):(?P<line>\d+)(?::\d+)?"),
-    # CONFIG_UBSAN_TRAP on x86: "UBSAN: array index out of bounds at f+0x1/0x2", then an Oops.
-    ("UBSAN", rf"^UBSAN: (?P<what>.+?) at {_FN}"),
-    # 6.12 prints "Kernel BUG at %pB [verbose debug info unavailable]" without a file.
-    ("BUG", rf"^[Kk]ernel BUG at (?:(?P<file>[^\s:]+):(?P<line>\d+)!|{_FN} \[verbose debug)"),
-    ("soft lockup", r"^watchdog: BUG: soft lockup"),
-    # 6.12: "Watchdog detected hard LOCKUP on cpu %u"; 7.x adds "CPU%u: " before it.
-    ("hard lockup", r"^(?:watchdog: )?(?:CPU\d+: )?Watchdog detected hard LOCKUP"),
-    ("RCU stall", r"^rcu: INFO: \S+ (?:detected (?:expedited )?stalls|self-detected stall)"),
-    ("hung task", r"^INFO: task \S+ blocked.* for more than \d+ seconds"),
-    ("BUG", r"^BUG: |^Oops: |^Internal error: |^Unable to handle kernel |^general protection fault"),
-    ("list corruption", r"^list_(?:add|del) corruption|^list_\w+ corruption"),
-    ("refcount_t", r"^refcount_t: "),
-    ("allocation failure", r"^\S+: (?:page allocation failure: order:\d+|vmalloc error: )"),
-    ("panic", r"^Kernel panic - not syncing: "),
-))
+splat_banners = probe_module("splat_banners")
+
+# The banner of each kind of report, in the order tried: probes/splat_banners.py, the one list
+# the explorer and the reproducers notice a splat by too (its sources there, the banners per
+# kernel line in docs/splats.md).
+_FN = splat_banners.FN
+_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (k, re.compile(p)) for k, p in splat_banners.BANNERS)
 # A banner that is part of the report open before it, not a splat of its own: the Oops line
 # after "BUG: kernel NULL pointer dereference", the WARNING or BUG that lib/refcount.c and
 # lib/list_debug.c raise after their own line (CHECK_DATA_CORRUPTION: WARN, or BUG with

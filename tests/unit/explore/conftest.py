@@ -1,32 +1,34 @@
 """The explorer's operations as cases both reproducer generators are held to: every
-operation the models know (each `op_` method of probes/explore_perf.py and
-probes/explore_trace.py) in every form its arguments select, and the text the generators made
-of them, kept in tests/unit/data/explore-repro/ so a reshaped generator is checked byte for
-byte against the one before it."""
+operation of the paths' OPS tables (probes/explore_perf.py, probes/explore_trace.py) in every
+form its arguments select, and the text the generators made of them, kept in
+tests/unit/data/explore-repro/ so a reshaped generator is checked byte for byte against the
+one before it."""
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from harness.explore import reproducer
+from harness.probe_modules import probe_module
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "explore-repro"
-PROBES = Path(reproducer.PROBES_DIR)
 
 
 def model_ops(path: str) -> set[str]:
-    """The operations a model's world carries out: its `op_` methods, named as in a step."""
-    name = "explore_trace.py" if path == "trace-mmap" else "explore_perf.py"
-    text = (PROBES / name).read_text()
-    return {m.replace("_", "-") for m in re.findall(r"def op_(\w+)\(", text)}
+    """The operations of a path: its OPS table."""
+    return set(reproducer.world(path).OPS)
 
 
 def step(i: int, op: str, *args: Any) -> dict[str, Any]:
-    """A step as the explorer records it."""
+    """A step with positional arguments (format 1: short to write), named by named_steps()."""
     return {"id": i, "op": op, "args": list(args)}
+
+
+def named_steps(path: str, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Steps as the explorer records them now: arguments named by their operation."""
+    return probe_module("explore_ops").named(reproducer.world(path).OPS, steps)
 
 
 # Every operation, and every form of it the generators tell apart (the kind of event, the
@@ -53,7 +55,8 @@ TRACE_STEPS = [
     step(14, "mremap", "@4", "shrink"), step(15, "mremap", "@4", "dontunmap"),
     step(16, "munmap-part", "@4"), step(17, "resize", 32), step(18, "subbuf", 8),
     step(19, "snapshot", 1), step(20, "munmap", "@2"), step(21, "close", "@0")]
-STEPS = {"pinning": PERF_STEPS, "trace-mmap": TRACE_STEPS}
+STEPS = {"pinning": named_steps("pinning", PERF_STEPS),
+         "trace-mmap": named_steps("trace-mmap", TRACE_STEPS)}
 
 
 def expectations(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:

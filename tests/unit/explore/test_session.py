@@ -13,6 +13,7 @@ import pytest
 
 from harness.commands import explore as verb
 from harness.errors import LabError
+from harness.probe_modules import probe_module
 from harness.explore import report, reproducer
 from harness.explore.session import ExploreRequest, Failure, PathResult, parse_budget
 from harness.results import known_issues
@@ -115,9 +116,8 @@ def test_every_operation_the_models_draw_has_reproducers_that_compile(tmp_path: 
     """Sequences drawn by the model itself, so a new operation cannot ship without its
     Python and C forms."""
     import random
-    sys.path.insert(0, str(reproducer.PROBES_DIR))
-    import explore_perf
-    import explore_trace
+    explore_perf = probe_module("explore_perf")
+    explore_trace = probe_module("explore_trace")
     trace = path == "trace-mmap"
     setup = {"buffer_kb": 8, "subbuf_kb": 4, "ncpus": 2, "has_snapshot": True,
              "has_subbuf": True, "instance": "x"} if trace else \

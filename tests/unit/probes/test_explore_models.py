@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+import explore_ops
 import explore_perf  # from probes/ (pytest's pythonpath): guest-side, stdlib only
 import explore_trace
 import probe_explore
@@ -20,6 +21,19 @@ def perf(**kw: object) -> explore_perf.PerfModel:
     return explore_perf.PerfModel("pinning", setup)
 
 
+def named(model, step: dict) -> dict:
+    """A step written with positional arguments (short to read), named as the model takes it."""
+    return explore_ops.named(model.OPS, [step])[0]
+
+
+def expect(model, step: dict) -> frozenset:
+    return model.expect(named(model, step))
+
+
+def traits_of(model, steps: list[dict]) -> set[str]:
+    return explore_ops.traits(model, explore_ops.named(model.OPS, steps))
+
+
 def run(model, steps: list[tuple]) -> list[frozenset]:
     """Each step (op, *args), numbered on from the model's earlier steps, applied with the
     model's own answer."""
@@ -27,7 +41,7 @@ def run(model, steps: list[tuple]) -> list[frozenset]:
     for op, *args in steps:
         i = model.__dict__.setdefault("_n", 0)
         model._n = i + 1
-        step = {"id": i, "op": op, "args": list(args)}
+        step = named(model, {"id": i, "op": op, "args": list(args)})
         assert model.valid(step), step
         allowed = model.expect(step)
         model.apply(step, "ok" if "ok" in allowed else min(allowed))
@@ -51,7 +65,7 @@ def test_a_second_mapping_of_a_buffer_takes_a_reference_and_charges_nothing() ->
 def test_a_first_mapping_answers_as_perf_mmap_does(pages: int, share: str, want: str) -> None:
     m = perf()
     run(m, [("open", "dummy")])
-    assert m.expect({"id": 1, "op": "mmap", "args": ["@0", pages, "rw", share]}) == {want}
+    assert expect(m, {"id": 1, "op": "mmap", "args": ["@0", pages, "rw", share]}) == {want}
 
 
 def test_past_the_allowance_the_rest_is_pinned_within_rlimit_or_refused() -> None:
@@ -61,21 +75,21 @@ def test_past_the_allowance_the_rest_is_pinned_within_rlimit_or_refused() -> Non
     assert run(m, [("mmap", "@2", 3, "rw", "shared")]) == [{"ok"}]
     assert m.pinned == 3 and m.observe()["vm_pin_kb"] == 12
     run(m, [("open", "dummy")])
-    assert m.expect({"id": 5, "op": "mmap", "args": ["@4", 2, "rw", "shared"]}) == {"EPERM"}
+    assert expect(m, {"id": 5, "op": "mmap", "args": ["@4", 2, "rw", "shared"]}) == {"EPERM"}
 
 
 def test_cap_ipc_lock_is_exempt_from_rlimit() -> None:
     m = perf(who="user+ipc_lock")
     run(m, [("open", "dummy")])
-    assert m.expect({"id": 1, "op": "mmap", "args": ["@0", 17, "rw", "shared"]}) == {"ok"}
+    assert expect(m, {"id": 1, "op": "mmap", "args": ["@0", 17, "rw", "shared"]}) == {"ok"}
 
 
 def test_the_aux_area_is_charged_and_refused_by_a_pmu_without_one() -> None:
     m = perf(mlock_kb=64 * 4)
     run(m, [("open", "dummy"), ("mmap", "@0", 3, "rw", "shared"), ("open", "pmu"),
             ("mmap", "@2", 3, "rw", "shared")])
-    assert m.expect({"id": 4, "op": "aux", "args": ["@0", 4]}) == {"EOPNOTSUPP"}
-    assert m.expect({"id": 4, "op": "aux", "args": ["@2", 3]}) == {"EINVAL"}
+    assert expect(m, {"id": 4, "op": "aux", "args": ["@0", 4]}) == {"EOPNOTSUPP"}
+    assert expect(m, {"id": 4, "op": "aux", "args": ["@2", 3]}) == {"EINVAL"}
     run(m, [("aux", "@2", 4), ("aux", "@2", 4)])
     assert m.perf_mlock == 3 + 3 + 4 and "aux-mapped-again" in m.traits
     m.unmap(3)   # the data mapping first: the AUX mappings still hold the buffer
@@ -162,16 +176,16 @@ def trace(**kw: object) -> explore_trace.TraceModel:
 def test_trace_writes_are_refused_while_any_cpu_is_mapped() -> None:
     m = trace()
     run(m, [("open", 1), ("mmap", "@0", "meta", "r", "shared")])
-    assert m.expect({"id": 2, "op": "resize", "args": [16]}) == {"EBUSY"}
-    assert m.expect({"id": 2, "op": "subbuf", "args": [8]}) == {"EBUSY"}
-    assert m.expect({"id": 2, "op": "subbuf", "args": [4]}) == {"ok"}, "the size in use"
-    assert m.expect({"id": 2, "op": "snapshot", "args": [1]}) == {"EBUSY"}
-    assert m.expect({"id": 2, "op": "snapshot", "args": [0]}) == {"ok"}
-    assert m.expect({"id": 2, "op": "get-reader", "args": ["@0"]}) == {"ok"}
+    assert expect(m, {"id": 2, "op": "resize", "args": [16]}) == {"EBUSY"}
+    assert expect(m, {"id": 2, "op": "subbuf", "args": [8]}) == {"EBUSY"}
+    assert expect(m, {"id": 2, "op": "subbuf", "args": [4]}) == {"ok"}, "the size in use"
+    assert expect(m, {"id": 2, "op": "snapshot", "args": [1]}) == {"EBUSY"}
+    assert expect(m, {"id": 2, "op": "snapshot", "args": [0]}) == {"ok"}
+    assert expect(m, {"id": 2, "op": "get-reader", "args": ["@0"]}) == {"ok"}
     run(m, [("open", 0)])
-    assert m.expect({"id": 3, "op": "get-reader", "args": ["@2"]}) == {"ENODEV"}
+    assert expect(m, {"id": 3, "op": "get-reader", "args": ["@2"]}) == {"ENODEV"}
     run(m, [("munmap", "@1")])
-    assert m.expect({"id": 4, "op": "resize", "args": [16]}) == {"ok"}
+    assert expect(m, {"id": 4, "op": "resize", "args": [16]}) == {"ok"}
 
 
 @pytest.mark.parametrize("prot, share, want", [("r", "shared", "ok"), ("rw", "shared", "EACCES"),
@@ -180,7 +194,7 @@ def test_trace_writes_are_refused_while_any_cpu_is_mapped() -> None:
 def test_trace_mappings_are_read_only_and_shared(prot: str, share: str, want: str) -> None:
     m = trace()
     run(m, [("open", 0)])
-    assert m.expect({"id": 1, "op": "mmap", "args": ["@0", "all", prot, share]}) == {want}
+    assert expect(m, {"id": 1, "op": "mmap", "args": ["@0", "all", prot, share]}) == {want}
 
 
 @pytest.mark.parametrize("mode, prot, want", [("r", "rx", "EPERM"), ("rw", "rw", "EPERM"),
@@ -189,7 +203,7 @@ def test_trace_mappings_are_never_writable_or_executable(mode: str, prot: str, w
                                                          ) -> None:
     m = trace()
     run(m, [("open", 0, mode)] if mode == "rw" else [("open", 0)])
-    assert m.expect({"id": 1, "op": "mmap", "args": ["@0", "meta", prot, "shared"]}) == {want}
+    assert expect(m, {"id": 1, "op": "mmap", "args": ["@0", "meta", prot, "shared"]}) == {want}
 
 
 @pytest.mark.parametrize("subbuf_kb, off", [(4, "ok"), (8, "EINVAL")])
@@ -197,13 +211,13 @@ def test_a_trace_mapping_is_no_longer_than_the_buffer_and_starts_on_a_subbuf(
         subbuf_kb: int, off: str) -> None:
     m = trace(subbuf_kb=subbuf_kb, page_size=4096)
     run(m, [("open", 0)])
-    assert m.expect({"id": 1, "op": "mmap", "args": ["@0", "past", "r", "shared"]}) == {"EINVAL"}
-    assert m.expect({"id": 1, "op": "mmap", "args": ["@0", "off", "r", "shared"]}) == {off}
-    assert m.expect({"id": 1, "op": "mmap", "args": ["@0", "past", "rx", "shared"]}) == {"EPERM"}
+    assert expect(m, {"id": 1, "op": "mmap", "args": ["@0", "past", "r", "shared"]}) == {"EINVAL"}
+    assert expect(m, {"id": 1, "op": "mmap", "args": ["@0", "off", "r", "shared"]}) == {off}
+    assert expect(m, {"id": 1, "op": "mmap", "args": ["@0", "past", "rx", "shared"]}) == {"EPERM"}
     if off == "ok":
         run(m, [("mmap", "@0", "off", "r", "shared"), ("write", 3), ("get-reader", "@0")])
         assert m.observe() == {}, "no meta page in that mapping to read"
-        assert m.expect({"id": 4, "op": "resize", "args": [16]}) == {"EBUSY"}
+        assert expect(m, {"id": 4, "op": "resize", "args": [16]}) == {"EBUSY"}
 
 
 def test_a_trace_mapping_never_grows_splits_or_becomes_writable() -> None:
@@ -211,9 +225,9 @@ def test_a_trace_mapping_never_grows_splits_or_becomes_writable() -> None:
     run(m, [("open", 0, "rw"), ("mmap", "@0", "all", "r", "shared")])
     want = {"grow": "EFAULT", "shrink": "EINVAL", "dontunmap": "EINVAL"}
     for how, errno in want.items():
-        assert m.expect({"id": 2, "op": "mremap", "args": ["@1", how]}) == {errno}
-    assert m.expect({"id": 2, "op": "mprotect", "args": ["@1"]}) == {"EACCES"}
-    assert m.expect({"id": 2, "op": "ioctl", "args": ["@0"]}) == {"ENOTTY"}
+        assert expect(m, {"id": 2, "op": "mremap", "args": ["@1", how]}) == {errno}
+    assert expect(m, {"id": 2, "op": "mprotect", "args": ["@1"]}) == {"EACCES"}
+    assert expect(m, {"id": 2, "op": "ioctl", "args": ["@0"]}) == {"ENOTTY"}
     run(m, [("mremap", "@1", "grow")])
     assert "moved" not in m.traits, "only a move is the known issue's trait"
 
@@ -232,7 +246,7 @@ def test_trace_entries_are_checked_right_after_get_reader_only() -> None:
 def test_a_moved_trace_mapping_is_a_trait_a_known_issue_binds() -> None:
     m = trace()
     run(m, [("open", 0), ("mmap", "@0", "meta", "r", "shared"), ("mremap", "@1", "move")])
-    assert explore_trace.TraceWorld.traits("trace-mmap", m.setup, [
+    assert traits_of(explore_trace.TraceModel("trace-mmap", m.setup), [
         {"id": 0, "op": "open", "args": [0]},
         {"id": 1, "op": "mmap", "args": ["@0", "meta", "r", "shared"]},
         {"id": 2, "op": "mremap", "args": ["@1", "move"]}]) == {"moved"}
@@ -242,7 +256,7 @@ def test_a_moved_trace_mapping_is_a_trait_a_known_issue_binds() -> None:
 # --- the shrinker --------------------------------------------------------------------------------
 
 def steps_of(ops: list[str]) -> list[dict]:
-    return [{"id": i, "op": op, "args": []} for i, op in enumerate(ops)]
+    return [{"id": i, "op": op, "args": {}} for i, op in enumerate(ops)]
 
 
 def test_shrink_keeps_the_smallest_subsequence_that_still_fails() -> None:
@@ -258,26 +272,28 @@ def test_shrink_keeps_the_smallest_subsequence_that_still_fails() -> None:
 
 
 def test_shrink_tries_simpler_arguments_where_the_failure_stays() -> None:
-    seq = [{"id": 0, "op": "open", "args": ["pmu"]}, {"id": 1, "op": "mmap", "args": [9]}]
+    seq = [{"id": 0, "op": "open", "args": {"kind": "pmu"}},
+           {"id": 1, "op": "mmap", "args": {"pages": 9}}]
 
     def simpler(step: dict) -> list[dict]:
-        return [{"args": ["dummy"]}] if step["op"] == "open" else [{"args": [1]}]
-    got = probe_explore.shrink(seq, lambda s: len(s) == 2 and s[-1]["args"] == [9],
+        return [dict(step, args={"kind": "dummy"} if step["op"] == "open" else {"pages": 1})]
+    got = probe_explore.shrink(seq, lambda s: len(s) == 2 and s[-1]["args"] == {"pages": 9},
                                simpler=simpler)
-    assert [s["args"] for s in got] == [["dummy"], [9]]
+    assert [s["args"] for s in got] == [{"kind": "dummy"}, {"pages": 9}]
 
 
 def test_shrink_stops_at_its_deadline() -> None:
     seq = steps_of(list("abcdef"))
     assert probe_explore.shrink(seq, lambda s: True, deadline=0) == \
-        [{"id": i, "op": o, "args": []} for i, o in enumerate("abcdef")]
+        [{"id": i, "op": o, "args": {}} for i, o in enumerate("abcdef")]
 
 
 def test_renumber_follows_references() -> None:
-    got = probe_explore.renumber([{"id": 3, "op": "open", "args": []},
-                                  {"id": 7, "op": "mmap", "args": ["@3", 3]},
-                                  {"id": 9, "op": "munmap", "args": ["@7"]}])
-    assert [(s["id"], s["args"]) for s in got] == [(0, []), (1, ["@0", 3]), (2, ["@1"])]
+    got = probe_explore.renumber([{"id": 3, "op": "open", "args": {}},
+                                  {"id": 7, "op": "mmap", "args": {"event": "@3", "pages": 3}},
+                                  {"id": 9, "op": "munmap", "args": {"vma": "@7"}}])
+    assert [(s["id"], s["args"]) for s in got] == [
+        (0, {}), (1, {"event": "@0", "pages": 3}), (2, {"vma": "@1"})]
 
 
 def test_splat_keys_ignore_pids_cpus_and_offsets() -> None:
@@ -294,10 +310,11 @@ def test_run_sequence_reports_the_first_result_the_model_does_not_allow() -> Non
         observe = staticmethod(lambda expected: dict(expected))
         release = staticmethod(lambda: None)
         end = staticmethod(lambda expected: dict(expected))
-    steps = [{"id": 0, "op": "open", "args": ["dummy"]},
-             {"id": 1, "op": "mmap", "args": ["@0", 3, "rw", "shared"]},
-             {"id": 2, "op": "mmap", "args": ["@0", 3, "rw", "shared"]},
-             {"id": 3, "op": "munmap", "args": ["@1"]}]
+    steps = explore_ops.named(explore_perf.OPS, [
+        {"id": 0, "op": "open", "args": ["dummy"]},
+        {"id": 1, "op": "mmap", "args": ["@0", 3, "rw", "shared"]},
+        {"id": 2, "op": "mmap", "args": ["@0", 3, "rw", "shared"]},
+        {"id": 3, "op": "munmap", "args": ["@1"]}])
     out = probe_explore.run_sequence(World, "pinning", {}, 0, steps)
     assert out["failure"] == {"check": "result:mmap", "at": 2, "expected": ["ok"],
                               "got": "EPERM"}
@@ -321,15 +338,29 @@ def test_a_failure_is_excused_by_its_check_a_trait_and_its_splat_only() -> None:
     assert not ex([], "allowance", {"mapped-again"}, [])
 
 
+class _FakeModel:
+    """Says `mapped-again` (the known issue's trait) once a sequence maps twice."""
+    OPS: dict = {}
+
+    def __init__(self) -> None:
+        self.traits: set[str] = set()
+        self.maps = 0
+
+    valid = staticmethod(lambda step: True)
+    expect = staticmethod(lambda step: frozenset({"ok"}))
+
+    def apply(self, step: dict, result: str) -> None:
+        self.maps += step["op"] == "mmap"
+        if self.maps > 1:
+            self.traits.add("mapped-again")
+
+
 class _FakeWorld:
     """Fails `allowance` when a sequence maps twice (the known issue: `mapped-again`) or
     leaks (a new bug); `leak` is a step of its own."""
+    OPS: dict = {}
     setup = staticmethod(lambda path, rng: {})
-    simpler = staticmethod(lambda step: [])
-
-    @staticmethod
-    def traits(path: str, setup: dict, steps: list[dict]) -> set[str]:
-        return {"mapped-again"} if sum(s["op"] == "mmap" for s in steps) > 1 else set()
+    model = staticmethod(lambda path, setup: _FakeModel())
 
 
 def _explorer(sequences: dict[int, list[str]]) -> probe_explore.Explorer:
@@ -339,7 +370,7 @@ def _explorer(sequences: dict[int, list[str]]) -> probe_explore.Explorer:
 
     def one(setup: dict, steps: list[dict] | None = None, k: int | None = None) -> dict:
         if steps is None:
-            steps = [{"id": i, "op": op, "args": []} for i, op in enumerate(sequences[k])]
+            steps = [{"id": i, "op": op, "args": {}} for i, op in enumerate(sequences[k])]
         e.runs += 1
         fails = sum(s["op"] == "mmap" for s in steps) > 1 or any(s["op"] == "leak" for s in steps)
         return {"steps": steps, "env": {},
@@ -385,12 +416,12 @@ def test_without_excuses_the_first_failure_of_a_check_is_the_only_one_kept() -> 
 def test_a_child_has_a_mapping_only_after_madv_dofork() -> None:
     m = perf()
     run(m, [("open", "dummy"), ("mmap", "@0", 2, "rw", "shared")])
-    assert m.expect({"id": 2, "op": "fork", "args": []}) == {"ok"}
+    assert expect(m, {"id": 2, "op": "fork", "args": []}) == {"ok"}
     run(m, [("madvise", "@1", "dofork")])     # the model applies "ok": 6.12 lets it through
-    assert m.expect({"id": 3, "op": "fork", "args": []}) == {"inherits 1"}
+    assert expect(m, {"id": 3, "op": "fork", "args": []}) == {"inherits 1"}
     t = trace()
     run(t, [("open", 0), ("mmap", "@0", "meta", "r", "shared")])
-    assert t.expect({"id": 2, "op": "fork", "args": []}) == {"ok"}
+    assert expect(t, {"id": 2, "op": "fork", "args": []}) == {"ok"}
 
 
 def test_a_fork_that_inherits_is_the_known_issues_trait() -> None:
@@ -400,14 +431,12 @@ def test_a_fork_that_inherits_is_the_known_issues_trait() -> None:
              {"id": 1, "op": "mmap", "args": ["@0", "meta", "r", "shared"]},
              {"id": 2, "op": "madvise", "args": ["@1", "dofork"]},
              {"id": 3, "op": "fork", "args": []}]
-    assert "fork-inherits-a-mapping" in explore_trace.TraceWorld.traits(
-        "trace-mmap", trace().setup, steps)
+    assert "fork-inherits-a-mapping" in traits_of(trace(), steps)
     perf_steps = [{"id": 0, "op": "open", "args": ["dummy"]},
                   {"id": 1, "op": "mmap", "args": ["@0", 2, "rw", "shared"]},
                   {"id": 2, "op": "madvise", "args": ["@1", "dofork"]},
                   {"id": 3, "op": "fork", "args": []}]
-    assert "fork-inherits-a-mapping" in explore_perf.PerfWorld.traits(
-        "pinning", perf().setup, perf_steps)
+    assert "fork-inherits-a-mapping" in traits_of(perf(), perf_steps)
 
 
 def test_a_check_on_an_object_is_named_without_its_step_id() -> None:
@@ -423,7 +452,7 @@ def test_only_a_writable_data_mappings_control_page_takes_a_store() -> None:
     m = perf()
     run(m, [("open", "pmu"), ("mmap", "@0", 3, "rw", "shared"), ("aux", "@0", 2),
             ("open", "dummy"), ("mmap", "@3", 3, "r", "shared")])
-    poke = lambda vma, page: m.expect({"id": 9, "op": "poke", "args": [vma, page]})  # noqa: E731
+    poke = lambda vma, page: expect(m, {"id": 9, "op": "poke", "args": [vma, page]})  # noqa: E731
     assert poke("@1", 0) == {"ok"}
     assert poke("@1", 1) == {"EFAULT"}, "a data page"
     assert poke("@2", 0) == {"EFAULT"}, "an AUX page"

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ringlab_perf.h: the perf paths' reproducers (perf-ring, perf-aux, pinning), after
+ * ringlab_repro.h. The sysctls and user a sequence had, the events it opens, and the end
+ * checks: nothing pinned with everything unmapped, and the user's whole allowance mapping
+ * again (what the sequence was charged all came back: perf_mmap_close()).
+ */
+#ifndef RINGLAB_PERF_H
+#define RINGLAB_PERF_H
+#include <linux/perf_event.h>
+
+#define TRACEPOINT_ID "/sys/kernel/tracing/events/syscalls/sys_enter_getppid/id"
+#define TEST_PMU_TYPE "/sys/bus/event_source/devices/ringlab_aux/type"
+
+static int read_int(const char *path, int *value)
+{
+	char buf[32] = "";
+	FILE *f = fopen(path, "r");
+
+	if (!f || !fgets(buf, sizeof(buf), f)) {
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	*value = atoi(buf);
+	return 0;
+}
+
+/* dummy: a software event, disabled, user only; tp: the getppid tracepoint, a sample per
+ * call; pmu: ringlab's test PMU (kernels/modules/ringlab_aux), which has an AUX area. */
+static int __attribute__((unused)) open_event(const char *kind)
+{
+	struct perf_event_attr a;
+	int id;
+
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.disabled = 1;
+	a.exclude_kernel = 1;
+	a.exclude_hv = 1;
+	if (!strcmp(kind, "dummy")) {
+		a.type = PERF_TYPE_SOFTWARE;
+		a.config = PERF_COUNT_SW_DUMMY;
+	} else if (!strcmp(kind, "tp")) {
+		if (read_int(TRACEPOINT_ID, &id))
+			skip_all("no syscalls:sys_enter_getppid tracepoint");
+		a.type = PERF_TYPE_TRACEPOINT;
+		a.config = id;
+		a.sample_period = 1;
+		a.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
+		a.disabled = a.exclude_kernel = a.exclude_hv = 0;
+	} else {
+		if (read_int(TEST_PMU_TYPE, &id))
+			skip_all("the test PMU ringlab_aux is not loaded");
+		a.type = id;
+		a.config = 4096;
+	}
+	return syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+/* CAP_IPC_LOCK in the effective set, or out of it (capset, _LINUX_CAPABILITY_VERSION_3). */
+static void set_ipc_lock(int on)
+{
+	struct { uint32_t version; int pid; } hdr = { 0x20080522, 0 };
+	uint32_t data[6] = { on ? 1u << 14 : 0, 1u << 14, 0, 0, 0, 0 };
+
+	syscall(SYS_capset, &hdr, data);
+}
+
+/* As root: the sequence's sysctls, then a fresh user (its perf_mlock starts at 0). */
+static void perf_begin(int plan, long mlock_kb, long rlimit, int uid, int ipc_lock)
+{
+	struct rlimit rl = { rlimit, rlimit };
+	char value[32];
+
+	page = sysconf(_SC_PAGESIZE);
+	if (geteuid())
+		skip_all("run as root: it sets perf sysctls, then becomes another user");
+	ktap_begin(plan);
+	kmsg_start();
+	snprintf(value, sizeof(value), "%ld\n", mlock_kb);
+	write_file("/proc/sys/kernel/perf_event_mlock_kb", value);
+	write_file("/proc/sys/kernel/perf_event_paranoid", "1\n");
+	setrlimit(RLIMIT_MEMLOCK, &rl);
+	setgroups(0, NULL);
+	setresgid(uid, uid, 0);
+	setresuid(uid, uid, 0);
+	if (ipc_lock)
+		set_ipc_lock(1);
+}
+
+/* Two end checks: VmPin 0 with everything unmapped; the whole allowance, with
+ * RLIMIT_MEMLOCK 0 and no CAP_IPC_LOCK, mapped again. */
+static void perf_end(long mlock_kb)
+{
+	struct rlimit rl = { 0, 0 };
+	long left, pinned;
+	char line[128] = "end: the allowance maps again";
+	int ok = 1;
+
+	release_all();
+	pinned = vm_pin_kb();
+	if (pinned)
+		printf("# VmPin %ld kB\n", pinned);
+	result(!pinned, "end: VmPin 0 with everything unmapped");
+	set_ipc_lock(0);
+	setrlimit(RLIMIT_MEMLOCK, &rl);
+	left = mlock_kb / (page / 1024) * sysconf(_SC_NPROCESSORS_ONLN);
+	while (left > 0) {
+		long size = left == 1 ? 1 : 2;
+		int f = open_event("dummy");
+
+		while (size > 1 && 1 + 2 * (size - 1) <= left)
+			size = 1 + 2 * (size - 1);
+		if (mmap(NULL, size * page, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0) == MAP_FAILED) {
+			printf("# %s mapping %ld pages of the allowance\n", res(0), size);
+			ok = 0;
+			break;
+		}
+		left -= size;
+	}
+	result(ok, line);
+}
+#endif /* RINGLAB_PERF_H */
