@@ -11,7 +11,7 @@ from pathlib import Path
 
 import junitparser
 
-from harness.explore.report import slug, title
+from harness.explore.report import slug, step_text, title
 from harness.explore.session import Failure, PathResult
 from harness.results import kcidb
 
@@ -74,7 +74,7 @@ def _junit(path: Path, rows: list[dict]) -> Path:
         elif r["outcome"] in ("skipped", "xfailed"):
             case.result = [junitparser.Skipped(r["reason"][:300])]
         if r.get("steps") or r.get("kmsg"):
-            case.system_out = "\n".join([_steps_text(r.get("steps", []))] + r.get("kmsg", []))
+            case.system_out = "\n".join([_steps_text(_path(r), r.get("steps", []))] + r.get("kmsg", []))
         suite.add_testcase(case)
     xml = junitparser.JUnitXml()
     xml.add_testsuite(suite)
@@ -93,7 +93,7 @@ def _html(path: Path, kernel: str, release: str, rows: list[dict]) -> Path:
     body = "".join(
         f"<tr class='{e(r['outcome'])}'><td>{e(r['test'])}</td><td>{e(r['outcome'])}</td>"
         f"<td>{e(r['reason'])}"
-        + (f"<pre>{e(_steps_text(r['steps']))}</pre>" if r.get("steps") else "")
+        + (f"<pre>{e(_steps_text(_path(r), r['steps']))}</pre>" if r.get("steps") else "")
         + "</td></tr>" for r in rows)
     page = (f"<!doctype html><meta charset='utf-8'><title>ringlab explore: {e(kernel)}</title>"
             "<style>body{font-family:sans-serif}td{vertical-align:top;padding:2px 8px}"
@@ -106,9 +106,13 @@ def _html(path: Path, kernel: str, release: str, rows: list[dict]) -> Path:
     return path
 
 
-def _steps_text(steps: list[dict]) -> str:
-    return "\n".join(f"{s['id']}: {s['op']} {' '.join(map(str, s.get('args', [])))}"
-                     for s in steps)
+def _path(row: dict) -> str:
+    """The path of an outcome row: its test is explore/PATH::what."""
+    return str(row["test"]).split("/", 1)[1].split("::", 1)[0]
+
+
+def _steps_text(path: str, steps: list[dict]) -> str:
+    return "\n".join(f"{s['id']}: {step_text(path, s)}" for s in steps)
 
 
 def _atomic(path: Path, write_to: Callable[[Path], object]) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import paths
-from harness.explore import reproducer
+from harness.explore import kept, reproducer
 from harness.explore.session import ExploreRequest, Failure, PathResult
 
 KEPT = paths.EXPLORE_KEPT
@@ -37,7 +37,7 @@ def write(out_dir: Path, request: ExploreRequest, kernel: str, release: str,
     for res in results:
         failures = []
         for f in res.failures.values():
-            d = f.as_dict()
+            d = dict(f.as_dict(), format=kept.FORMAT)
             if f.steps:
                 folder = out_dir / "failures" / slug(f)
                 folder.mkdir(parents=True, exist_ok=True)
@@ -75,14 +75,14 @@ def keep(f: Failure, release: str, kept_dir: Path = KEPT) -> Path:
     named after its known issue, or new-<what>."""
     what = f.splat.split()[-1] if f.splat else f.check
     name = re.sub(r"[^a-z0-9-]+", "-", f"{f.known_issue or 'new'}--{f.path}-{what}".lower())
-    doc = {"path": f.path, "check": f.splat and "splat" or f.check, "setup": f.setup,
-           "steps": f.steps, "traits": f.traits,
-           "found": {"kernel": release, "seed": f.seed, "sequence": f.sequence},
-           "why": title(f)}
-    kept_dir.mkdir(parents=True, exist_ok=True)
-    out = kept_dir / f"{name}.json"
-    out.write_text(json.dumps(doc, indent=1) + "\n")
-    return out
+    return kept.dump(kept.KeptFailure(
+        f.path, f.splat and "splat" or f.check, f.setup, f.steps, title(f), f.traits,
+        {"kernel": release, "seed": f.seed, "sequence": f.sequence}), kept_dir / f"{name}.json")
+
+
+def step_text(path: str, step: dict) -> str:
+    """A step as its operation prints it: "mmap @0 9 rw shared"."""
+    return reproducer.step_record(step, path).what
 
 
 def lines(results: list[PathResult]) -> list[str]:
@@ -103,5 +103,5 @@ def lines(results: list[PathResult]) -> list[str]:
             issue = f"known issue {f.known_issue}" if f.known_issue else "NEW"
             out.append(f"  {issue}: {title(f)} [{state}; {f.seen} sequence(s)]")
             for s in f.steps:
-                out.append(f"      {s['id']}: {s['op']} {' '.join(map(str, s.get('args', [])))}")
+                out.append(f"      {s['id']}: {step_text(f.path, s)}")
     return out

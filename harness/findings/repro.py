@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import LabError
-from harness.explore import reproducer
+from harness.explore import kept, reproducer
+from harness.explore.kept import KeptFailure
 from harness.explore.report import KEPT
 from harness.findings.mail import ReproRun
 from harness.resources import Lab
@@ -21,24 +22,9 @@ PAGE = 4096
 RUN_S = 120.0
 
 
-@dataclass
-class KeptFailure:
-    """A kept failure, in the shape the reproducer generators take (FailureLike)."""
-    path: str
-    check: str
-    setup: dict
-    steps: list[dict]
-    why: str
-    env: dict = field(default_factory=dict)
-
-
 def kept_failure(issue_id: str, kept_dir: Path = KEPT) -> KeptFailure | None:
     """The shortest failure kept for the issue, if `./lab explore --keep` kept one."""
-    found = []
-    for p in sorted(kept_dir.glob(f"{issue_id}--*.json")):
-        doc = json.loads(p.read_text())
-        found.append(KeptFailure(doc["path"], doc["check"], doc["setup"], doc["steps"],
-                                 doc.get("why", p.stem)))
+    found = [kept.load(p) for p in sorted(kept_dir.glob(f"{issue_id}--*.json"))]
     if not found:
         return None
     f = min(found, key=lambda k: len(k.steps))

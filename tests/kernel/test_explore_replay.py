@@ -10,26 +10,28 @@ from pathlib import Path
 
 import pytest
 
+from harness.explore import kept
+from harness.explore.report import step_text
+
 KEPT = sorted((Path(__file__).parent / "explore").glob("*.json"))
 
 
 @pytest.mark.guest(fresh=True)
-@pytest.mark.parametrize("kept", KEPT, ids=[p.stem for p in KEPT])
-def test_kept_failure(probe_check, check, kept: Path) -> None:
-    doc = json.loads(kept.read_text())
-    if doc["path"] == "perf-aux" or any(s["op"] == "open" and s["args"] == ["pmu"]
-                                        for s in doc["steps"]):
+@pytest.mark.parametrize("kept_file", KEPT, ids=[p.stem for p in KEPT])
+def test_kept_failure(probe_check, check, kept_file: Path) -> None:
+    doc = kept.load(kept_file)
+    if doc.path == "perf-aux" or any(s["op"] == "open" and s["args"].get("kind") == "pmu"
+                                     for s in doc.steps):
         pytest.skip("the kept sequence needs the test PMU, which this test does not load")
-    out = probe_check("probe_explore", "replay", doc["path"],
-                      json.dumps({"setup": doc["setup"], "steps": doc["steps"]}), once=False)
+    out = probe_check("probe_explore", "replay", doc.path,
+                      json.dumps({"setup": doc.setup, "steps": doc.steps}), once=False)
     run = out["replays"][0]
     f = run["failure"]
     if f is not None and f["check"].startswith("splat:"):
         f = None    # the splat itself is in the test's kernel log: the plugin judges it
-    steps = "\n  ".join(f"{s['op']} {' '.join(map(str, s['args']))} -> {s['result']}"
-                        for s in run["steps"])
-    check(f"explore:{f['check'] if f else doc['check']}", f is None,
-          f"{doc['why']}\n  the sequence ({doc['path']}, found on {doc['found']['kernel']}):\n"
+    steps = "\n  ".join(f"{step_text(doc.path, s)} -> {s['result']}" for s in run["steps"])
+    check(f"explore:{f['check'] if f else doc.check}", f is None,
+          f"{doc.why}\n  the sequence ({doc.path}, found on {doc.found.get('kernel')}):\n"
           f"  {steps}\n  failed {f and f['check']} at step {f and f['at']}: expected "
           f"{f and f['expected']}, got {f and f['got']}",
-          path=doc["path"], traits=doc.get("traits", []), got=f and f["got"])
+          path=doc.path, traits=doc.traits, got=f and f["got"])

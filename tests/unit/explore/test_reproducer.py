@@ -48,8 +48,10 @@ def two_actors() -> SimpleNamespace:
 
 
 @pytest.mark.parametrize("path", ["pinning", "trace-mmap"])
-def test_the_cases_use_every_operation_the_model_knows(path: str) -> None:
-    assert model_ops(path) == {s["op"] for s in STEPS[path]}
+def test_the_cases_are_operations_the_model_knows(path: str) -> None:
+    """Every operation of the issue-41 tables is among the cases; one added later is held to
+    its forms by tests/unit/probes/test_explore_ops.py, which draws it from the model."""
+    assert {s["op"] for s in STEPS[path]} <= model_ops(path)
 
 
 @pytest.mark.parametrize("path", ["pinning", "trace-mmap"])
