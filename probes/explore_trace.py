@@ -44,6 +44,7 @@ BUFFER_KB = (8, 32, 128)
 SUBBUF_KB = (4, 8)
 WRITES = (1, 10, 60)
 MARKER = b"ringlab\n"
+READ_BYTES = 1 << 16        # more than a sub-buffer: a read() takes a whole page
 UNKNOWN_IOCTL = 0x5221      # _IO('R', 0x21): GET_READER's neighbour, which no kernel defines
 # The instance file a step writes.
 TRACEFS_FILE = {"resize": "buffer_size_kb", "subbuf": "buffer_subbuf_size_kb",
@@ -375,6 +376,38 @@ GET_READER = Op(
          "rb_update_meta_page())")
 
 
+def _expect_read(m: TraceModel, a: Args) -> frozenset[str]:
+    # Nothing was ever written to the CPU (only CPU 0 gets the markers): trace_empty(), and
+    # O_NONBLOCK makes that EAGAIN. Else the data, or EAGAIN once a reader (this one or the
+    # mapping's GET_READER) took it all.
+    if m.cpu_of(a["fd"]) != 0 or m.written == 0:
+        return frozenset({"EAGAIN"})
+    return frozenset({"ok", "EAGAIN"})
+
+
+def _apply_read(m: TraceModel, sid: int, a: Args) -> None:
+    if m.mapped(m.cpu_of(a["fd"])):
+        m.traits.add("read-while-mapped")
+
+
+def _call_read(w: TraceWorld, sid: int, a: Args) -> str:
+    os.read(w.fd(a["fd"]), READ_BYTES)
+    return "ok"
+
+
+READ = Op(
+    "read", ("fd",), refs=("fd",),
+    draw=_per_fd(1.5),  # type: ignore[arg-type]
+    pre=_has_fd, expect=_expect_read, apply=_apply_read, call=_call_read,
+    py=lambda s: [f"os.read(fd[{s.ref('fd')}], {READ_BYTES})", "got = 'ok'"],
+    c=lambda s: ["{", f"\tstatic char buf[{READ_BYTES}];", "",
+                 f"\tgot = res(read(fd[{s.ref('fd')}], buf, sizeof(buf)) >= 0);", "}"],
+    rule="read() of trace_pipe_raw works while the CPU buffer is mapped (the page is copied, "
+         "not swapped): EAGAIN (O_NONBLOCK) when nothing was written to the CPU, else its "
+         "data or EAGAIN once consumed; the meta page still counts every event at the next "
+         "GET_READER (tracing_buffers_read(), ring_buffer_read_page())")
+
+
 def _apply_write(m: TraceModel, sid: int, a: Args) -> None:
     if m.written is not None:
         m.written += a["n"]
@@ -445,7 +478,8 @@ SNAPSHOT = _tracefs_op(
     lambda m, a: frozenset({"EBUSY" if m.mapped() and a["value"] == 1 else "ok"}),
     "echo 1 > snapshot while mapped: EBUSY (tracing_arm_snapshot_locked())")
 
-OPS = table(OPEN, CLOSE, MMAP, MPROTECT, IOCTL, GET_READER, WRITE, RESIZE, SUBBUF, SNAPSHOT)
+OPS = table(OPEN, CLOSE, MMAP, MPROTECT, IOCTL, GET_READER, READ, WRITE, RESIZE, SUBBUF,
+            SNAPSHOT)
 TraceModel.OPS = OPS
 
 

@@ -232,6 +232,19 @@ def test_a_trace_mapping_never_grows_splits_or_becomes_writable() -> None:
     assert "moved" not in m.traits, "only a move is the known issue's trait"
 
 
+def test_a_read_of_trace_pipe_raw_is_eagain_where_nothing_was_written() -> None:
+    m = trace()
+    run(m, [("open", 0), ("open", 1), ("mmap", "@0", "meta", "r", "shared")])
+    assert expect(m, {"id": 3, "op": "read", "args": ["@0"]}) == {"EAGAIN"}, "empty"
+    run(m, [("write", 10)])
+    assert expect(m, {"id": 5, "op": "read", "args": ["@0"]}) == {"ok", "EAGAIN"}
+    assert expect(m, {"id": 5, "op": "read", "args": ["@1"]}) == {"EAGAIN"}, "CPU 1: none"
+    run(m, [("read", "@0"), ("get-reader", "@0")])
+    assert m.observe()["meta@2"] == {"subbuf_size": 4096, "entries": 10}, \
+        "a read() does not take events out of the count the meta page gives"
+    assert "read-while-mapped" in m.traits
+
+
 def test_trace_entries_are_checked_right_after_get_reader_only() -> None:
     m = trace()
     run(m, [("open", 0), ("mmap", "@0", "all", "r", "shared"), ("write", 10)])
