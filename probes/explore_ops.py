@@ -91,6 +91,13 @@ class Op:
         return " ".join([self.name, *words])
 
 
+def close_forms(param: str) -> tuple[Callable[[Step], list[str]], Callable[[Step], list[str]]]:
+    """The Python and C forms of closing the fd the "@ID" argument `param` names (the same
+    in every path; what the close does to the model is the path's own)."""
+    return (lambda s: [f"os.close(fd.pop({s.ref(param)}))", "got = 'ok'"],
+            lambda s: [f"close(fd[{s.ref(param)}]);", f"fd[{s.ref(param)}] = 0;", 'got = "ok";'])
+
+
 # --- the state both worlds' models share ---------------------------------------------------
 
 class Model:

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import perf_abi
-from explore_ops import Args, Model, Op, Region, Step, World, ref_id, table
+from explore_ops import Args, Model, Op, Region, Step, World, close_forms, ref_id, table
 
 SAMPLE = 32                   # the probes' sample: header + IDENTIFIER, TID, TIME
 LOST_RECORD = 24              # PERF_RECORD_LOST: header, id, lost (no sample_id_all)
@@ -343,8 +343,7 @@ CLOSE = Op(
     pre=lambda m, a: m.open_event(a["event"]) is not None,
     expect=lambda m, a: frozenset({"ok"}),
     apply=_apply_close, call=_call_close,
-    py=lambda s: [f"os.close(fd.pop({s.ref('event')}))", "got = 'ok'"],
-    c=lambda s: [f"close(fd[{s.ref('event')}]);", f"fd[{s.ref('event')}] = 0;", 'got = "ok";'],
+    py=close_forms("event")[0], c=close_forms("event")[1],
     rule="the event lives on while a mapping holds its file (perf_mmap_close() drops it)")
 
 

@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import trace_abi
-from explore_ops import Args, Model, Op, Region, Step, World, ref_id, table
+from explore_ops import Args, Model, Op, Region, Step, World, close_forms, ref_id, table
 
 BUFFER_KB = (8, 32, 128)
 SUBBUF_KB = (4, 8)
@@ -187,8 +187,7 @@ CLOSE = Op(
     draw=_per_fd(0.7),  # type: ignore[arg-type]
     pre=_has_fd, expect=lambda m, a: frozenset({"ok"}),
     apply=_apply_close, call=_call_close,
-    py=lambda s: [f"os.close(fd.pop({s.ref('fd')}))", "got = 'ok'"],
-    c=lambda s: [f"close(fd[{s.ref('fd')}]);", f"fd[{s.ref('fd')}] = 0;", 'got = "ok";'],
+    py=close_forms("fd")[0], c=close_forms("fd")[1],
     rule="the file goes; its mappings stay and keep the buffer mapped")
 
 
