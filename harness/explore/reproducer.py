@@ -66,7 +66,7 @@ _PY_HEAD = '''#!/usr/bin/env python3
 
 Found by ringlab's explorer (./lab explore {path}); run as root on the kernel to test.
 Exit 0: the kernel kept the ABI; 1: it did not (the line marked FAIL); 4: cannot run here."""
-import ctypes, errno, fcntl, mmap, os, resource, struct, sys
+import ctypes, errno, fcntl, mmap, os, resource, select, struct, sys
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -168,10 +168,10 @@ _PY_PERF = '''
 NR_PERF_EVENT_OPEN = {syscalls!r}[os.uname().machine]
 
 
-def perf_event_open(type_, config, flags, sample_period=0, sample_type=0):
+def perf_event_open(type_, config, flags, sample_period=0, sample_type=0, wakeup=0):
     attr = bytearray(128)
-    struct.pack_into("<IIQQQQQ", attr, 0, type_, 128, config, sample_period, sample_type, 0,
-                     flags)
+    struct.pack_into("<IIQQQQQI", attr, 0, type_, 128, config, sample_period, sample_type, 0,
+                     flags, wakeup)
     buf = (ctypes.c_char * 128).from_buffer(attr)
     fd = libc.syscall(NR_PERF_EVENT_OPEN, buf, 0, -1, -1, 8)
     if fd < 0:
@@ -179,12 +179,14 @@ def perf_event_open(type_, config, flags, sample_period=0, sample_type=0):
     return fd
 
 
-def open_event(kind):
+def open_event(kind, wakeup=0):
+    """wakeup: wakeup_watermark in bytes (attr.watermark set), 0 for the default."""
     if kind == "dummy":   # PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY, disabled, user only
         return perf_event_open(1, 9, 1 | 1 << 5 | 1 << 6)
     if kind == "tp":      # the getppid tracepoint, a sample per call: IDENTIFIER|TID|TIME
         tp = int(open("/sys/kernel/tracing/events/syscalls/sys_enter_getppid/id").read())
-        return perf_event_open(2, tp, 0, 1, 1 << 16 | 1 << 1 | 1 << 2)
+        return perf_event_open(2, tp, (1 << 14) if wakeup else 0, 1, 1 << 16 | 1 << 1 | 1 << 2,
+                               wakeup)
     if not os.path.exists("/sys/bus/event_source/devices/ringlab_aux"):
         print("# the test PMU ringlab_aux is not loaded (ringlab's kernels/modules/ringlab_aux)")
         sys.exit(4)

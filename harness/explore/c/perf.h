@@ -29,7 +29,16 @@ static int read_int(const char *path, int *value)
 
 /* dummy: a software event, disabled, user only; tp: the getppid tracepoint, a sample per
  * call; pmu: ringlab's test PMU (kernels/modules/ringlab_aux), which has an AUX area. */
+static int open_event_wakeup(const char *kind, int wakeup);
+
 static int __attribute__((unused)) open_event(const char *kind)
+{
+	return open_event_wakeup(kind, 0);
+}
+
+/* wakeup: wakeup_watermark in bytes (attr.watermark set), 0 for the default (half the
+ * buffer: ring_buffer_init()). */
+static int open_event_wakeup(const char *kind, int wakeup)
 {
 	struct perf_event_attr a;
 	int id;
@@ -50,6 +59,8 @@ static int __attribute__((unused)) open_event(const char *kind)
 		a.sample_period = 1;
 		a.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
 		a.disabled = a.exclude_kernel = a.exclude_hv = 0;
+		a.watermark = !!wakeup;
+		a.wakeup_watermark = wakeup;
 	} else {
 		if (read_int(TEST_PMU_TYPE, &id))
 			skip_all("the test PMU ringlab_aux is not loaded");

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -118,6 +119,24 @@ static void step(const char *what, const char *got, const char *allowed, long pi
 	}
 	snprintf(line, sizeof(line), "%s -> %s", what, got);
 	result(ok, line);
+}
+
+/* poll() of an fd, without waiting: "hup", "in", "none", or the events in hex. */
+static __attribute__((unused)) const char *polled(int f)
+{
+	static char buf[32];
+	struct pollfd p = { f, POLLIN, 0 };
+
+	if (poll(&p, 1, 0) < 0)
+		return res(0);
+	if (p.revents & POLLHUP)
+		return "hup";
+	if (p.revents & POLLIN)
+		return "in";
+	if (!p.revents)
+		return "none";
+	snprintf(buf, sizeof(buf), "events %#x", p.revents);
+	return buf;
 }
 
 /* fork(): the child exits with how many of the mappings it has (mincore() is ENOMEM where
