@@ -80,6 +80,7 @@ class Op:
     simpler: Callable[[Args], list[Args]] = _no_simpler   # simpler arguments, for the shrinker
     defaults: tuple[tuple[str, Any], ...] = ()  # values a step may leave out (not printed)
     refs: tuple[str, ...] = ()                  # params that name an object ("@ID")
+    answers: tuple[str, ...] = ()               # results other than "ok" that are answers
 
     def full(self, args: Args) -> Args:
         return {**dict(self.defaults), **args}
@@ -122,9 +123,9 @@ class Model:
 
     def apply(self, step: dict, result: str) -> None:
         """The model after the kernel's answer: a refused call changes nothing (a fork's
-        child saying what it inherited is an answer that succeeded)."""
-        if result == "ok" or result.startswith("inherits "):
-            op = self.OPS[step["op"]]
+        child saying what it inherited, a poll's events, are answers that succeeded)."""
+        op = self.OPS[step["op"]]
+        if result == "ok" or result.startswith("inherits ") or result in op.answers:
             op.apply(self, step["id"], op.full(step["args"]))
 
     def choose(self, rng: random.Random, sid: int) -> dict | None:

@@ -54,6 +54,7 @@ LOST_RECORD = 24              # PERF_RECORD_LOST: header, id, lost (no sample_id
 SIZES = (1, 2, 3, 5, 9, 4, 6)  # pages of a data mapping: 1 + 2^n, and two that are not
 AUX_SIZES = (1, 2, 4, 3)
 FIRES = (1, 4, 20, 150)
+WAKEUPS = (0, 0, 0, 256, 1000, 3000)   # wakeup_watermark bytes of a tracepoint event
 POKE_OFFSET = 512            # in perf_event_mmap_page's __reserved: a store there is harmless
 AUX_OFFSET = perf_abi.PerfEventMmapPage.aux_offset.offset
 DATA_HEAD = perf_abi.PerfEventMmapPage.data_head.offset
@@ -93,6 +94,13 @@ class Rb:
     samples: int = 0          # SAMPLE records in [tail, head)
     paused: bool = False      # rb->paused (PERF_EVENT_IOC_PAUSE_OUTPUT): a sample is lost
     lost_reported: int = 0    # sum of PERF_RECORD_LOST counts in [tail, head)
+    watermark: int = 0        # rb->watermark: wakeup_watermark, or half the data (0: unset)
+    wakeup: int = 0           # rb->wakeup: where the last wake-up was counted from
+    poll: bool = False        # rb->poll: EPOLLIN set by a wake-up, taken by the next poll()
+
+    def __post_init__(self) -> None:
+        # ring_buffer_init(): min(max_size, wakeup_watermark), else max_size / 2
+        self.watermark = min(self.data_size, self.watermark) or self.data_size // 2
 
     @property
     def data_size(self) -> int:
@@ -106,17 +114,26 @@ class Rb:
             self.lost += 1
             return
         if self.overwrite:            # no space check: the sample, and the LOST record first
-            self.head += SAMPLE + (LOST_RECORD if self.lost else 0)
+            self.advance(SAMPLE + (LOST_RECORD if self.lost else 0))
             self.lost = 0
             return
         need = SAMPLE + (LOST_RECORD if self.lost else 0)
         if self.data_size - (self.head - self.tail) - 1 >= need:   # CIRC_SPACE >= size
-            self.head += need
+            self.advance(need)
             self.samples += 1
             self.lost_reported += self.lost
             self.lost = 0
         else:
-            self.lost += 1
+            self.lost += 1            # a lost sample wakes nobody (perf_output_put_handle())
+
+    def advance(self, size: int) -> None:
+        """A record written: past the watermark since the last wake-up, a wake-up
+        (__perf_output_begin() adds one watermark to rb->wakeup; perf_output_put_handle()
+        sees it moved and perf_output_wakeup() sets rb->poll)."""
+        self.head += size
+        if self.head - self.wakeup > self.watermark:
+            self.wakeup += self.watermark
+            self.poll = True
 
 
 @dataclass
@@ -124,6 +141,7 @@ class Event:
     kind: str                 # dummy (software), tp (getppid tracepoint), pmu (ringlab_aux)
     fd_open: bool = True
     rb: int | None = None     # the id of its ring buffer
+    wakeup: int = 0           # attr.wakeup_watermark in bytes (attr.watermark set); 0: unset
 
 
 @dataclass
@@ -293,7 +311,7 @@ def _kinds(m: PerfModel) -> list[str]:
 
 
 def _apply_open(m: PerfModel, sid: int, a: Args) -> None:
-    m.events[sid] = Event(a["kind"])
+    m.events[sid] = Event(a["kind"], wakeup=a["wakeup"])
 
 
 def _call_open(w: PerfWorld, sid: int, a: Args) -> str:
@@ -303,6 +321,9 @@ def _call_open(w: PerfWorld, sid: int, a: Args) -> str:
         at = perf_abi.attr(perf_abi.PERF_TYPE_TRACEPOINT, w.cfg["tp_id"], 0)
         at.sample_period = 1
         at.sample_type = SAMPLE_TYPE
+        if a["wakeup"]:
+            at.flags |= perf_abi.ATTR_WATERMARK
+            at.wakeup_events = a["wakeup"]     # the union's wakeup_watermark
         fd = perf_abi.perf_event_open(at, 0, -1)
     elif a["kind"] == "pmu":
         fd = open_test_pmu_task()
@@ -313,18 +334,37 @@ def _call_open(w: PerfWorld, sid: int, a: Args) -> str:
     return "ok"
 
 
+def _draw_open(m: PerfModel, rng: random.Random) -> list[tuple[float, Args]]:
+    kind = rng.choice(_kinds(m))
+    wakeup = rng.choice(WAKEUPS) if kind == "tp" else 0
+    return [(3 if len(m.open_events()) < 2 else 0.5, {"kind": kind, "wakeup": wakeup})]
+
+
+def _py_open(s: Step) -> list[str]:
+    wakeup = f", {s['wakeup']}" if s["wakeup"] else ""
+    return [f"fd[{s.id}] = open_event({s['kind']!r}{wakeup})", "got = 'ok'"]
+
+
+def _c_open(s: Step) -> list[str]:
+    call = f'open_event_wakeup("{s["kind"]}", {s["wakeup"]})' if s["wakeup"] else \
+        f'open_event("{s["kind"]}")'
+    return [f"fd[{s.id}] = {call};", f"got = res(fd[{s.id}] >= 0);"]
+
+
+def _simpler_open(a: Args) -> list[Args]:
+    return ([{"kind": "dummy"}] if a["kind"] != "dummy" else []) + \
+        ([dict(a, wakeup=0)] if a["wakeup"] else [])
+
+
 OPEN = Op(
-    "open", ("kind",),
-    draw=lambda m, rng: [(3 if len(m.open_events()) < 2 else 0.5,
-                          {"kind": rng.choice(_kinds(m))})],
-    pre=lambda m, a: a["kind"] in ("dummy", "tp", "pmu"),
+    "open", ("kind", "wakeup"), defaults=(("wakeup", 0),),
+    draw=_draw_open,
+    pre=lambda m, a: a["kind"] in ("dummy", "tp", "pmu") and
+    (a["wakeup"] == 0 or a["kind"] == "tp"),
     expect=lambda m, a: frozenset({"ok"}),
-    apply=_apply_open, call=_call_open,
-    py=lambda s: [f"fd[{s.id}] = open_event({s['kind']!r})", "got = 'ok'"],
-    c=lambda s: [f'fd[{s.id}] = open_event("{s["kind"]}");', f"got = res(fd[{s.id}] >= 0);"],
-    simpler=lambda a: [{"kind": "dummy"}] if a["kind"] != "dummy" else [],
-    rule="perf_event_open() of a software event, the getppid tracepoint (a sample per call) "
-         "or the test PMU's event")
+    apply=_apply_open, call=_call_open, py=_py_open, c=_c_open, simpler=_simpler_open,
+    rule="perf_event_open() of a software event, the getppid tracepoint (a sample per call, "
+         "optionally with attr.watermark and a wakeup_watermark) or the test PMU's event")
 
 
 def _apply_close(m: PerfModel, sid: int, a: Args) -> None:
@@ -376,7 +416,8 @@ def _apply_mmap(m: PerfModel, sid: int, a: Args) -> None:
     else:
         _, locked, pinned = m.charge(a["pages"])
         e.rb = sid
-        m.rbs[sid] = Rb(a["pages"], a["prot"] == "r", m.page, locked=locked, pinned=pinned)
+        m.rbs[sid] = Rb(a["pages"], a["prot"] == "r", m.page, locked=locked, pinned=pinned,
+                        watermark=e.wakeup)
         m.perf_mlock += locked
         m.pinned += pinned
     m.rb(e).maps += 1
@@ -636,7 +677,49 @@ CONSUME = Op(
     rule="data_tail = data_head through a writable mapping: the ring's space is free again "
          "(perf_output_begin() reads data_tail)")
 
-OPS = table(OPEN, CLOSE, MMAP, AUX, PAUSE, POKE, FIRE, CONSUME)
+def _expect_poll(m: PerfModel, a: Args) -> frozenset[str]:
+    e = m.ev(a["event"])
+    if e.rb is None:
+        return frozenset({"hup"})       # perf_poll(): EPOLLHUP until there is a buffer
+    if e.kind == "pmu":                 # the test PMU's own AUX wake-ups are not modelled
+        return frozenset({"in", "none"})
+    return frozenset({"in" if m.rb(e).poll else "none"})
+
+
+def _apply_poll(m: PerfModel, sid: int, a: Args) -> None:
+    e = m.ev(a["event"])
+    if e.rb is not None:
+        m.rb(e).poll = False            # atomic_xchg(&rb->poll, 0)
+
+
+def _call_poll(w: PerfWorld, sid: int, a: Args) -> str:
+    import select
+    p = select.poll()
+    p.register(w.fd(a["event"]), select.POLLIN)
+    got = dict(p.poll(0)).get(w.fd(a["event"]), 0)
+    if got & select.POLLHUP:
+        return "hup"
+    if got & select.POLLIN:
+        return "in"
+    return "none" if not got else f"events {got:#x}"
+
+
+POLL = Op(
+    "poll", ("event",), refs=("event",), answers=("in", "none", "hup"),
+    draw=lambda m, rng: [(1.5, {"event": f"@{s}"}) for s in m.open_events()],
+    pre=lambda m, a: m.open_event(a["event"]) is not None,
+    expect=_expect_poll, apply=_apply_poll, call=_call_poll,
+    py=lambda s: ["p = select.poll()", f"p.register(fd[{s.ref('event')}], select.POLLIN)",
+                  f"ev = dict(p.poll(0)).get(fd[{s.ref('event')}], 0)",
+                  "got = 'hup' if ev & select.POLLHUP else 'in' if ev & select.POLLIN else "
+                  "'none' if not ev else f'events {ev:#x}'"],
+    c=lambda s: [f"got = polled(fd[{s.ref('event')}]);"],
+    rule="poll() without waiting: EPOLLHUP with no buffer; else POLLIN once a record took "
+         "the head more than the watermark (wakeup_watermark, or half the data) past the last "
+         "wake-up, and a poll takes it (atomic_xchg); a lost or paused sample wakes nobody "
+         "(perf_poll(), __perf_output_begin(), perf_output_put_handle(), ring_buffer_init())")
+
+OPS = table(OPEN, CLOSE, MMAP, AUX, PAUSE, POKE, FIRE, CONSUME, POLL)
 PerfModel.OPS = OPS
 
 

@@ -150,6 +150,34 @@ def test_a_paused_ring_loses_what_fires_and_says_so_after_the_resume() -> None:
                                      "samples": 1, "lost": 4}
 
 
+def test_poll_is_hup_without_a_buffer_and_in_past_half_the_data_by_default() -> None:
+    m = perf(mlock_kb=129 * 4)
+    poll = lambda e: expect(m, {"id": 99, "op": "poll", "args": [e]})  # noqa: E731
+    run(m, [("open", "tp")])
+    assert poll("@0") == {"hup"}, "perf_poll(): EPOLLHUP until the event has a buffer"
+    run(m, [("mmap", "@0", 2, "rw", "shared"), ("fire", 64)])
+    assert poll("@0") == {"none"}, "2048 bytes: not past half of the 4096"
+    run(m, [("fire", 1)])
+    assert poll("@0") == {"in"}
+    run(m, [("poll", "@0")])
+    assert poll("@0") == {"none"}, "a poll takes the wake-up"
+    run(m, [("fire", 200)])          # the ring fills at 127: the rest is lost, wakes nobody
+    assert poll("@0") == {"none"}
+
+
+def test_a_wakeup_watermark_wakes_past_its_bytes_and_an_overwriting_ring_wakes_again() -> None:
+    m = perf(mlock_kb=129 * 4)
+    run(m, [("open", "tp", 256), ("mmap", "@0", 2, "r", "shared"), ("fire", 8)])
+    assert expect(m, {"id": 3, "op": "poll", "args": ["@0"]}) == {"none"}, "256 bytes: not past"
+    run(m, [("fire", 1), ("poll", "@0"), ("fire", 7)])
+    # a wake-up moves rb->wakeup by one watermark (256), not to the head (288): the next
+    # comes at 256 + 256 bytes past it, the 17th record
+    assert expect(m, {"id": 6, "op": "poll", "args": ["@0"]}) == {"none"}
+    run(m, [("fire", 1), ("poll", "@0"), ("fire", 200)])   # an overwriting ring never stops
+    assert expect(m, {"id": 10, "op": "poll", "args": ["@0"]}) == {"in"}
+    assert m.rbs[1].watermark == 256
+
+
 def test_every_mapped_buffer_says_where_its_data_is() -> None:
     m = perf()
     run(m, [("open", "dummy"), ("mmap", "@0", 3, "rw", "shared"), ("open", "dummy"),
