@@ -142,6 +142,7 @@ class Event:
     fd_open: bool = True
     rb: int | None = None     # the id of its ring buffer
     wakeup: int = 0           # attr.wakeup_watermark in bytes (attr.watermark set); 0: unset
+    redirected: bool = False  # its rb is another event's (PERF_EVENT_IOC_SET_OUTPUT)
 
 
 @dataclass
@@ -213,6 +214,17 @@ class PerfModel(Model):
     def live_vmas(self) -> list[tuple[int, Vma]]:
         return [(s, v) for s, v in self.vmas.items() if v.live]
 
+    def own_maps(self, ref: object) -> int:
+        """event->mmap_count: the live mappings made through this event's own fd."""
+        return sum(v.live and v.event == ref_id(ref) for v in self.vmas.values())
+
+    def mappable(self, ref: object) -> bool:
+        """Open, and not redirected: mapping an event whose output went to another event's
+        buffer differs by kernel (6.12: a reference, uncharged; 6.18: a WARN; d06bf78e55d5:
+        EBUSY), so the model does not draw it."""
+        e = self.open_event(ref)
+        return e is not None and not e.redirected
+
     def open_events(self) -> list[int]:
         return [s for s, e in self.events.items() if e.fd_open]
 
@@ -259,9 +271,9 @@ class PerfModel(Model):
         if rb.maps == 0:
             self.perf_mlock -= rb.locked
             self.pinned -= rb.pinned
-            for e in self.events.values():
+            for e in self.events.values():    # every event on rb->event_list detached
                 if e.rb == v.rb:
-                    e.rb = None
+                    e.rb, e.redirected = None, False
             del self.rbs[v.rb]
         self.drop_dead_events()
 
@@ -460,7 +472,7 @@ def _c_mmap(s: Step) -> list[str]:
 MMAP = Op(
     "mmap", ("event", "pages", "prot", "share"), refs=("event",),
     draw=_draw_mmap,
-    pre=lambda m, a: m.open_event(a["event"]) is not None,
+    pre=lambda m, a: m.mappable(a["event"]),
     expect=_expect_mmap, apply=_apply_mmap,
     call=lambda w, sid, a: _map(w, sid, ref_id(a["event"]) or 0, a["pages"] * w.page,
                                 a["prot"] == "rw", a["share"] == "shared", 0),
@@ -545,8 +557,7 @@ def _c_aux(s: Step) -> list[str]:
 AUX = Op(
     "aux", ("event", "pages"), refs=("event",),
     draw=_draw_aux,
-    pre=lambda m, a: m.open_event(a["event"]) is not None and
-    m.rw_data_vma(m.ev(a["event"]).rb) is not None,
+    pre=lambda m, a: m.mappable(a["event"]) and m.rw_data_vma(m.ev(a["event"]).rb) is not None,
     expect=_expect_aux, apply=_apply_aux, call=_call_aux, py=_py_aux, c=_c_aux,
     rule="2^n pages at aux_offset past the data buffer; a second mapping the same size (a "
          "reference); EPERM past the limits; EOPNOTSUPP on a PMU without AUX, after the charge "
@@ -719,7 +730,57 @@ POLL = Op(
          "wake-up, and a poll takes it (atomic_xchg); a lost or paused sample wakes nobody "
          "(perf_poll(), __perf_output_begin(), perf_output_put_handle(), ring_buffer_init())")
 
-OPS = table(OPEN, CLOSE, MMAP, AUX, PAUSE, POKE, FIRE, CONSUME, POLL)
+def _draw_set_output(m: PerfModel, rng: random.Random) -> list[tuple[float, Args]]:
+    events = m.open_events()
+    return [(0.8, {"event": f"@{s}", "target": "none" if rng.random() < 0.2 else
+                   f"@{rng.choice(events)}"}) for s in events]
+
+
+def _expect_set_output(m: PerfModel, a: Args) -> frozenset[str]:
+    if a["target"] == "none":     # detach: refused while the event has its own mapping
+        return frozenset({"EINVAL" if m.own_maps(a["event"]) else "ok"})
+    target = m.ev(a["target"])
+    if a["target"] == a["event"] or m.own_maps(a["event"]) or target.rb is None:
+        return frozenset({"EINVAL"})
+    return frozenset({"ok"})
+
+
+def _apply_set_output(m: PerfModel, sid: int, a: Args) -> None:
+    e = m.ev(a["event"])
+    if a["target"] == "none":
+        e.rb, e.redirected = None, False
+    else:
+        e.rb, e.redirected = m.ev(a["target"]).rb, True
+        m.traits.add("output-redirected")
+
+
+def _call_set_output(w: PerfWorld, sid: int, a: Args) -> str:
+    target = -1 if a["target"] == "none" else w.fd(a["target"])
+    fcntl.ioctl(w.fd(a["event"]), perf_abi.PERF_EVENT_IOC_SET_OUTPUT, target)
+    return "ok"
+
+
+def _target(s: Step) -> str:
+    return "-1" if s["target"] == "none" else f"fd[{s.ref('target')}]"
+
+
+SET_OUTPUT = Op(
+    "set-output", ("event", "target"), refs=("event", "target"),
+    draw=_draw_set_output,
+    pre=lambda m, a: m.open_event(a["event"]) is not None and (
+        a["target"] == "none" or m.open_event(a["target"]) is not None),
+    expect=_expect_set_output, apply=_apply_set_output, call=_call_set_output,
+    py=lambda s: [f"fcntl.ioctl(fd[{s.ref('event')}], {perf_abi.PERF_EVENT_IOC_SET_OUTPUT:#x}, "
+                  f"{_target(s)})  # SET_OUTPUT", "got = 'ok'"],
+    c=lambda s: [f"got = res(ioctl(fd[{s.ref('event')}], PERF_EVENT_IOC_SET_OUTPUT, "
+                 f"{_target(s)}) == 0);"],
+    rule="PERF_EVENT_IOC_SET_OUTPUT: EINVAL to itself, while the event has a mapping of its "
+         "own (also for -1, the detach), or to an event with no mapped buffer; else 0 and the "
+         "event's samples land in the target's buffer (its rule, its poll) until the last "
+         "munmap of that buffer detaches every event on it (perf_event_set_output(), "
+         "ring_buffer_attach(), perf_mmap_close())")
+
+OPS = table(OPEN, CLOSE, MMAP, AUX, PAUSE, POKE, FIRE, CONSUME, POLL, SET_OUTPUT)
 PerfModel.OPS = OPS
 
 

@@ -178,6 +178,26 @@ def test_a_wakeup_watermark_wakes_past_its_bytes_and_an_overwriting_ring_wakes_a
     assert m.rbs[1].watermark == 256
 
 
+def test_set_output_sends_samples_to_a_mapped_buffer_and_refuses_the_rest() -> None:
+    m = perf(mlock_kb=129 * 4)
+    so = lambda e, t, i=99: expect(m, {"id": i, "op": "set-output", "args": [e, t]})  # noqa: E731
+    run(m, [("open", "dummy"), ("open", "tp")])
+    assert so("@1", "@0") == {"EINVAL"}, "the target has no buffer"
+    run(m, [("mmap", "@0", 2, "rw", "shared")])
+    assert so("@1", "@1") == {"EINVAL"}, "to itself"
+    assert so("@0", "none") == {"EINVAL"}, "the event has its own mapping"
+    assert so("@0", "@1") == {"EINVAL"}
+    run(m, [("set-output", "@1", "@0"), ("fire", 3)])
+    assert m.observe()["ring@2"] == {"head": 96, "samples": 3, "lost": 0}, \
+        "the tracepoint's samples land in the dummy event's buffer"
+    assert "output-redirected" in m.traits
+    assert not m.valid(named(m, {"id": 9, "op": "mmap", "args": ["@1", 2, "rw", "shared"]})), \
+        "a redirected event is not mapped: kernels differ"
+    run(m, [("munmap", "@2")])
+    assert m.events[1].rb is None and not m.events[1].redirected, "the last munmap detaches all"
+    assert so("@1", "none") == {"ok"}
+
+
 def test_every_mapped_buffer_says_where_its_data_is() -> None:
     m = perf()
     run(m, [("open", "dummy"), ("mmap", "@0", 3, "rw", "shared"), ("open", "dummy"),
