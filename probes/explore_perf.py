@@ -55,6 +55,7 @@ SIZES = (1, 2, 3, 5, 9, 4, 6)  # pages of a data mapping: 1 + 2^n, and two that 
 AUX_SIZES = (1, 2, 4, 3)
 FIRES = (1, 4, 20, 150)
 WAKEUPS = (0, 0, 0, 256, 1000, 3000)   # wakeup_watermark bytes of a tracepoint event
+NO_OUTPUT = (1 << 64) - 1   # SET_OUTPUT's -1, as the unsigned long perf_ioctl() takes
 POKE_OFFSET = 512            # in perf_event_mmap_page's __reserved: a store there is harmless
 AUX_OFFSET = perf_abi.PerfEventMmapPage.aux_offset.offset
 DATA_HEAD = perf_abi.PerfEventMmapPage.data_head.offset
@@ -755,13 +756,17 @@ def _apply_set_output(m: PerfModel, sid: int, a: Args) -> None:
 
 
 def _call_set_output(w: PerfWorld, sid: int, a: Args) -> str:
-    target = -1 if a["target"] == "none" else w.fd(a["target"])
-    fcntl.ioctl(w.fd(a["event"]), perf_abi.PERF_EVENT_IOC_SET_OUTPUT, target)
-    return "ok"
+    """The target's fd, or -1 as the unsigned long perf_ioctl() compares `arg` with (an int
+    -1 reaches the kernel as 0xffffffff on x86_64: a bad fd, EBADF)."""
+    from probelib import errno_result, libc
+    target = NO_OUTPUT if a["target"] == "none" else w.fd(a["target"])
+    return errno_result(libc.ioctl(w.fd(a["event"]),
+                                   ctypes.c_ulong(perf_abi.PERF_EVENT_IOC_SET_OUTPUT),
+                                   ctypes.c_ulong(target)) == 0)
 
 
-def _target(s: Step) -> str:
-    return "-1" if s["target"] == "none" else f"fd[{s.ref('target')}]"
+def _target(s: Step, minus_one: str) -> str:
+    return minus_one if s["target"] == "none" else f"fd[{s.ref('target')}]"
 
 
 SET_OUTPUT = Op(
@@ -770,10 +775,11 @@ SET_OUTPUT = Op(
     pre=lambda m, a: m.open_event(a["event"]) is not None and (
         a["target"] == "none" or m.open_event(a["target"]) is not None),
     expect=_expect_set_output, apply=_apply_set_output, call=_call_set_output,
-    py=lambda s: [f"fcntl.ioctl(fd[{s.ref('event')}], {perf_abi.PERF_EVENT_IOC_SET_OUTPUT:#x}, "
-                  f"{_target(s)})  # SET_OUTPUT", "got = 'ok'"],
+    py=lambda s: [f"got = res(libc.ioctl(fd[{s.ref('event')}], "
+                  f"ctypes.c_ulong({perf_abi.PERF_EVENT_IOC_SET_OUTPUT:#x}), "
+                  f"ctypes.c_ulong({_target(s, hex(NO_OUTPUT))})) == 0)  # SET_OUTPUT"],
     c=lambda s: [f"got = res(ioctl(fd[{s.ref('event')}], PERF_EVENT_IOC_SET_OUTPUT, "
-                 f"{_target(s)}) == 0);"],
+                 f"(unsigned long){_target(s, '-1')}) == 0);"],
     rule="PERF_EVENT_IOC_SET_OUTPUT: EINVAL to itself, while the event has a mapping of its "
          "own (also for -1, the detach), or to an event with no mapped buffer; else 0 and the "
          "event's samples land in the target's buffer (its rule, its poll) until the last "
