@@ -45,6 +45,12 @@ SUBBUF_KB = (4, 8)
 WRITES = (1, 10, 60)
 MARKER = b"ringlab\n"
 READ_BYTES = 1 << 16        # more than a sub-buffer: a read() takes a whole page
+# Bytes a trace_marker event of MARKER takes at the most in a sub-buffer (print_entry and its
+# text, the event header, a time extend): the events of a sequence that wrote fewer than
+# subbuf_size / EVENT_BOUND all fit in the first sub-buffer.
+EVENT_BOUND = 64
+RB_MISSED_FLAGS = 3 << 30   # RB_MISSED_EVENTS | RB_MISSED_STORED in a sub-buffer's commit
+COMMIT_OFFSET = 8           # struct buffer_data_page: u64 time_stamp, local_t commit
 UNKNOWN_IOCTL = 0x5221      # _IO('R', 0x21): GET_READER's neighbour, which no kernel defines
 # The instance file a step writes.
 TRACEFS_FILE = {"resize": "buffer_size_kb", "subbuf": "buffer_subbuf_size_kb",
@@ -107,14 +113,23 @@ class TraceModel(Model):
 
     def observe(self) -> dict:
         """For a live mapping of CPU 0: the sub-buffer size in use; right after GET_READER,
-        every event written."""
+        every event written, and (while all of them fit in one sub-buffer, so the reader
+        sub-buffer holds them all) every one read and none overrun; and through a mapping of
+        the whole buffer, that the sub-buffer reader.id names is the one GET_READER consumed
+        (its commit is reader.read: the reader was advanced over the whole sub-buffer)."""
         live = [s for s, v in sorted(self.vmas.items()) if v.live and v.cpu == 0 and v.has_meta]
         if not live:
             return {}
         want: dict = {"subbuf_size": self.subbuf_kb * 1024}
+        out: dict = {f"meta@{live[0]}": want}
         if self.meta_fresh and self.written is not None:
             want["entries"] = self.written
-        return {f"meta@{live[0]}": want}
+            if self.written <= self.subbuf_kb * 1024 // EVENT_BOUND:
+                want.update(read=self.written, overrun=0)
+        whole = [s for s in live if self.vmas[s].whole]
+        if self.meta_fresh and whole:
+            out[f"subbuf@{whole[0]}"] = {"reader_commit_is_read": True}
+        return out
 
     def release(self) -> None:
         for v in self.vmas.values():
@@ -545,10 +560,21 @@ class TraceWorld(World):
         os.sched_setaffinity(0, {0})
 
     def observe(self, expected: dict) -> dict:
+        import ctypes
         out = {}
         for key, want in expected.items():
-            meta = trace_abi.TraceBufferMeta.from_address(self.vmas[int(key[5:])].addr)
-            out[key] = {k: getattr(meta, k) for k in want}
+            kind, _, sid = key.partition("@")
+            addr = self.vmas[int(sid)].addr
+            meta = trace_abi.TraceBufferMeta.from_address(addr)
+            if kind == "meta":
+                out[key] = {k: getattr(meta, k) for k in want}
+                continue
+            at = addr + meta.meta_page_size + meta.reader_id * meta.subbuf_size
+            commit = ctypes.c_uint64.from_address(at + COMMIT_OFFSET).value & ~RB_MISSED_FLAGS
+            out[key] = {"reader_commit_is_read": commit == meta.reader_read}
+            if commit != meta.reader_read:
+                out[key].update(reader_id=meta.reader_id, commit=commit,
+                                reader_read=meta.reader_read)
         return out
 
     def end(self, expected: dict) -> dict:

@@ -288,9 +288,24 @@ def test_a_read_of_trace_pipe_raw_is_eagain_where_nothing_was_written() -> None:
     assert expect(m, {"id": 5, "op": "read", "args": ["@0"]}) == {"ok", "EAGAIN"}
     assert expect(m, {"id": 5, "op": "read", "args": ["@1"]}) == {"EAGAIN"}, "CPU 1: none"
     run(m, [("read", "@0"), ("get-reader", "@0")])
-    assert m.observe()["meta@2"] == {"subbuf_size": 4096, "entries": 10}, \
-        "a read() does not take events out of the count the meta page gives"
+    assert m.observe()["meta@2"] == {"subbuf_size": 4096, "entries": 10, "read": 10,
+                                     "overrun": 0}, \
+        "a read() does not take events out of the count the meta page gives, and counts as read"
     assert "read-while-mapped" in m.traits
+
+
+def test_after_get_reader_the_reader_subbuf_is_consumed_and_counted() -> None:
+    m = trace()
+    run(m, [("open", 0), ("mmap", "@0", "all", "r", "shared"), ("write", 10),
+            ("get-reader", "@0")])
+    assert m.observe() == {"meta@1": {"subbuf_size": 4096, "entries": 10, "read": 10,
+                                      "overrun": 0},
+                           "subbuf@1": {"reader_commit_is_read": True}}
+    run(m, [("write", 60), ("get-reader", "@0")])
+    assert m.observe()["meta@1"] == {"subbuf_size": 4096, "entries": 70}, \
+        "70 events may not fit in one 4 KiB sub-buffer: read and overrun are not known"
+    run(m, [("write", 1)])
+    assert m.observe() == {"meta@1": {"subbuf_size": 4096}}, "only right after GET_READER"
 
 
 def test_trace_entries_are_checked_right_after_get_reader_only() -> None:
@@ -298,7 +313,8 @@ def test_trace_entries_are_checked_right_after_get_reader_only() -> None:
     run(m, [("open", 0), ("mmap", "@0", "all", "r", "shared"), ("write", 10)])
     assert m.observe() == {"meta@1": {"subbuf_size": 4096}}
     run(m, [("get-reader", "@0")])
-    assert m.observe() == {"meta@1": {"subbuf_size": 4096, "entries": 10}}
+    assert m.observe()["meta@1"] == {"subbuf_size": 4096, "entries": 10, "read": 10,
+                                     "overrun": 0}
     run(m, [("munmap", "@1"), ("resize", 32), ("mmap", "@0", "all", "r", "shared"),
             ("get-reader", "@0")])
     assert "entries" not in m.observe()["meta@6"], "a resize makes the count unknown"
