@@ -83,7 +83,8 @@ class Op:
     answers: tuple[str, ...] = ()               # results other than "ok" that are answers
 
     def full(self, args: Args) -> Args:
-        return {**dict(self.defaults), **args}
+        """The arguments with the defaults a step left out (the same dict when it has none)."""
+        return {**dict(self.defaults), **args} if self.defaults else args
 
     def what(self, args: Args) -> str:
         """The step as printed beside its result: "mmap @0 9 rw shared" (a default left out)."""
@@ -132,8 +133,7 @@ class Model:
         """The next step: every operation offers what it can do now, with weights; one is
         drawn among those whose precondition holds."""
         options = [(w, {"op": op.name, "args": a}) for op in self.OPS.values()
-                   for w, a in op.draw(self, rng)]
-        options = [(w, o) for w, o in options if w > 0 and self.valid(o)]
+                   for w, a in op.draw(self, rng) if w > 0 and op.pre(self, op.full(a))]
         if not options:
             return None
         pick = rng.random() * sum(w for w, _ in options)
