@@ -53,6 +53,13 @@ SAMPLE = 32                   # the probes' sample: header + IDENTIFIER, TID, TI
 LOST_RECORD = 24              # PERF_RECORD_LOST: header, id, lost (no sample_id_all)
 SIZES = (1, 2, 3, 5, 9, 4, 6)  # pages of a data mapping: 1 + 2^n, and two that are not
 AUX_SIZES = (1, 2, 4, 3)
+# Where an AUX area goes, against the end E of the data mapping (control page + data): its
+# aux_offset and the offset it is mapped at, as (pages, bytes) past E. Only "after" and "gap"
+# are where perf_mmap_aux() lets it be (past the data, page aligned, at the offset it names).
+# "overlap" only over data pages (with none, offset 0 is a mapping of the data buffer).
+AUX_PLACES = {"after": ((0, 0), (0, 0)), "overlap": ((-1, 0), (-1, 0)),
+              "gap": ((1, 0), (1, 0)), "unaligned": ((0, 512), (0, 0))}
+AUX_WHERE = ("after",) * 6 + ("overlap", "gap", "unaligned")
 FIRES = (1, 4, 20, 150)
 WAKEUPS = (0, 0, 0, 256, 1000, 3000)   # wakeup_watermark bytes of a tracepoint event
 NO_OUTPUT = (1 << 64) - 1   # SET_OUTPUT's -1, as the unsigned long perf_ioctl() takes
@@ -89,6 +96,7 @@ class Rb:
     aux_maps: int = 0
     aux_locked: int = 0
     aux_pinned: int = 0
+    aux_offset: int = 0       # rb->aux_pgoff, in bytes
     head: int = 0
     tail: int = 0
     lost: int = 0             # rb->lost: samples dropped, not yet reported
@@ -492,14 +500,27 @@ def _draw_aux(m: PerfModel, rng: random.Random) -> list[tuple[float, Args]]:
         e = m.events[s]
         if weight and m.rw_data_vma(e.rb) is not None:
             rb = m.rb(e)
-            pages = rb.aux_pages if rb.aux_pages and rng.random() < 0.6 else \
-                rng.choice(AUX_SIZES)
-            out.append((weight, {"event": f"@{s}", "pages": pages}))
+            again = rb.aux_pages and rng.random() < 0.6
+            pages = rb.aux_pages if again else rng.choice(AUX_SIZES)
+            where = rng.choice(AUX_WHERE)
+            out.append((weight, {"event": f"@{s}", "pages": pages, "where": where}))
     return out
+
+
+def aux_offset(end: int, page: int, where: str, mapped: bool = False) -> int:
+    """The aux_offset (or, `mapped`, the mmap offset) of an AUX area placed `where`."""
+    pages, extra = AUX_PLACES[where][1 if mapped else 0]
+    return end + pages * page + extra
 
 
 def _expect_aux(m: PerfModel, a: Args) -> frozenset[str]:
     rb, pages = m.rb(m.ev(a["event"])), a["pages"]
+    offset = aux_offset(rb.pages * m.page, m.page, a["where"])
+    if offset < rb.pages * m.page or offset != aux_offset(rb.pages * m.page, m.page, a["where"],
+                                                          mapped=True):
+        return frozenset({"EINVAL"})        # over the data, or not where it is mapped
+    if rb.aux_pages and offset != rb.aux_offset:
+        return frozenset({"EINVAL"})        # already mapped at another offset
     if rb.aux_pages:
         return frozenset({"ok" if pages == rb.aux_pages else "EINVAL"})
     if not pow2(pages):
@@ -517,6 +538,7 @@ def _apply_aux(m: PerfModel, sid: int, a: Args) -> None:
     else:
         _, rb.aux_locked, rb.aux_pinned = m.charge(a["pages"])
         rb.aux_pages = a["pages"]
+        rb.aux_offset = aux_offset(rb.pages * m.page, m.page, a["where"])
         m.perf_mlock += rb.aux_locked
         m.pinned += rb.aux_pinned
     rb.aux_maps += 1
@@ -531,16 +553,26 @@ def _call_aux(w: PerfWorld, sid: int, a: Args) -> str:
     event = ref_id(a["event"]) or 0
     data = next(r for r in list(w.vmas.values()) if r.event == event and r.rw_data)
     ctl = perf_abi.PerfEventMmapPage.from_address(data.addr)
-    ctl.aux_offset, ctl.aux_size = data.length, a["pages"] * w.page
-    return _map(w, sid, event, a["pages"] * w.page, True, True, data.length)
+    ctl.aux_offset = aux_offset(data.length, w.page, a["where"])
+    ctl.aux_size = a["pages"] * w.page
+    return _map(w, sid, event, a["pages"] * w.page, True, True,
+                aux_offset(data.length, w.page, a["where"], mapped=True))
+
+
+def _place(base: str, page: str, where: str, mapped: bool = False) -> str:
+    """aux_offset(), written in a reproducer's terms: "data[1] - PAGE"."""
+    pages, extra = AUX_PLACES[where][1 if mapped else 0]
+    return base + (f" {'+-'[pages < 0]} {page}" if pages else "") + \
+        (f" + {extra}" if extra else "")
 
 
 def _py_aux(s: Step) -> list[str]:
-    d, pages = s.ref("event"), s["pages"]
+    d, pages, where = s.ref("event"), s["pages"], s["where"]
     return [f"data = next(m[k] for k, v in mfd.items() if v == ({d}, True) and k in m)",
             f"struct.pack_into('<QQ', (ctypes.c_char * 16).from_address(data[0] + {AUX_OFFSET}),"
-            f" 0, data[1], {pages} * PAGE)  # aux_offset, aux_size",
-            f"addr = libc.mmap(None, {pages} * PAGE, 3, 1, fd[{d}], data[1])",
+            f" 0, {_place('data[1]', 'PAGE', where)}, {pages} * PAGE)  # aux_offset, aux_size",
+            f"addr = libc.mmap(None, {pages} * PAGE, 3, 1, fd[{d}], "
+            f"{_place('data[1]', 'PAGE', where, True)})",
             "got = res(mapping(addr))",
             f"if got == 'ok': m[{s.id}] = (addr, {pages} * PAGE)"]
 
@@ -548,21 +580,25 @@ def _py_aux(s: Step) -> list[str]:
 def _c_aux(s: Step) -> list[str]:
     i, d, pages = s.id, s.ref("event"), s["pages"]
     data = next(k for k, v in s.made.items() if v == (d, True))
-    ctl = f"((struct perf_event_mmap_page *)addr[{data}])"
-    return [f"{ctl}->aux_offset = len[{data}];", f"{ctl}->aux_size = {pages} * page;",
+    ctl, base, where = f"((struct perf_event_mmap_page *)addr[{data}])", f"len[{data}]", s["where"]
+    return [f"{ctl}->aux_offset = {_place(base, 'page', where)};",
+            f"{ctl}->aux_size = {pages} * page;",
             f"a = mmap(NULL, {pages} * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd[{d}], "
-            f"len[{data}]);", "got = res(a != MAP_FAILED);",
+            f"{_place(base, 'page', where, True)});", "got = res(a != MAP_FAILED);",
             f"if (a != MAP_FAILED) {{ addr[{i}] = a; len[{i}] = {pages} * page; }}"]
 
 
 AUX = Op(
-    "aux", ("event", "pages"), refs=("event",),
+    "aux", ("event", "pages", "where"), refs=("event",), defaults=(("where", "after"),),
     draw=_draw_aux,
-    pre=lambda m, a: m.mappable(a["event"]) and m.rw_data_vma(m.ev(a["event"]).rb) is not None,
+    pre=lambda m, a: m.mappable(a["event"]) and m.rw_data_vma(m.ev(a["event"]).rb) is not None
+    and a["where"] in AUX_PLACES and (a["where"] != "overlap" or m.rb(m.ev(a["event"])).pages > 1),
     expect=_expect_aux, apply=_apply_aux, call=_call_aux, py=_py_aux, c=_c_aux,
-    rule="2^n pages at aux_offset past the data buffer; a second mapping the same size (a "
-         "reference); EPERM past the limits; EOPNOTSUPP on a PMU without AUX, after the charge "
-         "check (perf_mmap_aux(), rb_alloc_aux())")
+    simpler=lambda a: [dict(a, where="after")] if a["where"] != "after" else [],
+    rule="2^n pages at aux_offset, which must be past the data buffer (over it: EINVAL), the "
+         "offset it is mapped at (unaligned: EINVAL), and a second mapping's the same (a "
+         "reference, the same size); EPERM past the limits; EOPNOTSUPP on a PMU without AUX, "
+         "after the charge check (perf_mmap_aux(), rb_alloc_aux())")
 
 
 def _expect_pause(m: PerfModel, a: Args) -> frozenset[str]:

@@ -99,6 +99,19 @@ def test_the_aux_area_is_charged_and_refused_by_a_pmu_without_one() -> None:
     assert m.perf_mlock == 3
 
 
+def test_an_aux_area_goes_past_the_data_at_the_offset_it_names() -> None:
+    m = perf(mlock_kb=64 * 4)
+    run(m, [("open", "pmu"), ("mmap", "@0", 3, "rw", "shared")])
+    aux = lambda where: expect(m, {"id": 9, "op": "aux", "args": ["@0", 4, where]})  # noqa: E731
+    assert aux("overlap") == {"EINVAL"}, "over the data: aux_offset < data size + a page"
+    assert aux("unaligned") == {"EINVAL"}, "aux_offset is not the offset mapped"
+    assert aux("gap") == {"ok"} and aux("after") == {"ok"}
+    run(m, [("aux", "@0", 4, "gap")])
+    assert m.rbs[1].aux_offset == 4 * PAGE
+    assert aux("after") == {"EINVAL"}, "already mapped at another offset"
+    assert aux("gap") == {"ok"}
+
+
 def test_a_writable_ring_stops_at_the_tail_and_reports_what_it_lost() -> None:
     m = perf(mlock_kb=129 * 4)
     run(m, [("open", "tp"), ("mmap", "@0", 2, "rw", "shared"), ("fire", 150)])
