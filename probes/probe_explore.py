@@ -353,9 +353,13 @@ class Explorer:
         seen: dict[str, int] = {}
         untangled: dict[str, int] = {}
         k = first
+        answers: dict[str, dict[str, int]] = {}    # op: result: steps (the reach)
         while k < first + count and time.monotonic() - start < budget_s:
             setup = self.setup(k)
             out = self.one(setup, k=k)
+            for step in out["steps"]:
+                by = answers.setdefault(step["op"], {})
+                by[str(step.get("result"))] = by.get(str(step.get("result")), 0) + 1
             f = out["failure"]
             if f is not None:
                 check = f["check"]
@@ -374,7 +378,7 @@ class Explorer:
         return {"path": self.path, "seed": self.seed, "first": first, "next": k,
                 "sequences": self.runs, "steps": self.steps_run,
                 "seconds": round(time.monotonic() - start, 3), "failures": failures,
-                "failed": seen}
+                "failed": seen, "answers": answers}
 
     def untangle(self, setup: dict, out: dict, check: str) -> dict | None:
         """A sequence that failed as a known issue's symptom may hold a new bug too: each step

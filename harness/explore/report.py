@@ -47,6 +47,7 @@ def write(out_dir: Path, request: ExploreRequest, kernel: str, release: str,
             failures.append(d)
         doc["paths"].append({"path": res.path, "skipped": res.skipped,
                              "sequences": res.sequences, "steps": res.steps,
+                             "answers": res.answers,
                              "seconds": round(res.seconds, 1),
                              "steps_per_s": round(res.steps_per_s, 1),
                              "crashes": res.crashes, "failures": failures})
@@ -85,6 +86,15 @@ def step_text(path: str, step: dict) -> str:
     return reproducer.step_record(step, path).what
 
 
+def answers_text(answers: dict[str, dict[str, int]]) -> str:
+    """Each operation with its answers, most frequent first: "poll 40 (none 30, in 10)"."""
+    parts = []
+    for op, by in sorted(answers.items(), key=lambda kv: -sum(kv[1].values())):
+        said = ", ".join(f"{r} {n}" for r, n in sorted(by.items(), key=lambda rn: -rn[1]))
+        parts.append(f"{op} {sum(by.values())} ({said})")
+    return "; ".join(parts)
+
+
 def lines(results: list[PathResult]) -> list[str]:
     out = []
     for res in results:
@@ -94,6 +104,8 @@ def lines(results: list[PathResult]) -> list[str]:
         out.append(f"{res.path}: {res.sequences} sequences, {res.steps} steps in "
                    f"{res.seconds:.0f} s ({res.steps_per_s:.0f} steps/s), "
                    f"{len(res.failures)} distinct failure(s), {res.crashes} crash(es)")
+        if res.answers:
+            out.append("  reached: " + answers_text(res.answers))
         for f in res.failures.values():
             if f.check == "explorer":
                 out.append(f"  LAB ERROR (the explorer's own, not the kernel's): {f.got} "

@@ -87,6 +87,14 @@ class PathResult:
     seconds: float = 0.0
     crashes: int = 0
     failures: dict[str, Failure] = field(default_factory=dict)
+    # every step the kernel answered, by operation and answer: what the explore reached
+    answers: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add_answers(self, more: dict[str, dict[str, int]]) -> None:
+        for op, by in more.items():
+            mine = self.answers.setdefault(op, {})
+            for result, n in by.items():
+                mine[result] = mine.get(result, 0) + n
 
     @property
     def steps_per_s(self) -> float:
@@ -179,6 +187,7 @@ class Explore:
                 first = self._crashed(path, res, first, e)
                 continue
             first = out["next"]
+            res.add_answers(out.get("answers", {}))
             res.sequences += out["sequences"]
             res.steps += out["steps"]
             res.seconds += out["seconds"]

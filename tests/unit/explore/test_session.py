@@ -275,3 +275,13 @@ def test_two_actors_failure_gets_a_threaded_python_reproducer(tmp_path: Path) ->
     assert "step(" not in text.split("def actor0")[1].split("threads =")[0], \
         "no step is judged: the end state is"
     subprocess.run([sys.executable, "-m", "py_compile", str(written[0])], check=True)
+
+
+def test_what_each_operation_was_answered_is_summed_over_slices_and_said() -> None:
+    res = PathResult("pinning")
+    res.add_answers({"mmap": {"ok": 3, "EINVAL": 1}, "poll": {"none": 2}})
+    res.add_answers({"mmap": {"ok": 2}, "fork": {"ok": 1}})
+    assert res.answers == {"mmap": {"ok": 5, "EINVAL": 1}, "poll": {"none": 2},
+                           "fork": {"ok": 1}}
+    assert report.answers_text(res.answers) == \
+        "mmap 6 (ok 5, EINVAL 1); poll 2 (none 2); fork 1 (ok 1)"
