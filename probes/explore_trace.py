@@ -405,21 +405,22 @@ def _apply_read(m: TraceModel, sid: int, a: Args) -> None:
 
 
 def _call_read(w: TraceWorld, sid: int, a: Args) -> str:
-    os.read(w.fd(a["fd"]), READ_BYTES)
-    return "ok"
+    return "ok" if os.read(w.fd(a["fd"]), READ_BYTES) else "eof"
 
 
 READ = Op(
     "read", ("fd",), refs=("fd",),
     draw=_per_fd(1.5),  # type: ignore[arg-type]
     pre=_has_fd, expect=_expect_read, apply=_apply_read, call=_call_read,
-    py=lambda s: [f"os.read(fd[{s.ref('fd')}], {READ_BYTES})", "got = 'ok'"],
-    c=lambda s: ["{", f"\tstatic char buf[{READ_BYTES}];", "",
-                 f"\tgot = res(read(fd[{s.ref('fd')}], buf, sizeof(buf)) >= 0);", "}"],
+    py=lambda s: [f"got = 'ok' if os.read(fd[{s.ref('fd')}], {READ_BYTES}) else 'eof'"],
+    c=lambda s: ["{", f"\tstatic char buf[{READ_BYTES}];", f"\tssize_t n = read(fd[{s.ref('fd')}], "
+                 "buf, sizeof(buf));", "", "\tgot = n > 0 ? \"ok\" : n == 0 ? \"eof\" : res(0);",
+                 "}"],
     rule="read() of trace_pipe_raw works while the CPU buffer is mapped (the page is copied, "
          "not swapped): EAGAIN (O_NONBLOCK) when nothing was written to the CPU, else its "
-         "data or EAGAIN once consumed; the meta page still counts every event at the next "
-         "GET_READER (tracing_buffers_read(), ring_buffer_read_page())")
+         "data or EAGAIN once consumed, never the end of file while the fd is open; the meta "
+         "page still counts every event at the next GET_READER (tracing_buffers_read(), "
+         "ring_buffer_read_page())")
 
 
 def _apply_write(m: TraceModel, sid: int, a: Args) -> None:
