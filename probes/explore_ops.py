@@ -376,6 +376,7 @@ MADVISE = Op(
 
 
 def _forked(m: Model, sid: int, a: Args) -> None:
+    m.traits.add("forked")          # the child's exit closes its copies of every fd
     if any(v.copies_on_fork for _, v in m.live_vmas()):
         m.traits.add("fork-inherits-a-mapping")
 

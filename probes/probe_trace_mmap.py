@@ -955,6 +955,48 @@ def check_readers(args: list[str]) -> dict:
             "splice_on_mapped": splice}
 
 
+def check_reader_after_other_close(args: list[str]) -> dict:
+    """read() of an empty trace_pipe_raw by an fd that stays open, while another descriptor
+    of the same open file is closed: a forked child's inherited copy at its exit, and
+    close(dup(fd)). read(2) says 0 is the end of file; an open trace_pipe_raw with nothing in
+    it answers EAGAIN (O_NONBLOCK) or waits (tracing_buffers_read()). Also the answer on a
+    fresh open of the same buffer, and how long a blocking read waits (alarm after 1 s)."""
+    import signal
+    import time
+
+    def answer(fd: int) -> str:
+        try:
+            return f"{len(os.read(fd, PAGE * 4))} bytes"
+        except OSError as e:
+            return probelib.errname(e)
+    out: dict = {}
+    with instance(subbuf_kb=4, size_kb=16) as inst, pinned(0):
+        fd = inst.open_cpu(0)
+        out["before"] = answer(fd)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        out["after_child_exit"] = answer(fd)
+        os.close(fd)
+        fd = inst.open_cpu(0)
+        out["fresh_open"] = answer(fd)
+        os.close(os.dup(fd))
+        out["after_dup_closed"] = answer(fd)
+        os.close(fd)
+        fd = inst.open_cpu(0, nonblock=False)
+        os.close(os.dup(fd))
+        old = signal.signal(signal.SIGALRM, lambda *a: None)
+        signal.alarm(1)
+        start = time.monotonic()
+        out["blocking_after_dup_closed"] = answer(fd)
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+        out["blocking_waited_s"] = round(time.monotonic() - start, 2)
+        os.close(fd)
+    return out
+
+
 def check_full_read(args: list[str]) -> dict:
     """read() of whole committed sub-buffers of a mapped buffer, then the mapping drains the
     rest, round after round. A mapped buffer's sub-buffers are the ones user space maps

@@ -549,6 +549,22 @@ def test_mapping_and_read_consume_from_one_position(trace, new_splats) -> None:
     assert not new_splats(), f"kernel splats: {new_splats()}"
 
 
+def test_a_close_elsewhere_does_not_end_an_open_readers_file(trace, check) -> None:
+    r = trace("reader-after-other-close")
+    # read(2): 0 is the end of file. An open trace_pipe_raw with nothing in it answers EAGAIN
+    # with O_NONBLOCK, or waits (tracing_buffers_read()); closing another descriptor of the
+    # same open file (a forked child exiting, close(dup(fd))) ends nothing for this one.
+    assert r["before"] == "EAGAIN" and r["fresh_open"] == "EAGAIN", r
+    ended = {k: r[k] for k in ("after_child_exit", "after_dup_closed",
+                               "blocking_after_dup_closed") if r[k] == "0 bytes"}
+    check("reader-not-ended", not ended,
+          f"read() of an empty trace_pipe_raw gave the end of file (0 bytes) after another "
+          f"descriptor of the file was closed: {ended}; a blocking read returned after "
+          f"{r['blocking_waited_s']} s instead of waiting",
+          ended=len(ended), **{k: r[k] for k in ("after_child_exit", "after_dup_closed",
+                                                "blocking_after_dup_closed")})
+
+
 def test_read_of_whole_subbuffers_leaves_the_mapping_intact(trace, new_splats) -> None:
     f = trace("full-read")
     # ring_buffer_read_page() copies a full sub-buffer of a mapped buffer out instead of
