@@ -62,6 +62,13 @@ AUX_PLACES = {"after": ((0, 0), (0, 0)), "overlap": ((-1, 0), (-1, 0)),
 AUX_WHERE = ("after",) * 6 + ("overlap", "gap", "unaligned")
 FIRES = (1, 4, 20, 150)
 WAKEUPS = (0, 0, 0, 256, 1000, 3000)   # wakeup_watermark bytes of a tracepoint event
+# The test PMU's AUX writes (kernels/modules/ringlab_aux): chunk bytes and a budget of chunks
+# (attr.config bits 0-23 and 40-55; a budget of 0 never stops, which `aux-run` cannot wait for).
+PMU_CHUNKS = (1024, 3000)
+PMU_BUDGETS = (0, 2, 4, 8)
+PMU_BUDGET_SHIFT = 40
+AUX_FLAG_TRUNCATED, AUX_FLAG_OVERWRITE = 0x01, 0x02
+AUX_RUN_S = 5.0             # how long aux-run waits for the PMU's chunks (TCG, loaded host)
 NO_OUTPUT = (1 << 64) - 1   # SET_OUTPUT's -1, as the unsigned long perf_ioctl() takes
 POKE_OFFSET = 512            # in perf_event_mmap_page's __reserved: a store there is harmless
 AUX_OFFSET = perf_abi.PerfEventMmapPage.aux_offset.offset
@@ -97,6 +104,10 @@ class Rb:
     aux_locked: int = 0
     aux_pinned: int = 0
     aux_offset: int = 0       # rb->aux_pgoff, in bytes
+    aux_head: int = 0         # what the test PMU wrote into the AUX area (aux_tail stays 0)
+    aux_records: list = field(default_factory=list)   # [size, flags] of each non-empty one
+    aux_fresh: bool = False   # an aux-run was the last step: check what it wrote
+    records_unknown: bool = False   # records of the PMU's: the ring's own count is not known
     head: int = 0
     tail: int = 0
     lost: int = 0             # rb->lost: samples dropped, not yet reported
@@ -152,6 +163,9 @@ class Event:
     rb: int | None = None     # the id of its ring buffer
     wakeup: int = 0           # attr.wakeup_watermark in bytes (attr.watermark set); 0: unset
     redirected: bool = False  # its rb is another event's (PERF_EVENT_IOC_SET_OUTPUT)
+    chunk: int = 4096         # test PMU: bytes a chunk
+    budget: int = 0           # test PMU: chunks it writes at the most (0: no end)
+    ran: bool = False         # test PMU: aux-run done (its budget is the kernel's to count)
 
 
 @dataclass
@@ -304,12 +318,22 @@ class PerfModel(Model):
             sid = min(data)
             out[f"ctl@{sid}"] = {"data_offset": self.page,
                                  "data_size": (rb.pages - 1) * self.page}
-            if not any(e.rb == rid and e.kind == "tp" for e in self.events.values()):
+            aux = [s for s, v in self.vmas.items() if v.live and v.rb == rid and v.kind == "aux"]
+            if rb.aux_fresh and aux:
+                out[f"aux@{sid}"] = {"aux_vma": min(aux), "aux_head": rb.aux_head,
+                                     "records": rb.aux_records, "data_ok": True}
+            if rb.records_unknown or not any(e.rb == rid and e.kind == "tp"
+                                             for e in self.events.values()):
                 continue
             out[f"ring@{sid}"] = ({"head": rb.head} if rb.overwrite else
                                  {"head": rb.head, "samples": rb.samples,
                                   "lost": rb.lost_reported})
         return out
+
+    def apply(self, step: dict, result: str) -> None:
+        for rb in self.rbs.values():
+            rb.aux_fresh = False    # only the step right after aux-run checks what it wrote
+        super().apply(step, result)
 
     def release(self) -> None:
         for sid in sorted(s for s, v in self.vmas.items() if v.live):
@@ -332,7 +356,7 @@ def _kinds(m: PerfModel) -> list[str]:
 
 
 def _apply_open(m: PerfModel, sid: int, a: Args) -> None:
-    m.events[sid] = Event(a["kind"], wakeup=a["wakeup"])
+    m.events[sid] = Event(a["kind"], wakeup=a["wakeup"], chunk=a["chunk"], budget=a["budget"])
 
 
 def _call_open(w: PerfWorld, sid: int, a: Args) -> str:
@@ -346,6 +370,14 @@ def _call_open(w: PerfWorld, sid: int, a: Args) -> str:
             at.flags |= perf_abi.ATTR_WATERMARK
             at.wakeup_events = a["wakeup"]     # the union's wakeup_watermark
         fd = perf_abi.perf_event_open(at, 0, -1)
+    elif a["kind"] == "pmu" and a["budget"]:
+        from perf_events import test_pmu_type
+        at = perf_abi.attr(test_pmu_type("ringlab_aux"),
+                           a["chunk"] | a["budget"] << PMU_BUDGET_SHIFT,
+                           perf_abi.ATTR_DISABLED | perf_abi.ATTR_EXCLUDE_KERNEL |
+                           perf_abi.ATTR_EXCLUDE_HV)
+        fd = perf_abi.perf_event_open(at, 0, -1)
+        w.budgets[sid] = a["budget"]
     elif a["kind"] == "pmu":
         fd = open_test_pmu_task()
     else:
@@ -357,16 +389,35 @@ def _call_open(w: PerfWorld, sid: int, a: Args) -> str:
 
 def _draw_open(m: PerfModel, rng: random.Random) -> list[tuple[float, Args]]:
     kind = rng.choice(_kinds(m))
-    wakeup = rng.choice(WAKEUPS) if kind == "tp" else 0
-    return [(3 if len(m.open_events()) < 2 else 0.5, {"kind": kind, "wakeup": wakeup})]
+    args: Args = {"kind": kind, "wakeup": rng.choice(WAKEUPS) if kind == "tp" else 0}
+    if kind == "pmu" and PRESETS[m.path]["aux"]:
+        budget = rng.choice(PMU_BUDGETS)
+        args.update(budget=budget, chunk=rng.choice(PMU_CHUNKS) if budget else 4096)
+    return [(3 if len(m.open_events()) < 2 else 0.5, args)]
 
 
 def _py_open(s: Step) -> list[str]:
+    if s["budget"]:
+        config = s["chunk"] | s["budget"] << PMU_BUDGET_SHIFT
+        return ["pmu = int(open('/sys/bus/event_source/devices/ringlab_aux/type').read())",
+                f"fd[{s.id}] = perf_event_open(pmu, {config:#x}, 1 | 1 << 5 | 1 << 6)"
+                f"  # {s['chunk']}-byte chunks, {s['budget']} at the most", "got = 'ok'"]
     wakeup = f", {s['wakeup']}" if s["wakeup"] else ""
     return [f"fd[{s.id}] = open_event({s['kind']!r}{wakeup})", "got = 'ok'"]
 
 
 def _c_open(s: Step) -> list[str]:
+    if s["budget"]:
+        return ["{", "\tstruct perf_event_attr at;", "\tint type;", "",
+                "\tmemset(&at, 0, sizeof(at));", "\tat.size = sizeof(at);",
+                "\tif (read_int(TEST_PMU_TYPE, &type))",
+                '\t\tskip_all("the test PMU ringlab_aux is not loaded");',
+                "\tat.type = type;",
+                f"\tat.config = {s['chunk']} | (__u64){s['budget']} << {PMU_BUDGET_SHIFT};"
+                "\t/* chunk bytes, budget */",
+                "\tat.disabled = at.exclude_kernel = at.exclude_hv = 1;",
+                f"\tfd[{s.id}] = syscall(SYS_perf_event_open, &at, 0, -1, -1, "
+                "PERF_FLAG_FD_CLOEXEC);", f"\tgot = res(fd[{s.id}] >= 0);", "}"]
     call = f'open_event_wakeup("{s["kind"]}", {s["wakeup"]})' if s["wakeup"] else \
         f'open_event("{s["kind"]}")'
     return [f"fd[{s.id}] = {call};", f"got = res(fd[{s.id}] >= 0);"]
@@ -374,14 +425,16 @@ def _c_open(s: Step) -> list[str]:
 
 def _simpler_open(a: Args) -> list[Args]:
     return ([{"kind": "dummy"}] if a["kind"] != "dummy" else []) + \
-        ([dict(a, wakeup=0)] if a["wakeup"] else [])
+        ([dict(a, wakeup=0)] if a["wakeup"] else []) + \
+        ([dict(a, budget=b) for b in PMU_BUDGETS if 0 < b < a["budget"]])
 
 
 OPEN = Op(
-    "open", ("kind", "wakeup"), defaults=(("wakeup", 0),),
+    "open", ("kind", "wakeup", "chunk", "budget"),
+    defaults=(("wakeup", 0), ("chunk", 4096), ("budget", 0)),
     draw=_draw_open,
     pre=lambda m, a: a["kind"] in ("dummy", "tp", "pmu") and
-    (a["wakeup"] == 0 or a["kind"] == "tp"),
+    (a["wakeup"] == 0 or a["kind"] == "tp") and (a["budget"] == 0 or a["kind"] == "pmu"),
     expect=lambda m, a: frozenset({"ok"}),
     apply=_apply_open, call=_call_open, py=_py_open, c=_c_open, simpler=_simpler_open,
     rule="perf_event_open() of a software event, the getppid tracepoint (a sample per call, "
@@ -729,7 +782,7 @@ def _expect_poll(m: PerfModel, a: Args) -> frozenset[str]:
     e = m.ev(a["event"])
     if e.rb is None:
         return frozenset({"hup"})       # perf_poll(): EPOLLHUP until there is a buffer
-    if e.kind == "pmu":                 # the test PMU's own AUX wake-ups are not modelled
+    if e.kind == "pmu" or m.rb(e).records_unknown:   # AUX wake-ups are not modelled
         return frozenset({"in", "none"})
     return frozenset({"in" if m.rb(e).poll else "none"})
 
@@ -822,7 +875,109 @@ SET_OUTPUT = Op(
          "munmap of that buffer detaches every event on it (perf_event_set_output(), "
          "ring_buffer_attach(), perf_mmap_close())")
 
-OPS = table(OPEN, CLOSE, MMAP, AUX, PAUSE, POKE, FIRE, CONSUME, POLL, SET_OUTPUT)
+def _aux_vma(m: PerfModel, rid: int | None) -> int | None:
+    return next((s for s, v in sorted(m.vmas.items())
+                 if v.live and v.rb == rid and v.kind == "aux"), None)
+
+
+def _can_run(m: PerfModel, ref: object) -> bool:
+    """A test PMU event with a budget, not run before, its buffer's data pages and AUX area
+    mapped, the buffer not paused and no tracepoint writing into it."""
+    e = m.open_event(ref)
+    if e is None or e.kind != "pmu" or not e.budget or e.ran or e.rb is None or e.redirected:
+        return False
+    rb = m.rb(e)
+    return rb.pages > 1 and not rb.paused and _aux_vma(m, e.rb) is not None and \
+        m.rw_data_vma(e.rb) is not None and \
+        not any(o.rb == e.rb and o.kind == "tp" for o in m.events.values())
+
+
+def _apply_aux_run(m: PerfModel, sid: int, a: Args) -> None:
+    """What the test PMU writes with a writable AUX area and aux_tail at 0: each chunk while
+    it fits the free space (CIRC_SPACE: the size less one byte), then the one that does not,
+    cut to the free whole words and flagged TRUNCATED; the event stops there (what more it
+    writes is empty records, which 6.12 keeps writing: known issue aux-overrun-does-not-disable)."""
+    e = m.ev(a["event"])
+    rb = m.rb(e)
+    size = rb.aux_pages * m.page
+    for _ in range(e.budget):
+        free = size - (rb.aux_head - 0) - 1
+        if free <= 0:
+            break
+        if e.chunk <= free:
+            rb.aux_head += e.chunk
+            rb.aux_records.append([e.chunk, 0])
+            continue
+        if free & ~7:
+            rb.aux_head += free & ~7
+            rb.aux_records.append([free & ~7, AUX_FLAG_TRUNCATED])
+        break
+    e.ran, rb.aux_fresh, rb.records_unknown = True, True, True
+
+
+def _pmu_records(w: PerfWorld, data: Region) -> list:
+    from perf_buffer import OFF_DATA_HEAD, OFF_DATA_OFFSET, OFF_DATA_SIZE, OFF_DATA_TAIL
+    from perf_buffer import parse_records
+    u64 = lambda off: ctypes.c_uint64.from_address(data.addr + off).value  # noqa: E731
+    size = u64(OFF_DATA_SIZE)
+    ring = ctypes.string_at(data.addr + u64(OFF_DATA_OFFSET), size)
+    return [r for r in parse_records(ring, size, u64(OFF_DATA_TAIL), u64(OFF_DATA_HEAD))
+            if r.type == perf_abi.PERF_RECORD_AUX]
+
+
+def _call_aux_run(w: PerfWorld, sid: int, a: Args) -> str:
+    """Enable the event and spin (a task's event runs only while the task does) until the PMU
+    has written its budget or a TRUNCATED record, then disable it."""
+    import time
+    event = ref_id(a["event"]) or 0
+    fd = w.fd(a["event"])
+    data = next(r for r in w.vmas.values() if r.event == event and r.rw_data)
+    budget = w.budgets[event]
+    fcntl.ioctl(fd, perf_abi.PERF_EVENT_IOC_ENABLE)
+    try:
+        deadline = time.monotonic() + AUX_RUN_S
+        while time.monotonic() < deadline:
+            recs = _pmu_records(w, data)
+            if len(recs) >= budget or any(r.u64(2) & AUX_FLAG_TRUNCATED for r in recs):
+                return "ok"
+        return "timeout"
+    finally:
+        fcntl.ioctl(fd, perf_abi.PERF_EVENT_IOC_DISABLE)
+
+
+def _py_aux_run(s: Step) -> list[str]:
+    e = s.ref("event")
+    return [f"fcntl.ioctl(fd[{e}], 0x2400)  # ENABLE: the test PMU writes its chunks",
+            "t = os.times().elapsed",
+            "while os.times().elapsed - t < 0.5: pass  # a task's event runs while the task does",
+            f"fcntl.ioctl(fd[{e}], 0x2401)  # DISABLE", "got = 'ok'"]
+
+
+def _c_aux_run(s: Step) -> list[str]:
+    e = s.ref("event")
+    return [f"ioctl(fd[{e}], PERF_EVENT_IOC_ENABLE, 0);\t/* the test PMU writes its chunks */",
+            "{", "\tstruct timespec t0, t;", "",
+            "\tsyscall(SYS_clock_gettime, 1, &t0);\t/* CLOCK_MONOTONIC */",
+            "\tdo\t/* spin: a task's event runs while the task does */",
+            "\t\tsyscall(SYS_clock_gettime, 1, &t);",
+            "\twhile ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec < "
+            "500000000L);", "}",
+            f"ioctl(fd[{e}], PERF_EVENT_IOC_DISABLE, 0);", 'got = "ok";']
+
+
+AUX_RUN = Op(
+    "aux-run", ("event",), refs=("event",),
+    draw=lambda m, rng: [(2, {"event": f"@{s}"}) for s in m.open_events() if _can_run(m, f"@{s}")],
+    pre=lambda m, a: _can_run(m, a["event"]),
+    expect=lambda m, a: frozenset({"ok"}), apply=_apply_aux_run, call=_call_aux_run,
+    py=_py_aux_run, c=_c_aux_run,
+    rule="the test PMU's chunks into a writable AUX area with aux_tail at 0: aux_head is the "
+         "bytes written, a PERF_RECORD_AUX per chunk (flags 0), the chunk that does not fit "
+         "the free space (the size less one byte) cut to whole words and flagged TRUNCATED, "
+         "then nothing more; every u64 at AUX position p holds p (perf_aux_output_begin(), "
+         "perf_aux_output_end(), kernels/modules/ringlab_aux)")
+
+OPS = table(OPEN, CLOSE, MMAP, AUX, PAUSE, POKE, FIRE, CONSUME, POLL, SET_OUTPUT, AUX_RUN)
 PerfModel.OPS = OPS
 
 
@@ -878,6 +1033,7 @@ class PerfWorld(World):
         from probe_pinning import set_effective_caps
         super().__init__()
         self.cfg, self.page = setup, setup["page_size"]
+        self.budgets: dict[int, int] = {}   # test PMU events: their chunk budget
         rl = setup["rlimit_pages"] * self.page
         resource.setrlimit(resource.RLIMIT_MEMLOCK, (rl, rl))
         self.uid = uid
@@ -892,7 +1048,9 @@ class PerfWorld(World):
         from perf_events import vm_pin_kb
         out: dict = {}
         for key in expected:
-            if key == "vm_pin_kb":
+            if key.startswith("aux@"):
+                out[key] = self._aux(self.vmas[int(key[4:])], expected[key]["aux_vma"])
+            elif key == "vm_pin_kb":
                 out[key] = vm_pin_kb()
             elif key.startswith("ring@"):
                 out[key] = self._ring(self.vmas[int(key[5:])].addr, expected[key])
@@ -903,6 +1061,20 @@ class PerfWorld(World):
                     addr + OFF_DATA_OFFSET).value, "data_size": ctypes.c_uint64.from_address(
                     addr + OFF_DATA_SIZE).value}
         return out
+
+    def _aux(self, data: Region, aux_vma: int) -> dict:
+        """aux_head, the non-empty PERF_RECORD_AUX records ([size, flags]), and whether every
+        u64 written holds its position."""
+        import struct
+        ctl = perf_abi.PerfEventMmapPage.from_address(data.addr)
+        aux = self.vmas[aux_vma]
+        words = ctypes.string_at(aux.addr, aux.length)
+        head = ctl.aux_head
+        ok = all(struct.unpack_from("<Q", words, p % aux.length)[0] == p
+                 for p in range(max(0, head - aux.length) & ~7, head - head % 8, 8))
+        return {"aux_vma": aux_vma, "aux_head": head, "data_ok": ok,
+                "records": [[r.u64(1), r.u64(2)] for r in _pmu_records(self, data)
+                            if r.u64(1)]}
 
     def _ring(self, addr: int, want: dict) -> dict:
         from perf_buffer import (OFF_DATA_HEAD, OFF_DATA_OFFSET, OFF_DATA_SIZE, OFF_DATA_TAIL,

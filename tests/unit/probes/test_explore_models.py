@@ -112,6 +112,19 @@ def test_an_aux_area_goes_past_the_data_at_the_offset_it_names() -> None:
     assert aux("gap") == {"ok"}
 
 
+def test_the_test_pmus_chunks_fill_the_aux_area_and_the_last_is_truncated() -> None:
+    m = explore_perf.PerfModel("perf-aux", perf(mlock_kb=64 * 4).setup)
+    run(m, [("open", "pmu", 0, 3000, 8), ("mmap", "@0", 3, "rw", "shared"),
+            ("aux", "@0", 2), ("aux-run", "@0")])
+    # 8192 bytes, 8191 free: two chunks of 3000, then 2191 free, cut to 2184 and TRUNCATED
+    assert m.observe()["aux@1"] == {"aux_vma": 2, "aux_head": 8184,
+                                    "records": [[3000, 0], [3000, 0], [2184, 1]],
+                                    "data_ok": True}
+    assert not m.valid(named(m, {"id": 9, "op": "aux-run", "args": ["@0"]})), "run once"
+    run(m, [("fire", 1)])
+    assert "aux@1" not in m.observe(), "checked right after the run only"
+
+
 def test_a_writable_ring_stops_at_the_tail_and_reports_what_it_lost() -> None:
     m = perf(mlock_kb=129 * 4)
     run(m, [("open", "tp"), ("mmap", "@0", 2, "rw", "shared"), ("fire", 150)])
