@@ -121,7 +121,7 @@ def test_the_test_pmus_chunks_fill_the_aux_area_and_the_last_is_truncated() -> N
                                     "records": [[3000, 0], [3000, 0], [2184, 1]],
                                     "data_ok": True}
     assert not m.valid(named(m, {"id": 9, "op": "aux-run", "args": ["@0"]})), "run once"
-    run(m, [("fire", 1)])
+    run(m, [("poll", "@0")])
     assert "aux@1" not in m.observe(), "checked right after the run only"
 
 
