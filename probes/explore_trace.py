@@ -458,6 +458,8 @@ def _tracefs_op(name: str, param: str, choices: tuple[int, ...], weight: float,
         # A new size reallocates the buffers, a snapshot swaps them: what CPU 0 counted is
         # no longer known here.
         v = a[param]
+        if name == "subbuf" and v != m.subbuf_kb and m.written != 0:
+            m.traits.add("subbuf-changed-with-events")
         if name == "resize" and v != m.buffer_kb or name == "subbuf" and v != m.subbuf_kb or \
                 name == "snapshot" and v == 1:
             m.written = None

@@ -78,7 +78,8 @@ def simpler(world_cls: Any) -> Callable[[dict], list[dict]]:
     """The shrinker's simpler forms of a step: its operation's own."""
     def forms(step: dict) -> list[dict]:
         op = world_cls.OPS.get(step["op"])
-        return [] if op is None else [dict(step, args=a) for a in op.simpler(step["args"])]
+        return [] if op is None else \
+            [dict(step, args=a) for a in op.simpler(op.full(step["args"]))]
     return forms
 
 

@@ -306,6 +306,15 @@ def test_a_trace_mapping_never_grows_splits_or_becomes_writable() -> None:
     assert "moved" not in m.traits, "only a move is the known issue's trait"
 
 
+def test_a_new_subbuf_size_over_events_is_a_trait_known_issues_bind() -> None:
+    m = trace()
+    run(m, [("open", 0), ("subbuf", 8)])
+    assert "subbuf-changed-with-events" not in m.traits, "nothing written yet"
+    run(m, [("write", 1), ("subbuf", 8), ("subbuf", 4)])
+    assert "subbuf-changed-with-events" in m.traits
+    assert expect(m, {"id": 9, "op": "read", "args": ["@0"]}) == {"ok", "EAGAIN"}
+
+
 def test_a_read_of_trace_pipe_raw_is_eagain_where_nothing_was_written() -> None:
     m = trace()
     run(m, [("open", 0), ("open", 1), ("mmap", "@0", "meta", "r", "shared")])
