@@ -997,6 +997,30 @@ def check_reader_after_other_close(args: list[str]) -> dict:
     return out
 
 
+def check_subbuf_change_reader(args: list[str]) -> dict:
+    """An open trace_pipe_raw (O_NONBLOCK) across a new buffer_subbuf_size_kb, with one event
+    in the buffer at the change (ring_buffer_subbuf_order_set() frees the pages it was on):
+    what read() answers, twice, and what per_cpu/cpu0/stats says is there; then the same
+    with no event at the change, and with the size written unchanged."""
+    def answer(fd: int) -> str:
+        try:
+            return f"{len(os.read(fd, PAGE * 4))} bytes"
+        except OSError as e:
+            return probelib.errname(e)
+    out: dict = {}
+    for name, first, second, event in (("changed", 8, 4, True), ("changed_empty", 8, 4, False),
+                                       ("unchanged", 8, 8, True)):
+        with instance(subbuf_kb=first, size_kb=32, suffix=f"-{name}") as inst, pinned(0):
+            fd = inst.open_cpu(0)
+            if event:
+                inst.mark("before the change\n")
+            _must(inst.set("buffer_subbuf_size_kb", second), "buffer_subbuf_size_kb")
+            out[name] = {"read": answer(fd), "again": answer(fd),
+                         "entries": int(inst.stats(0).get("entries", "-1"))}
+            os.close(fd)
+    return out
+
+
 def check_full_read(args: list[str]) -> dict:
     """read() of whole committed sub-buffers of a mapped buffer, then the mapping drains the
     rest, round after round. A mapped buffer's sub-buffers are the ones user space maps

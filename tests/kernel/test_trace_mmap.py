@@ -565,6 +565,22 @@ def test_a_close_elsewhere_does_not_end_an_open_readers_file(trace, check) -> No
                                                 "blocking_after_dup_closed")})
 
 
+def test_a_new_subbuf_size_leaves_no_unreadable_events(trace, check) -> None:
+    r = trace("subbuf-change-reader")
+    # A new sub-buffer size frees the pages the events were on (ring_buffer_subbuf_order_set()):
+    # what is left is an empty buffer, which an open reader answers with EAGAIN (O_NONBLOCK,
+    # tracing_buffers_read()), and whose per-CPU stats count no entries.
+    assert r["changed_empty"]["read"] == "EAGAIN" and r["changed_empty"]["entries"] == 0, r
+    assert r["unchanged"]["read"] != "EAGAIN" and r["unchanged"]["again"] == "EAGAIN", r
+    c = r["changed"]
+    check("subbuf-change-entries", c["entries"] == 0,
+          f"after a new sub-buffer size, per_cpu stats count {c['entries']} entries in a "
+          "buffer whose pages were freed", **c)
+    check("subbuf-change-read", c["read"] == c["again"] == "EAGAIN",
+          f"after a new sub-buffer size, read() of the emptied buffer gave {c['read']}, then "
+          f"{c['again']} (the end of file where EAGAIN is due)", **c)
+
+
 def test_read_of_whole_subbuffers_leaves_the_mapping_intact(trace, new_splats) -> None:
     f = trace("full-read")
     # ring_buffer_read_page() copies a full sub-buffer of a mapped buffer out instead of
