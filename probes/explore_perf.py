@@ -967,7 +967,7 @@ def _c_aux_run(s: Step) -> list[str]:
 
 AUX_RUN = Op(
     "aux-run", ("event",), refs=("event",),
-    draw=lambda m, rng: [(2, {"event": f"@{s}"}) for s in m.open_events() if _can_run(m, f"@{s}")],
+    draw=lambda m, rng: [(5, {"event": f"@{s}"}) for s in m.open_events() if _can_run(m, f"@{s}")],
     pre=lambda m, a: _can_run(m, a["event"]),
     expect=lambda m, a: frozenset({"ok"}), apply=_apply_aux_run, call=_call_aux_run,
     py=_py_aux_run, c=_c_aux_run,
