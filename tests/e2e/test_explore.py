@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.guest.guest import Guest
+from harness.selftests import ktap
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("no_stray_qemu")]
@@ -86,7 +88,12 @@ def test_the_reproducers_fail_on_the_kernel_without_ringlab(explored, guest: Gue
                    check=True)
     guest.ssh.push(tmp_path / "repro", "/tmp/repro")
     r = guest.run("chmod +x /tmp/repro && /tmp/repro", timeout=60)
-    assert r.exit_status == 1 and "not ok - kernel log: WARNING" in r.stdout, r.stdout
+    # KTAP as kselftest.h prints it: the splat's line a diagnostic before the numbered check
+    assert r.exit_status == 1 and "\n# WARNING" in r.stdout, r.stdout
+    assert re.search(r"^not ok \d+ kernel log: no splat$", r.stdout, re.M), r.stdout
+    report = ktap.parse(r.stdout)
+    assert report.version == "TAP 13" and report.planned == len(report.cases), r.stdout
+    assert report.totals.get("fail", 0) >= 1 and not report.trailing, r.stdout
 
 
 def test_the_suite_replays_the_kept_failures(tmp_path: Path, make_lab_yaml) -> None:
