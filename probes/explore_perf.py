@@ -919,9 +919,10 @@ def _pmu_records(w: PerfWorld, data: Region) -> list:
     from perf_buffer import OFF_DATA_HEAD, OFF_DATA_OFFSET, OFF_DATA_SIZE, OFF_DATA_TAIL
     from perf_buffer import parse_records
     u64 = lambda off: ctypes.c_uint64.from_address(data.addr + off).value  # noqa: E731
+    head = u64(OFF_DATA_HEAD)   # first: the records below data_head are whole (the ABI's rmb)
     size = u64(OFF_DATA_SIZE)
     ring = ctypes.string_at(data.addr + u64(OFF_DATA_OFFSET), size)
-    return [r for r in parse_records(ring, size, u64(OFF_DATA_TAIL), u64(OFF_DATA_HEAD))
+    return [r for r in parse_records(ring, size, u64(OFF_DATA_TAIL), head)
             if r.type == perf_abi.PERF_RECORD_AUX]
 
 
