@@ -1000,8 +1000,8 @@ def check_reader_after_other_close(args: list[str]) -> dict:
 def check_subbuf_change_reader(args: list[str]) -> dict:
     """An open trace_pipe_raw (O_NONBLOCK) across a new buffer_subbuf_size_kb, with one event
     in the buffer at the change (ring_buffer_subbuf_order_set() frees the pages it was on):
-    what read() answers, twice, and what per_cpu/cpu0/stats says is there; then the same
-    with no event at the change, and with the size written unchanged."""
+    what read() answers, twice, what per_cpu/cpu0/stats says is there, and GET_READER of a
+    mapping of it; then the same with no event at the change, and with the size unchanged."""
     def answer(fd: int) -> str:
         try:
             return f"{len(os.read(fd, PAGE * 4))} bytes"
@@ -1017,6 +1017,10 @@ def check_subbuf_change_reader(args: list[str]) -> dict:
             _must(inst.set("buffer_subbuf_size_kb", second), "buffer_subbuf_size_kb")
             out[name] = {"read": answer(fd), "again": answer(fd),
                          "entries": int(inst.stats(0).get("entries", "-1"))}
+            # the mapped reader of the same buffer: GET_READER (a WARN here is the test's
+            # kernel log's, judged by the plugin)
+            with TraceMap(fd) as tm:
+                out[name]["get_reader"] = probelib.outcome(tm.get_reader)
             os.close(fd)
     return out
 
