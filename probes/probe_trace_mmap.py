@@ -1017,11 +1017,16 @@ def check_subbuf_change_reader(args: list[str]) -> dict:
             _must(inst.set("buffer_subbuf_size_kb", second), "buffer_subbuf_size_kb")
             out[name] = {"read": answer(fd), "again": answer(fd),
                          "entries": int(inst.stats(0).get("entries", "-1"))}
-            # the mapped reader of the same buffer: GET_READER (a WARN here is the test's
-            # kernel log's, judged by the plugin)
-            with TraceMap(fd) as tm:
-                out[name]["get_reader"] = probelib.outcome(tm.get_reader)
             os.close(fd)
+    # The mapped reader, with no read() before it (a read swaps the reader page): GET_READER
+    # after the change (a WARN here is the test's kernel log's, judged by the plugin).
+    with instance(subbuf_kb=4, size_kb=128, suffix="-mapped") as inst, pinned(0):
+        inst.mark("before the change\n")
+        fd = inst.open_cpu(0)
+        _must(inst.set("buffer_subbuf_size_kb", 8), "buffer_subbuf_size_kb")
+        with TraceMap(fd) as tm:
+            out["changed"]["get_reader"] = probelib.outcome(tm.get_reader)
+        os.close(fd)
     return out
 
 
