@@ -161,3 +161,17 @@ def test_ordinary_lines_are_no_banners() -> None:
                  "Run /init as init process", "tracing_buffers_mmap: mapped"):
         assert not splat_banners.is_banner(line)
         assert not any(p in line for p in splat_banners.PREFIXES), line
+
+
+def test_every_trait_a_known_issue_binds_is_one_a_model_gives() -> None:
+    """A known issue's `explore: traits` that no model ever adds would leave its symptom
+    reported NEW on every explore: each must be a trait the models' code adds."""
+    import re
+    from harness.results import known_issues
+    probes = Path(probe_explore.__file__).parent
+    added = {t for f in probes.glob("explore_*.py")
+             for t in re.findall(r'traits\.add\("([\w-]+)"\)', f.read_text())}
+    assert {"mapped-again", "moved", "forked"} <= added
+    for issue in known_issues.load():
+        missing = set(issue.explore_traits) - added
+        assert not missing, f"{issue.id}: no model adds the trait(s) {sorted(missing)}"
