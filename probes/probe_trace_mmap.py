@@ -955,6 +955,15 @@ def check_readers(args: list[str]) -> dict:
             "splice_on_mapped": splice}
 
 
+def read_answer(fd: int) -> str:
+    """What one read() of up to four pages answers: "N bytes" (0: the end of file) or the
+    errno's name."""
+    try:
+        return f"{len(os.read(fd, PAGE * 4))} bytes"
+    except OSError as e:
+        return probelib.errname(e)
+
+
 def check_reader_after_other_close(args: list[str]) -> dict:
     """read() of an empty trace_pipe_raw by an fd that stays open, while another descriptor
     of the same open file is closed: a forked child's inherited copy at its exit, and
@@ -964,32 +973,27 @@ def check_reader_after_other_close(args: list[str]) -> dict:
     import signal
     import time
 
-    def answer(fd: int) -> str:
-        try:
-            return f"{len(os.read(fd, PAGE * 4))} bytes"
-        except OSError as e:
-            return probelib.errname(e)
     out: dict = {}
     with instance(subbuf_kb=4, size_kb=16) as inst, pinned(0):
         fd = inst.open_cpu(0)
-        out["before"] = answer(fd)
+        out["before"] = read_answer(fd)
         pid = os.fork()
         if pid == 0:
             os._exit(0)
         os.waitpid(pid, 0)
-        out["after_child_exit"] = answer(fd)
+        out["after_child_exit"] = read_answer(fd)
         os.close(fd)
         fd = inst.open_cpu(0)
-        out["fresh_open"] = answer(fd)
+        out["fresh_open"] = read_answer(fd)
         os.close(os.dup(fd))
-        out["after_dup_closed"] = answer(fd)
+        out["after_dup_closed"] = read_answer(fd)
         os.close(fd)
         fd = inst.open_cpu(0, nonblock=False)
         os.close(os.dup(fd))
         old = signal.signal(signal.SIGALRM, lambda *a: None)
         signal.alarm(1)
         start = time.monotonic()
-        out["blocking_after_dup_closed"] = answer(fd)
+        out["blocking_after_dup_closed"] = read_answer(fd)
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
         out["blocking_waited_s"] = round(time.monotonic() - start, 2)
@@ -1002,11 +1006,6 @@ def check_subbuf_change_reader(args: list[str]) -> dict:
     in the buffer at the change (ring_buffer_subbuf_order_set() frees the pages it was on):
     what read() answers, twice, what per_cpu/cpu0/stats says is there, and GET_READER of a
     mapping of it; then the same with no event at the change, and with the size unchanged."""
-    def answer(fd: int) -> str:
-        try:
-            return f"{len(os.read(fd, PAGE * 4))} bytes"
-        except OSError as e:
-            return probelib.errname(e)
     out: dict = {}
     for name, first, second, event in (("changed", 8, 4, True), ("changed_empty", 8, 4, False),
                                        ("unchanged", 8, 8, True)):
@@ -1015,7 +1014,7 @@ def check_subbuf_change_reader(args: list[str]) -> dict:
             if event:
                 inst.mark("before the change\n")
             _must(inst.set("buffer_subbuf_size_kb", second), "buffer_subbuf_size_kb")
-            out[name] = {"read": answer(fd), "again": answer(fd),
+            out[name] = {"read": read_answer(fd), "again": read_answer(fd),
                          "entries": int(inst.stats(0).get("entries", "-1"))}
             os.close(fd)
     # The mapped reader, with no read() before it (a read swaps the reader page): GET_READER
