@@ -278,6 +278,16 @@ class PerfModel(Model):
                 out.append(max(1, free) + 3)
         return tuple(out)
 
+    def wakes(self) -> tuple[int, ...]:
+        """Sample counts that just take a tracepoint ring past its next wake-up (the watermark
+        past rb->wakeup): the poll rules only show there, which the fixed counts seldom hit."""
+        out = []
+        for rid, rb in self.rbs.items():
+            if rb.pages > 1 and not rb.paused and any(
+                    e.rb == rid and e.kind == "tp" for e in self.events.values()):
+                out.append(max(1, (rb.wakeup + rb.watermark - rb.head) // SAMPLE + 1))
+        return tuple(out)
+
     def unmap(self, sid: int) -> None:
         """perf_mmap_close(): the AUX charge back at the last AUX munmap, the buffer's at the
         last munmap of any of its mappings, by the user and mm that were charged."""
@@ -732,7 +742,7 @@ def _call_fire(w: PerfWorld, sid: int, a: Args) -> str:
 
 FIRE = Op(
     "fire", ("n",),
-    draw=lambda m, rng: [(3, {"n": rng.choice(FIRES + m.overflows())})] if any(
+    draw=lambda m, rng: [(3, {"n": rng.choice(FIRES + m.overflows() + m.wakes())})] if any(
         e.kind == "tp" and e.rb is not None for e in m.events.values()) else [],
     pre=lambda m, a: any(e.kind == "tp" for e in m.events.values()),
     expect=lambda m, a: frozenset({"ok"}),

@@ -191,6 +191,14 @@ def test_poll_is_hup_without_a_buffer_and_in_past_half_the_data_by_default() -> 
     assert poll("@0") == {"none"}
 
 
+def test_fires_just_past_the_next_wakeup_are_offered() -> None:
+    m = perf(mlock_kb=129 * 4)
+    run(m, [("open", "tp", 1000), ("mmap", "@0", 2, "rw", "shared"), ("fire", 4)])
+    assert m.wakes() == (28,), "1000 bytes past 0: the 32nd sample; 4 fired"
+    run(m, [("fire", 28)])
+    assert expect(m, {"id": 9, "op": "poll", "args": ["@0"]}) == {"in"}
+
+
 def test_a_wakeup_watermark_wakes_past_its_bytes_and_an_overwriting_ring_wakes_again() -> None:
     m = perf(mlock_kb=129 * 4)
     run(m, [("open", "tp", 256), ("mmap", "@0", 2, "r", "shared"), ("fire", 8)])
