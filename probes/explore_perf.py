@@ -401,7 +401,8 @@ def _draw_open(m: PerfModel, rng: random.Random) -> list[tuple[float, Args]]:
     kind = rng.choice(_kinds(m))
     args: Args = {"kind": kind, "wakeup": rng.choice(WAKEUPS) if kind == "tp" else 0}
     if kind == "pmu" and PRESETS[m.path]["aux"]:
-        budget = rng.choice(PMU_BUDGETS)
+        # perf-aux always gives the test PMU a budget, so aux-run can follow
+        budget = rng.choice(PMU_BUDGETS[1:] if m.path == "perf-aux" else PMU_BUDGETS)
         args.update(budget=budget, chunk=rng.choice(PMU_CHUNKS) if budget else 4096)
     return [(3 if len(m.open_events()) < 2 else 0.5, args)]
 
