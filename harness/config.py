@@ -16,6 +16,7 @@ import yaml
 
 from harness import arch as arches
 from harness.errors import ConfigError
+from harness.probe_modules import explore_paths
 
 ACCELS = ("auto", "kvm", "tcg")
 TCG_THREADS = ("auto", "single", "multi")
@@ -563,9 +564,6 @@ def _nightly_selection(r: YamlReader, v: Any, name: str) -> NightlySelection:
                                            what="a pytest -k expression (empty: all tests)"))
 
 
-EXPLORE_PATHS = ("perf-ring", "perf-aux", "pinning", "trace-mmap")
-
-
 def _nightly_explore(r: YamlReader, value: Any) -> NightlyExplore:
     e = r.mapping(value, "nightly.explore", {"budget", "paths"}, {"budget"})
     budget = e["budget"]
@@ -573,8 +571,9 @@ def _nightly_explore(r: YamlReader, value: Any) -> NightlyExplore:
     if not m or int(m[1]) == 0:
         raise r.fail("nightly.explore.budget", "a time per path like 90s or 2m", budget)
     paths = e.get("paths") or []
-    if not isinstance(paths, list) or any(p not in EXPLORE_PATHS for p in paths):
-        raise r.fail("nightly.explore.paths", "a list of " + ", ".join(EXPLORE_PATHS), paths)
+    known = explore_paths()
+    if not isinstance(paths, list) or any(p not in known for p in paths):
+        raise r.fail("nightly.explore.paths", "a list of " + ", ".join(known), paths)
     return NightlyExplore(int(m[1]) * (60 if m[2] == "m" else 1), tuple(paths))
 
 

@@ -15,3 +15,9 @@ def probe_module(name: str) -> ModuleType:
     if str(paths.PROBES) not in sys.path:
         sys.path.append(str(paths.PROBES))
     return importlib.import_module(name)
+
+
+def explore_paths() -> tuple[str, ...]:
+    """The explorer's paths, as probes/probe_explore.py finds them (each explore_*.py names
+    the paths it serves): a new path needs no list on the host to be kept in step."""
+    return tuple(probe_module("probe_explore").PATHS)

@@ -12,7 +12,7 @@ from harness.config import KernelSpec, LabConfig
 from harness.errors import LabError
 from harness.explore import bench as samples_of
 from harness.explore.bench import Sample
-from harness.explore.session import PATHS
+from harness.probe_modules import explore_paths
 from harness.resources import Lab
 
 
@@ -40,8 +40,9 @@ def figures(samples: list[Sample], paths: tuple[str, ...]
 
 
 def run(cfg: LabConfig, kernel: KernelSpec, runs: int = 3, seconds: float = 20.0,
-        paths: tuple[str, ...] = PATHS) -> int:
-    """Exit 1 if a path the kernel has missed the target."""
+        paths: tuple[str, ...] | None = None) -> int:
+    """Exit 1 if a path the kernel has missed the target (every explorer path by default)."""
+    paths = paths or explore_paths()
     out = report.folder(cfg, "explore", kernel.name)
     release, samples = samples_of.measure(Lab(cfg), kernel.name, paths, runs, seconds, out)
     if not samples:

@@ -7,7 +7,8 @@ from harness import splat_proof
 from harness.commands import options
 from harness.errors import LabError
 from harness.explore import drive
-from harness.explore.session import PATHS, ExploreRequest, parse_budget
+from harness.explore.session import ExploreRequest, parse_budget
+from harness.probe_modules import explore_paths
 from harness.resources import Lab
 from harness.runs import request as run_request, run_folder
 from harness.runs.request import RunRequest
@@ -23,8 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser("explore", help="random sequences of calls on the ring-buffer paths, "
                        "checked against the ABI's model; failures shrunk, with reproducers",
                        description=main.__doc__)
-    e.add_argument("paths", nargs="*", metavar="PATH", help=f"of {', '.join(PATHS)} (default: "
-                   "every one the kernel has)")
+    e.add_argument("paths", nargs="*", metavar="PATH", help="a path the explorer models, as "
+                   "probes/explore_*.py name them (an unknown one lists them; default: every "
+                   "one the kernel has)")
     options.kernel(e)
     e.add_argument("--budget", default=DEFAULT_BUDGET, help="time per path: 90s, 10m, 1h "
                    f"(default {DEFAULT_BUDGET})")
@@ -43,9 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def request(args: argparse.Namespace, kernel: str) -> ExploreRequest:
     """The command line, checked: one `lab: error:` naming the culprit."""
+    known = explore_paths()
     for p in args.paths:
-        if p not in PATHS:
-            raise LabError(f"unknown path {p!r}: expected one of {', '.join(PATHS)}")
+        if p not in known:
+            raise LabError(f"unknown path {p!r}: expected one of {', '.join(known)}")
     try:
         seed = int(args.seed)
     except ValueError:

@@ -1,16 +1,12 @@
-"""`./lab bench explore`: the explorer's throughput per path on one guest, RUNS runs of
-SECONDS each with a different seed, shrinking off (steps/s and sequences/min are what the
-guest does; a failure's shrink is not throughput). Target: 50 steps/s per path under TCG."""
+"""The samples of `./lab bench explore` (judged and reported by harness/bench/explore.py): RUNS
+runs of SECONDS per path on one guest, each with its own seed, shrinking off (steps/s and
+sequences/min are what the guest does; a failure's shrink is not throughput)."""
 from __future__ import annotations
 
-import json
-import statistics
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import LabError, ModuleError
-from harness.explore.session import PATHS
+from harness.errors import ModuleError
 from harness.resources import Lab
 
 TARGET_STEPS_PER_S = 50.0
@@ -33,11 +29,6 @@ class Sample:
         return 60 * self.sequences / self.seconds
 
 
-def stats(values: list[float]) -> dict[str, float]:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values),
-            "n": len(values)}
-
-
 def measure(lab: Lab, kernel_name: str | None, paths: tuple[str, ...], runs: int,
             seconds: float, out_dir: Path) -> tuple[str, list[Sample]]:
     k = lab.kernel(kernel_name)
@@ -57,34 +48,3 @@ def measure(lab: Lab, kernel_name: str | None, paths: tuple[str, ...], runs: int
                 samples.append(Sample(path, run, d["steps"], d["sequences"], d["seconds"]))
     return k.release, samples
 
-
-def run(lab: Lab, kernel_name: str | None, runs: int = 3, seconds: float = 20.0,
-        paths: tuple[str, ...] = PATHS) -> int:
-    out_dir = lab.config.reports_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
-    release, samples = measure(lab, kernel_name, paths, runs, seconds, out_dir)
-    if not samples:
-        raise LabError("the kernel has none of the explorer's paths")
-    results = {}
-    print(f"\nringlab bench explore: kernel {release}, {runs} run(s) of {seconds:g} s per "
-          f"path, shrinking off")
-    missed = []
-    for path in paths:
-        mine = [s for s in samples if s.path == path]
-        if not mine:
-            print(f"{path:12s} skipped: the kernel lacks it")
-            continue
-        sps = stats([s.steps_per_s for s in mine])
-        spm = stats([s.sequences_per_min for s in mine])
-        results[path] = {"steps_per_s": sps, "sequences_per_min": spm}
-        ok = sps["median"] >= TARGET_STEPS_PER_S
-        missed += [] if ok else [path]
-        print(f"{path:12s} steps/s min {sps['min']:7.1f} median {sps['median']:7.1f} max "
-              f"{sps['max']:7.1f}   sequences/min min {spm['min']:7.0f} median "
-              f"{spm['median']:7.0f} max {spm['max']:7.0f}   target >= "
-              f"{TARGET_STEPS_PER_S:g} steps/s: {'met' if ok else 'MISSED'}")
-    report = out_dir / time.strftime("bench-explore-%Y%m%d-%H%M%S.json")
-    report.write_text(json.dumps({"kernel": release, "runs": runs, "seconds": seconds,
-                                  "results": results}, indent=2) + "\n")
-    print(f"\nfigures saved to {report}")
-    return 1 if missed else 0

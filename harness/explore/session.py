@@ -17,12 +17,12 @@ from harness.errors import LabError, ModuleError, ProbeError, ProbeTimeout, SSHE
 from harness.explore import reproducer
 from harness.guest.guest import Guest
 from harness.kernellog import splats
+from harness.probe_modules import explore_paths
 from harness.results import known_issues
 from harness.resources import Lab
 
 log = logging.getLogger(__name__)
 
-PATHS = ("perf-ring", "perf-aux", "pinning", "trace-mmap")
 SLICE_S = 15.0       # one probe call: long enough that SSH costs nothing, short for progress
 SHRINK_S = 40.0      # a slice may also spend this shrinking its first failure of a check
 MARK = re.compile(r"ringlab-explore: (?P<path>\S+) seed (?P<seed>\d+) sequence (?P<k>\d+)")
@@ -255,7 +255,7 @@ class Explore:
         """Every requested path for its budget, then each failure bound and confirmed; the
         results so far stay in self.results when Ctrl-C stops it."""
         issues = known_issues.load()
-        for path in self.req.paths or PATHS:
+        for path in self.req.paths or explore_paths():
             res = PathResult(path)
             self.results.append(res)
             self.run_path(path, res, issues)

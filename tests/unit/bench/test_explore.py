@@ -1,7 +1,14 @@
 """The explorer bench's figures: per path, judged on the median steps/s."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
 from harness.bench import explore
+from harness.errors import LabError
 from harness.explore.bench import TARGET_STEPS_PER_S, Sample
 
 
@@ -14,3 +21,42 @@ def test_paths_are_judged_on_median_steps_and_a_missing_path_is_said() -> None:
     assert results["pinning"]["sequences_per_min"]["median"] == 90.0
     assert lines[0].endswith("met") and lines[1].endswith("MISSED")
     assert lines[2] == f"{'trace-mmap':12s} skipped: the kernel lacks it"
+
+
+def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, samples: list[Sample],
+         paths: tuple[str, ...]) -> int:
+    """explore.run with the guest's samples given and the report folder in tmp_path."""
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setattr(explore, "Lab", lambda cfg: None)
+    monkeypatch.setattr(explore.report, "folder", lambda cfg, kind, kernel: out)
+    monkeypatch.setattr(explore.samples_of, "measure",
+                        lambda lab, name, paths, runs, seconds, out: ("6.12.1-test", samples))
+    return explore.run(SimpleNamespace(), SimpleNamespace(name="k"),  # type: ignore[arg-type]
+                       runs=3, seconds=10.0, paths=paths)
+
+
+def test_targets_met_pass_and_the_figures_are_saved(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    samples = [Sample("pinning", seed, steps, seqs, 10.0)
+               for seed, (steps, seqs) in enumerate([(600, 10), (800, 20), (1000, 30)])]
+    assert _run(tmp_path, monkeypatch, samples, ("pinning", "trace-mmap")) == 0
+    doc = json.loads((tmp_path / "out" / "bench.json").read_text())
+    assert doc["kernel"] == "6.12.1-test" and set(doc["results"]) == {"pinning"}
+    assert doc["results"]["pinning"]["steps_per_s"] == {"min": 60.0, "median": 80.0,
+                                                        "max": 100.0, "n": 3}
+    assert doc["results"]["pinning"]["sequences_per_min"]["median"] == 120.0
+    assert "trace-mmap   skipped" in (tmp_path / "out" / "bench.txt").read_text()
+
+
+def test_a_median_under_the_target_fails_the_bench(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    samples = [Sample("pinning", 0, steps, 1, 10.0) for steps in (490, 499, 2000)]  # 49.9
+    assert _run(tmp_path, monkeypatch, samples, ("pinning",)) == 1
+
+
+def test_a_kernel_with_none_of_the_paths_is_an_error(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(LabError, match="none of the explorer's paths"):
+        _run(tmp_path, monkeypatch, [], ("pinning",))
+    assert not list((tmp_path / "out").iterdir())
