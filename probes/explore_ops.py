@@ -108,6 +108,12 @@ class Model:
     OPS: ClassVar[dict[str, Op]]
     traits: set[str]
 
+    # -- what the shared operations ask --
+    def open_files(self) -> int:
+        """Files of the path open now (a fork's child closes its copies at exit: the
+        "forked" trait); a model that does not say is taken to have one."""
+        return 1
+
     # -- what the engine asks --
     def op(self, step: dict) -> Op | None:
         return self.OPS.get(step["op"])
@@ -376,7 +382,8 @@ MADVISE = Op(
 
 
 def _forked(m: Model, sid: int, a: Args) -> None:
-    m.traits.add("forked")          # the child's exit closes its copies of every fd
+    if m.open_files():              # the child's exit closes its copies of these
+        m.traits.add("forked")
     if any(v.copies_on_fork for _, v in m.live_vmas()):
         m.traits.add("fork-inherits-a-mapping")
 

@@ -234,6 +234,9 @@ class PerfModel(Model):
         assert v is not None, ref
         return v
 
+    def open_files(self) -> int:
+        return sum(e.fd_open for e in self.events.values())
+
     def live_vmas(self) -> list[tuple[int, Vma]]:
         return [(s, v) for s, v in self.vmas.items() if v.live]
 

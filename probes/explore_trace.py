@@ -104,6 +104,9 @@ class TraceModel(Model):
     def live_vmas(self) -> list[tuple[int, TraceVma]]:
         return [(s, v) for s, v in self.vmas.items() if v.live]
 
+    def open_files(self) -> int:
+        return len(self.fds)
+
     def unmap(self, sid: int) -> None:
         self.vmas[sid].live = False
 

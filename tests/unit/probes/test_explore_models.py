@@ -585,3 +585,16 @@ def test_fires_are_drawn_that_just_overflow_a_writable_ring() -> None:
     assert m.overflows() == (28 + 3,), "128 samples fit; 100 are there"
     run(m, [("open", "tp"), ("mmap", "@3", 2, "r", "shared")])
     assert m.overflows() == (31,), "an overwriting ring never overflows"
+
+
+def test_a_fork_is_the_known_issues_trait_only_with_a_file_open() -> None:
+    """trace-pipe-raw-closed-by-another-close is a child's exit closing its copy of an open
+    trace_pipe_raw: a fork after the last close (the mapping kept) cannot be it."""
+    m = trace()
+    run(m, [("open", 0), ("mmap", "@0", "meta", "r", "shared"), ("close", "@0"), ("fork",)])
+    assert "forked" not in m.traits
+    run(m, [("open", 0), ("fork",)])
+    assert "forked" in m.traits
+    p = perf()
+    run(p, [("open", "dummy"), ("mmap", "@0", 3, "rw", "shared"), ("close", "@0"), ("fork",)])
+    assert "forked" not in p.traits
