@@ -66,6 +66,14 @@ def compiler_package(k: BootableKernel) -> str:
     return f"gcc-{m.group(1)}"
 
 
+# What a module build never reads. The headers package depends on the image package, whose
+# modules, initramfs hook and udev's hardware database would otherwise be unpacked and run:
+# under qemu-user (an arm64 build root) mkinitramfs and systemd-hwdb alone take minutes.
+UNUSED_IN_BUILD_ROOT = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*",
+                        "/usr/lib/modules/*/kernel/*", "/boot/*", "/etc/kernel/postinst.d/*",
+                        "/usr/lib/udev/hwdb.d/*")
+
+
 def build_root_recipe(spec: KernelSpec, k: BootableKernel) -> dict:
     if not isinstance(spec.source, DebianKernel):
         raise ModuleUnavailable(f"kernel {k.name} is neither a Debian package kernel nor "
@@ -111,8 +119,7 @@ def build_root(spec: KernelSpec, k: BootableKernel, cache_root: Path,
         suite, sources, aptopts = archive.apt_sources(mirror.url, r["suite"])
         cmd = ["mmdebstrap", "--variant=apt", *foreign, f"--include={','.join(r['packages'])}",
                f"--keyring={mirror.keyring}", *[f"--aptopt={o}" for o in aptopts],
-               *[f"--dpkgopt=path-exclude={p}" for p in ("/usr/share/doc/*", "/usr/share/man/*",
-                                                         "/usr/share/locale/*")],
+               *[f"--dpkgopt=path-exclude={p}" for p in UNUSED_IN_BUILD_ROOT],
                suite, str(scratch / "root"), *sources]
         log.debug("run: %s", " ".join(cmd))
         log_path.parent.mkdir(parents=True, exist_ok=True)
