@@ -44,6 +44,7 @@ import splat_banners
 
 KMSG_MARK = "ringlab-explore:"
 FIRST_UID = 20000   # sequences run as 20000, 20001, ...; never a real account
+LATE_S = 0.2        # waited after the last sequence for a splat of its deferred work
 UNTANGLE_TRIES = 3  # per check and slice: known failures tried without the known issue's steps
 
 
@@ -274,6 +275,7 @@ class Explorer:
         self.steps_run = 0
         self.runs = 0
         self.trail = mmap.mmap(-1, 1 << 20)   # shared with each sequence's child
+        self.late: list[str] = []   # a splat logged after its sequence was judged (one())
 
     def next_uid(self) -> int:
         self.uid += 1
@@ -288,7 +290,7 @@ class Explorer:
         rng = random.Random(f"{self.path}/{self.seed}/{k}/ops") if steps is None else None
         if steps is not None:
             steps = explore_ops.named(self.world_cls.OPS, steps)
-        self.kmsg.new_lines()
+        self.settle()
         self.kmsg.mark(f"{self.path} seed {self.seed} sequence {k if k is not None else 'replay'}")
         self.trail.seek(0)
         self.trail.write(b"\0" * 4096)
@@ -324,6 +326,20 @@ class Explorer:
             out["kmsg"] = lines
         return out
 
+    def settle(self) -> None:
+        """What the kernel logged since the last sequence was judged: a splat there came from
+        that sequence's deferred work (an RCU callback, a workqueue freeing its buffer) and is
+        kept in self.late for the explorer to charge it with."""
+        lines = self.kmsg.new_lines()
+        if any(splat_banners.is_banner(line) for line in lines):
+            self.late = lines[:60]
+
+    def with_late(self, out: dict) -> dict:
+        """A sequence's output failed by the late splat."""
+        late, self.late = self.late, []
+        return dict(out, kmsg=late, failure=failure(
+            splat_key(late), "kernel log, after the sequence", "no splat", late[0]))
+
     def fails_same(self, setup: dict, steps: list[dict], check: str,
                    known: bool | None = None) -> bool:
         """The steps fail the same check again (and, when `known` is given, as the known
@@ -355,9 +371,27 @@ class Explorer:
         untangled: dict[str, int] = {}
         k = first
         answers: dict[str, dict[str, int]] = {}    # op: result: steps (the reach)
+        last: tuple[int, dict, dict] | None = None
+        self.late = []
+
+        def charge_late() -> None:
+            """A splat that came after its sequence was judged fails that sequence, unshrunk
+            (a shrink's replays are judged before such a splat shows)."""
+            if self.late and last is not None and last[2]["failure"] is None:
+                lk, lsetup, lout = last
+                lout = self.with_late(lout)
+                check = lout["failure"]["check"]
+                known = self.is_excused(lsetup, lout, check, lout["steps"])
+                key = check + ("~known" if known else "")
+                seen[key] = seen.get(key, 0) + 1
+                if seen[key] == 1:
+                    failures.append(self._kept(lk, lsetup, lout, known, 0.0))
+            self.late = []
         while k < first + count and time.monotonic() - start < budget_s:
             setup = self.setup(k)
             out = self.one(setup, k=k)
+            charge_late()
+            last = (k, setup, out)
             for step in out["steps"]:
                 by = answers.setdefault(step["op"], {})
                 by[str(step.get("result"))] = by.get(str(step.get("result")), 0) + 1
@@ -376,6 +410,9 @@ class Explorer:
                 if seen[key] == 1:
                     failures.append(self._kept(k, setup, out, known, shrink_s))
             k += 1
+        time.sleep(LATE_S)          # the last sequence's deferred work
+        self.settle()
+        charge_late()
         return {"path": self.path, "seed": self.seed, "first": first, "next": k,
                 "sequences": self.runs, "steps": self.steps_run,
                 "seconds": round(time.monotonic() - start, 3), "failures": failures,
@@ -520,8 +557,18 @@ def main(argv: list[str]) -> int:
     doc = json.loads(a.file) if a.file.lstrip().startswith("{") else \
         json.load(sys.stdin if a.file == "-" else open(a.file))
     e = Explorer(a.path, 0)
+    outs: list[dict] = []
     with world.session(a.path):
-        outs = [e.one(doc["setup"], doc["steps"]) for _ in range(a.times)]
+        for _ in range(a.times):
+            out = e.one(doc["setup"], doc["steps"])     # its settle(): the last one's late splat
+            if e.late and outs and outs[-1]["failure"] is None:
+                outs[-1] = e.with_late(outs[-1])
+            e.late = []
+            outs.append(out)
+        time.sleep(LATE_S)
+        e.settle()
+        if e.late and outs[-1]["failure"] is None:
+            outs[-1] = e.with_late(outs[-1])
     probelib.emit({"path": a.path, "replays": outs})
     return 0
 

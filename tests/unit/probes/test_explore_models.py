@@ -483,12 +483,25 @@ class _FakeWorld:
     model = staticmethod(lambda path, setup: _FakeModel())
 
 
-def _explorer(sequences: dict[int, list[str]]) -> probe_explore.Explorer:
+class _FakeKmsg:
+    """The kernel log: lines[k] is what shows after sequence k was judged."""
+    def __init__(self, lines: dict[int, list[str]]) -> None:
+        self.lines, self.after = lines, -1
+
+    def new_lines(self) -> list[str]:
+        return self.lines.get(self.after, [])
+
+
+def _explorer(sequences: dict[int, list[str]], late: dict[int, list[str]] | None = None
+              ) -> probe_explore.Explorer:
     e = probe_explore.Explorer.__new__(probe_explore.Explorer)
     e.path, e.seed, e.max_steps, e.actors, e.excuses = "pinning", 1, 12, 1, [CHARGE]
-    e.world_cls, e.runs, e.steps_run = _FakeWorld, 0, 0
+    e.world_cls, e.runs, e.steps_run, e.late = _FakeWorld, 0, 0, []
+    e.kmsg = _FakeKmsg(late or {})     # type: ignore[assignment]
 
     def one(setup: dict, steps: list[dict] | None = None, k: int | None = None) -> dict:
+        e.settle()
+        e.kmsg.after = k if k is not None else -1     # type: ignore[attr-defined]
         if steps is None:
             steps = [{"id": i, "op": op, "args": {}} for i, op in enumerate(sequences[k])]
         e.runs += 1
@@ -598,3 +611,19 @@ def test_a_fork_is_the_known_issues_trait_only_with_a_file_open() -> None:
     p = perf()
     run(p, [("open", "dummy"), ("mmap", "@0", 3, "rw", "shared"), ("close", "@0"), ("fork",)])
     assert "forked" not in p.traits
+
+
+def test_a_splat_after_its_sequence_was_judged_fails_that_sequence(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A WARN from a sequence's deferred work (an RCU callback) shows once the next sequence
+    has begun: it is that sequence's failure, not dropped and not the next one's."""
+    monkeypatch.setattr(probe_explore, "LATE_S", 0.0)
+    warn = "WARNING: CPU: 0 PID: 0 at kernel/events/ring_buffer.c:1 rb_free_rcu+0x1/0x2"
+    e = _explorer({0: ["open", "close"], 1: ["open", "close"], 2: ["open"]}, late={1: [warn]})
+    out = e._explore(0, 3, budget_s=60, shrink_s=5)
+    [f] = out["failures"]
+    assert f["sequence"] == 1 and f["failure"]["at"] == "kernel log, after the sequence"
+    assert f["failure"]["check"].startswith("splat:WARNING") and f["kmsg"] == [warn]
+    e = _explorer({0: ["open"], 1: ["open", "close"]}, late={1: [warn]})
+    [f] = e._explore(0, 2, budget_s=60, shrink_s=5)["failures"]
+    assert f["sequence"] == 1, "the last sequence's is waited for"
