@@ -20,20 +20,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("selftest", help="run the project's own tests (via tox)",
                        description=main.__doc__)
     t.add_argument("-e", "--env", help="tox environments (default: unit,types,e2e)")
-    t.add_argument("--all", action="store_true", help="also the slow tier that builds and "
-                   "bisects real kernels (tox env kbuild)")
+    t.add_argument("--all", action="store_true", help="also the slow tiers: the arm64 guest "
+                   "(tox env arches) and the one that builds and bisects real kernels (kbuild)")
     t.add_argument("tox_args", nargs="*", help="more tox arguments (after --)")
     t.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    """The project's own tests, through tox: unit, then the end-to-end tier; with --all also
-    the slow kernel-build tier (kbuild)."""
+    """The project's own tests, through tox: unit, types, then the end-to-end tier; with --all
+    also the slow tiers: the arm64 guest (arches) and the kernel builds (kbuild)."""
     tox = shutil.which("tox")
     if tox is None:
         raise LabError("tox is not installed in the lab's virtualenv",
                        hint="rm -rf .venv and run ./lab again")
-    env = args.env or ("unit,types,e2e,kbuild" if args.all else None)
+    env = args.env or ("unit,types,e2e,arches,kbuild" if args.all else None)
     argv = [tox, "-c", str(paths.REPO / "tox.ini")] + (["-e", env] if env else []) \
         + args.tox_args
     log.info("selftest: %s", " ".join(argv))

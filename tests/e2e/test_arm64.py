@@ -17,7 +17,7 @@ TESTS = ("test_release_is_the_booted_kernel", "test_page_size_is_read_from_the_g
          "test_perf_ring_buffer_maps_control_and_data_page",
          "test_mmap_length_must_be_one_plus_power_of_two_pages")
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2400),
+pytestmark = [pytest.mark.e2e, pytest.mark.foreign_arch, pytest.mark.timeout(2400),
               pytest.mark.usefixtures("no_stray_qemu")]
 
 

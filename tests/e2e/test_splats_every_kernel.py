@@ -72,7 +72,8 @@ def test_every_splat_kind_fails_its_test_with_its_title(kernel: str, tmp_path: P
     check_kinds(fire_every_kind(kernel, tmp_path, make_lab_yaml()), build_kernel=False)
 
 
-@pytest.mark.parametrize("kernel", ["trixie-rt", "trixie-arm64-16k"])
+@pytest.mark.parametrize("kernel", ["trixie-rt", pytest.param(
+    "trixie-arm64-16k", marks=pytest.mark.foreign_arch)])
 def test_the_oops_kinds_on_preempt_rt_and_arm64_fail_their_tests_with_their_titles(
         kernel: str, tmp_path: Path, make_lab_yaml) -> None:
     """PREEMPT_RT and arm64 print their Oops differently (arm64: "Unable to handle kernel ...",
@@ -83,9 +84,13 @@ def test_the_oops_kinds_on_preempt_rt_and_arm64_fail_their_tests_with_their_titl
                 build_kernel=False, required=kinds)
 
 
-@pytest.mark.parametrize("kernel", DEBIAN_X86)
+@pytest.mark.parametrize("kernel", ["trixie-cloud", "sid-cloud"])
 def test_lab_run_proves_it_sees_the_kernels_splats(kernel: str, tmp_path: Path,
                                                    make_lab_yaml) -> None:
+    """The proof `./lab run` makes before it judges a kernel, and what its summary says of it,
+    on a 6.12 and a 7.x kernel. That each other line shows its splats is what the tests above
+    fire there; the proof's own code does not change with the kernel, and the other two
+    kernels' proofs cost 110 s of a cold CI run (docs/contributing.md)."""
     env = dict(os.environ, RINGLAB_CONFIG=str(make_lab_yaml()))
     p = subprocess.run(["./lab", "run", "--kernel", kernel, "-k",
                         "test_release_is_the_booted_kernel"], cwd=REPO, env=env,

@@ -1,6 +1,6 @@
 """`./lab selftest`: the command line parses to the verb's main, which declares the build and
 selftest tools; main runs tox on tox.ini from the checkout with the environments asked for
-(-e as given, --all adding the kbuild tier, neither: tox.ini's own envlist) and the tox
+(-e as given, --all adding the arches and kbuild tiers, neither: tox.ini's own envlist) and the tox
 arguments after --, and returns tox's status; no tox is the user's error with a hint. tox itself
 is never run here."""
 from __future__ import annotations
@@ -39,7 +39,7 @@ def test_the_verb_declares_the_build_and_selftest_tools() -> None:
     ([], []),
     (["-e", "unit"], ["-e", "unit"]),
     (["--env", "unit,types"], ["-e", "unit,types"]),
-    (["--all"], ["-e", "unit,types,e2e,kbuild"]),
+    (["--all"], ["-e", "unit,types,e2e,arches,kbuild"]),
     (["--all", "-e", "kbuild"], ["-e", "kbuild"]),  # -e says which, --all adds nothing to it
 ])
 def test_the_tox_argv_for_env_and_all(monkeypatch: pytest.MonkeyPatch, argv: list[str],
