@@ -412,28 +412,19 @@ def _draw_open(m: PerfModel, rng: random.Random) -> list[tuple[float, Args]]:
 
 def _py_open(s: Step) -> list[str]:
     if s["budget"]:
-        config = s["chunk"] | s["budget"] << PMU_BUDGET_SHIFT
-        return ["pmu = int(open('/sys/bus/event_source/devices/ringlab_aux/type').read())",
-                f"fd[{s.id}] = perf_event_open(pmu, {config:#x}, 1 | 1 << 5 | 1 << 6)"
-                f"  # {s['chunk']}-byte chunks, {s['budget']} at the most", "got = 'ok'"]
+        return [f"fd[{s.id}] = open_event('pmu', chunk={s['chunk']}, budget={s['budget']})",
+                "got = 'ok'"]
     wakeup = f", {s['wakeup']}" if s["wakeup"] else ""
     return [f"fd[{s.id}] = open_event({s['kind']!r}{wakeup})", "got = 'ok'"]
 
 
 def _c_open(s: Step) -> list[str]:
     if s["budget"]:
-        return ["{", "\tstruct perf_event_attr at;", "\tint type;", "",
-                "\tmemset(&at, 0, sizeof(at));", "\tat.size = sizeof(at);",
-                "\tif (read_int(TEST_PMU_TYPE, &type))",
-                '\t\tskip_all("the test PMU ringlab_aux is not loaded");',
-                "\tat.type = type;",
-                f"\tat.config = {s['chunk']} | (__u64){s['budget']} << {PMU_BUDGET_SHIFT};"
-                "\t/* chunk bytes, budget */",
-                "\tat.disabled = at.exclude_kernel = at.exclude_hv = 1;",
-                f"\tfd[{s.id}] = syscall(SYS_perf_event_open, &at, 0, -1, -1, "
-                "PERF_FLAG_FD_CLOEXEC);", f"\tgot = res(fd[{s.id}] >= 0);", "}"]
-    call = f'open_event_wakeup("{s["kind"]}", {s["wakeup"]})' if s["wakeup"] else \
-        f'open_event("{s["kind"]}")'
+        call = f"open_event_aux({s['chunk']}, {s['budget']})"
+    elif s["wakeup"]:
+        call = f'open_event_wakeup("{s["kind"]}", {s["wakeup"]})'
+    else:
+        call = f'open_event("{s["kind"]}")'
     return [f"fd[{s.id}] = {call};", f"got = res(fd[{s.id}] >= 0);"]
 
 

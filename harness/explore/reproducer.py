@@ -179,8 +179,9 @@ def perf_event_open(type_, config, flags, sample_period=0, sample_type=0, wakeup
     return fd
 
 
-def open_event(kind, wakeup=0):
-    """wakeup: wakeup_watermark in bytes (attr.watermark set), 0 for the default."""
+def open_event(kind, wakeup=0, chunk=4096, budget=0):
+    """wakeup: wakeup_watermark in bytes (attr.watermark set), 0 for the default; chunk and
+    budget: the test PMU's bytes a chunk and chunks at the most (0: no end)."""
     if kind == "dummy":   # PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY, disabled, user only
         return perf_event_open(1, 9, 1 | 1 << 5 | 1 << 6)
     if kind == "tp":      # the getppid tracepoint, a sample per call: IDENTIFIER|TID|TIME
@@ -191,7 +192,7 @@ def open_event(kind, wakeup=0):
         print("# the test PMU ringlab_aux is not loaded (ringlab's kernels/modules/ringlab_aux)")
         sys.exit(4)
     pmu = int(open("/sys/bus/event_source/devices/ringlab_aux/type").read())
-    return perf_event_open(pmu, 4096, 1 | 1 << 5 | 1 << 6)
+    return perf_event_open(pmu, chunk | budget << {budget_shift}, 1 | 1 << 5 | 1 << 6)
 
 
 sysctl("perf_event_mlock_kb", {mlock_kb})
@@ -319,7 +320,8 @@ def python_script(f: FailureLike, title: str) -> str:
                     "libc.syscall(126 if os.uname().machine == 'x86_64' else 91, hdr, data)\n")
         head += _PY_PERF.format(mlock_kb=s["mlock_kb"], rlimit=s["rlimit_pages"] * s["page_size"],
                                 uid=UID, caps=caps,
-                                syscalls=probe_module("perf_abi").SYSCALL_NUMBERS)
+                                syscalls=probe_module("perf_abi").SYSCALL_NUMBERS,
+                                budget_shift=probe_module("explore_perf").PMU_BUDGET_SHIFT)
     body: list[str] = []
     if is_concurrent(f):
         body = _py_actors(f)

@@ -27,8 +27,26 @@ static int read_int(const char *path, int *value)
 	return 0;
 }
 
+/* ringlab's test PMU (kernels/modules/ringlab_aux), which has an AUX area: it writes
+ * `chunk`-byte chunks, `budget` of them at the most (0: no end), the budget in attr.config
+ * from bit 40 (probes/explore_perf.py PMU_BUDGET_SHIFT). */
+static int open_event_aux(unsigned int chunk, unsigned int budget)
+{
+	struct perf_event_attr a;
+	int id;
+
+	if (read_int(TEST_PMU_TYPE, &id))
+		skip_all("the test PMU ringlab_aux is not loaded");
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.type = id;
+	a.config = chunk | (__u64)budget << 40;
+	a.disabled = a.exclude_kernel = a.exclude_hv = 1;
+	return syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
 /* dummy: a software event, disabled, user only; tp: the getppid tracepoint, a sample per
- * call; pmu: ringlab's test PMU (kernels/modules/ringlab_aux), which has an AUX area. */
+ * call; pmu: the test PMU, 4 KiB chunks without end. */
 static int open_event_wakeup(const char *kind, int wakeup);
 
 static int __attribute__((unused)) open_event(const char *kind)
@@ -62,10 +80,7 @@ static int open_event_wakeup(const char *kind, int wakeup)
 		a.watermark = !!wakeup;
 		a.wakeup_watermark = wakeup;
 	} else {
-		if (read_int(TEST_PMU_TYPE, &id))
-			skip_all("the test PMU ringlab_aux is not loaded");
-		a.type = id;
-		a.config = 4096;
+		return open_event_aux(4096, 0);
 	}
 	return syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
