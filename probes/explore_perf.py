@@ -413,15 +413,16 @@ def _draw_open(m: PerfModel, rng: random.Random) -> list[tuple[float, Args]]:
 def _py_open(s: Step) -> list[str]:
     if s["budget"]:
         return [f"fd[{s.id}] = open_event('pmu', chunk={s['chunk']}, budget={s['budget']})",
-                "got = 'ok'"]
+                f"budget[{s.id}] = {s['budget']}", "got = 'ok'"]
     wakeup = f", {s['wakeup']}" if s["wakeup"] else ""
     return [f"fd[{s.id}] = open_event({s['kind']!r}{wakeup})", "got = 'ok'"]
 
 
 def _c_open(s: Step) -> list[str]:
     if s["budget"]:
-        call = f"open_event_aux({s['chunk']}, {s['budget']})"
-    elif s["wakeup"]:
+        return [f"fd[{s.id}] = open_event_aux({s['chunk']}, {s['budget']});",
+                f"budget[{s.id}] = {s['budget']};", f"got = res(fd[{s.id}] >= 0);"]
+    if s["wakeup"]:
         call = f'open_event_wakeup("{s["kind"]}", {s["wakeup"]})'
     else:
         call = f'open_event("{s["kind"]}")'
@@ -953,22 +954,16 @@ def _call_aux_run(w: PerfWorld, sid: int, a: Args) -> str:
 
 def _py_aux_run(s: Step) -> list[str]:
     e = s.ref("event")
-    return [f"fcntl.ioctl(fd[{e}], 0x2400)  # ENABLE: the test PMU writes its chunks",
-            "t = os.times().elapsed",
-            "while os.times().elapsed - t < 0.5: pass  # a task's event runs while the task does",
-            f"fcntl.ioctl(fd[{e}], 0x2401)  # DISABLE", "got = 'ok'"]
+    return [f"data = next(m[k] for k, v in mfd.items() if v == ({e}, True) and k in m)",
+            f"aux_run(fd[{e}], data[0], budget[{e}])  # the test PMU writes its chunks",
+            "got = 'ok'"]
 
 
 def _c_aux_run(s: Step) -> list[str]:
     e = s.ref("event")
-    return [f"ioctl(fd[{e}], PERF_EVENT_IOC_ENABLE, 0);\t/* the test PMU writes its chunks */",
-            "{", "\tstruct timespec t0, t;", "",
-            "\tsyscall(SYS_clock_gettime, 1, &t0);\t/* CLOCK_MONOTONIC */",
-            "\tdo\t/* spin: a task's event runs while the task does */",
-            "\t\tsyscall(SYS_clock_gettime, 1, &t);",
-            "\twhile ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec < "
-            "500000000L);", "}",
-            f"ioctl(fd[{e}], PERF_EVENT_IOC_DISABLE, 0);", 'got = "ok";']
+    data = next(k for k, v in s.made.items() if v == (e, True))
+    return [f"aux_run(fd[{e}], addr[{data}], budget[{e}]);\t/* the test PMU writes its chunks */",
+            'got = "ok";']
 
 
 AUX_RUN = Op(

@@ -195,13 +195,38 @@ def open_event(kind, wakeup=0, chunk=4096, budget=0):
     return perf_event_open(pmu, chunk | budget << {budget_shift}, 1 | 1 << 5 | 1 << 6)
 
 
+def aux_run(f, ctl, budget):
+    """Enable the test PMU's event and spin (a task's event runs only while the task does)
+    until the data ring at ctl holds a PERF_RECORD_AUX per chunk of its budget, or one flagged
+    TRUNCATED (PERF_AUX_FLAG_TRUNCATED), 5 s at the most; then disable it."""
+    fcntl.ioctl(f, 0x2400)                      # PERF_EVENT_IOC_ENABLE
+    t = os.times().elapsed
+    while os.times().elapsed - t < 5:
+        # data_head, data_tail, data_offset, data_size: struct perf_event_mmap_page
+        head, tail, off, size = struct.unpack_from("<4Q", ctypes.string_at(ctl + 1024, 32))
+        ring = ctypes.string_at(ctl + off, size) * 2
+        pos, n, cut = tail, 0, False
+        while pos < head:
+            kind, _, length = struct.unpack_from("<IHH", ring, pos % size)
+            if length == 0:
+                break
+            if kind == 11:                      # PERF_RECORD_AUX: offset, size, flags
+                n += 1
+                cut |= bool(struct.unpack_from("<Q", ring, pos % size + 24)[0] & 1)
+            pos += length
+        if n >= budget or cut:
+            break
+    fcntl.ioctl(f, 0x2401)                      # PERF_EVENT_IOC_DISABLE
+
+
 sysctl("perf_event_mlock_kb", {mlock_kb})
 sysctl("perf_event_paranoid", 1)
 resource.setrlimit(resource.RLIMIT_MEMLOCK, ({rlimit}, {rlimit}))
 os.setgroups([])
 os.setresgid({uid}, {uid}, 0)
 os.setresuid({uid}, {uid}, 0)   # a fresh user: its perf_mlock starts at 0
-{caps}fd, m, mfd = {{}}, {{}}, {{}}   # events, mappings, mapping: (event, writable)
+{caps}fd, m, mfd, budget = {{}}, {{}}, {{}}, {{}}
+# events, mappings, a mapping's (event, writable), an event's test-PMU chunks at the most
 '''
 
 _PY_PERF_END = '''

@@ -8,6 +8,7 @@
 #ifndef RINGLAB_PERF_H
 #define RINGLAB_PERF_H
 #include <linux/perf_event.h>
+#include <time.h>
 
 #define TRACEPOINT_ID "/sys/kernel/tracing/events/syscalls/sys_enter_getppid/id"
 #define TEST_PMU_TYPE "/sys/bus/event_source/devices/ringlab_aux/type"
@@ -43,6 +44,52 @@ static int open_event_aux(unsigned int chunk, unsigned int budget)
 	a.config = chunk | (__u64)budget << 40;
 	a.disabled = a.exclude_kernel = a.exclude_hv = 1;
 	return syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static unsigned int __attribute__((unused)) budget[SLOTS];	/* test-PMU chunks at the most */
+
+static void ring_copy(void *to, const char *ring, __u64 size, __u64 pos, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		((char *)to)[i] = ring[(pos + i) % size];
+}
+
+/* Enable the test PMU's event and spin (a task's event runs only while the task does) until
+ * the data ring whose control page is at ctl holds a PERF_RECORD_AUX per chunk of its
+ * budget, or one flagged PERF_AUX_FLAG_TRUNCATED, 5 s at the most; then disable it. */
+static void __attribute__((unused)) aux_run(int f, const char *ctl, unsigned int n)
+{
+	const struct perf_event_mmap_page *pg = (const void *)ctl;
+	struct timespec t0, t;
+
+	ioctl(f, PERF_EVENT_IOC_ENABLE, 0);
+	syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &t0);
+	do {
+		__u64 head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE);
+		__u64 pos = pg->data_tail;
+		unsigned int records = 0;
+		int cut = 0;
+
+		while (pos < head) {
+			struct perf_event_header h;
+			__u64 flags;
+
+			ring_copy(&h, ctl + pg->data_offset, pg->data_size, pos, sizeof(h));
+			if (!h.size)
+				break;
+			if (h.type == PERF_RECORD_AUX) {
+				ring_copy(&flags, ctl + pg->data_offset, pg->data_size,
+					  pos + 24, sizeof(flags));
+				records++;
+				cut |= !!(flags & PERF_AUX_FLAG_TRUNCATED);
+			}
+			pos += h.size;
+		}
+		if (records >= n || cut)
+			break;
+		syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &t);
+	} while (t.tv_sec - t0.tv_sec < 5);
+	ioctl(f, PERF_EVENT_IOC_DISABLE, 0);
 }
 
 /* dummy: a software event, disabled, user only; tp: the getppid tracepoint, a sample per
