@@ -275,7 +275,6 @@ class Explorer:
         self.steps_run = 0
         self.runs = 0
         self.trail = mmap.mmap(-1, 1 << 20)   # shared with each sequence's child
-        self.late: list[str] = []   # a splat logged after its sequence was judged (one())
 
     def next_uid(self) -> int:
         self.uid += 1
@@ -286,7 +285,8 @@ class Explorer:
 
     def one(self, setup: dict, steps: list[dict] | None = None, k: int | None = None) -> dict:
         """A sequence (generated as number k, or the given steps) in a child; its failure, or a
-        splat it caused."""
+        splat it caused. A caller that charges late splats settle()s first; what is left
+        here (a shrink's replays run back to back) is not this sequence's and goes."""
         rng = random.Random(f"{self.path}/{self.seed}/{k}/ops") if steps is None else None
         if steps is not None:
             steps = explore_ops.named(self.world_cls.OPS, steps)
@@ -326,17 +326,19 @@ class Explorer:
             out["kmsg"] = lines
         return out
 
-    def settle(self) -> None:
-        """What the kernel logged since the last sequence was judged: a splat there came from
-        that sequence's deferred work (an RCU callback, a workqueue freeing its buffer) and is
-        kept in self.late for the explorer to charge it with."""
+    def settle(self) -> list[str]:
+        """What the kernel logged since the last sequence was judged, if it holds a splat: that
+        sequence's deferred work (an RCU callback, a workqueue freeing its buffer) said it."""
         lines = self.kmsg.new_lines()
-        if any(splat_banners.is_banner(line) for line in lines):
-            self.late = lines[:60]
+        return lines[:60] if any(splat_banners.is_banner(line) for line in lines) else []
 
-    def with_late(self, out: dict) -> dict:
-        """A sequence's output failed by the late splat."""
-        late, self.late = self.late, []
+    @staticmethod
+    def charge_late(out: dict | None, late: list[str]) -> dict | None:
+        """`out` failed by the splat logged after it was judged, or None when there is nothing
+        to charge: no splat, no sequence, or one that failed already (its first failure
+        stands)."""
+        if not late or out is None or out["failure"] is not None:
+            return None
         return dict(out, kmsg=late, failure=failure(
             splat_key(late), "kernel log, after the sequence", "no splat", late[0]))
 
@@ -372,25 +374,24 @@ class Explorer:
         k = first
         answers: dict[str, dict[str, int]] = {}    # op: result: steps (the reach)
         last: tuple[int, dict, dict] | None = None
-        self.late = []
 
-        def charge_late() -> None:
+        def charge_late(late: list[str]) -> None:
             """A splat that came after its sequence was judged fails that sequence, unshrunk
             (a shrink's replays are judged before such a splat shows)."""
-            if self.late and last is not None and last[2]["failure"] is None:
-                lk, lsetup, lout = last
-                lout = self.with_late(lout)
-                check = lout["failure"]["check"]
-                known = self.is_excused(lsetup, lout, check, lout["steps"])
-                key = check + ("~known" if known else "")
-                seen[key] = seen.get(key, 0) + 1
-                if seen[key] == 1:
-                    failures.append(self._kept(lk, lsetup, lout, known, 0.0))
-            self.late = []
+            lout = self.charge_late(last[2] if last else None, late)
+            if last is None or lout is None:
+                return
+            check = lout["failure"]["check"]
+            known = self.is_excused(last[1], lout, check, lout["steps"])
+            key = check + ("~known" if known else "")
+            seen[key] = seen.get(key, 0) + 1
+            if seen[key] == 1:
+                failures.append(self._kept(last[0], last[1], lout, known, 0.0))
         while k < first + count and time.monotonic() - start < budget_s:
             setup = self.setup(k)
+            late = self.settle()
             out = self.one(setup, k=k)
-            charge_late()
+            charge_late(late)
             last = (k, setup, out)
             for step in out["steps"]:
                 by = answers.setdefault(step["op"], {})
@@ -411,8 +412,7 @@ class Explorer:
                     failures.append(self._kept(k, setup, out, known, shrink_s))
             k += 1
         time.sleep(LATE_S)          # the last sequence's deferred work
-        self.settle()
-        charge_late()
+        charge_late(self.settle())
         return {"path": self.path, "seed": self.seed, "first": first, "next": k,
                 "sequences": self.runs, "steps": self.steps_run,
                 "seconds": round(time.monotonic() - start, 3), "failures": failures,
@@ -559,16 +559,14 @@ def main(argv: list[str]) -> int:
     e = Explorer(a.path, 0)
     outs: list[dict] = []
     with world.session(a.path):
-        for _ in range(a.times):
-            out = e.one(doc["setup"], doc["steps"])     # its settle(): the last one's late splat
-            if e.late and outs and outs[-1]["failure"] is None:
-                outs[-1] = e.with_late(outs[-1])
-            e.late = []
-            outs.append(out)
-        time.sleep(LATE_S)
-        e.settle()
-        if e.late and outs[-1]["failure"] is None:
-            outs[-1] = e.with_late(outs[-1])
+        for i in range(a.times + 1):
+            if i == a.times:
+                time.sleep(LATE_S)  # the last replay's deferred work
+            charged = e.charge_late(outs[-1] if outs else None, e.settle())
+            if charged is not None:
+                outs[-1] = charged
+            if i < a.times:
+                outs.append(e.one(doc["setup"], doc["steps"]))
     probelib.emit({"path": a.path, "replays": outs})
     return 0
 

@@ -496,7 +496,7 @@ def _explorer(sequences: dict[int, list[str]], late: dict[int, list[str]] | None
               ) -> probe_explore.Explorer:
     e = probe_explore.Explorer.__new__(probe_explore.Explorer)
     e.path, e.seed, e.max_steps, e.actors, e.excuses = "pinning", 1, 12, 1, [CHARGE]
-    e.world_cls, e.runs, e.steps_run, e.late = _FakeWorld, 0, 0, []
+    e.world_cls, e.runs, e.steps_run = _FakeWorld, 0, 0
     e.kmsg = _FakeKmsg(late or {})     # type: ignore[assignment]
 
     def one(setup: dict, steps: list[dict] | None = None, k: int | None = None) -> dict:
@@ -627,3 +627,13 @@ def test_a_splat_after_its_sequence_was_judged_fails_that_sequence(
     e = _explorer({0: ["open"], 1: ["open", "close"]}, late={1: [warn]})
     [f] = e._explore(0, 2, budget_s=60, shrink_s=5)["failures"]
     assert f["sequence"] == 1, "the last sequence's is waited for"
+
+
+def test_a_late_splat_leaves_a_sequence_that_failed_already_with_its_first_failure() -> None:
+    warn = "WARNING: CPU: 0 PID: 0 at kernel/events/ring_buffer.c:1 rb_free_rcu+0x1/0x2"
+    failed = {"steps": [], "failure": {"check": "allowance", "at": "end"}}
+    assert probe_explore.Explorer.charge_late(failed, [warn]) is None
+    assert probe_explore.Explorer.charge_late(None, [warn]) is None
+    assert probe_explore.Explorer.charge_late({"steps": [], "failure": None}, []) is None
+    charged = probe_explore.Explorer.charge_late({"steps": [], "failure": None}, [warn])
+    assert charged is not None and charged["failure"]["check"].startswith("splat:WARNING")
