@@ -104,7 +104,9 @@ class Rb:
     aux_locked: int = 0
     aux_pinned: int = 0
     aux_offset: int = 0       # rb->aux_pgoff, in bytes
+    aux_overwrite: bool = False   # rb->aux_overwrite: the first AUX mapping was read-only
     aux_head: int = 0         # what the test PMU wrote into the AUX area (aux_tail stays 0)
+    aux_wakeup: int = 0       # rb->aux_wakeup: aux_head rounded down at the last AUX wake-up
     aux_records: list = field(default_factory=list)   # [size, flags] of each non-empty one
     aux_fresh: bool = False   # an aux-run was the last step: check what it wrote
     records_unknown: bool = False   # records of the PMU's: the ring's own count is not known
@@ -303,6 +305,7 @@ class PerfModel(Model):
                 self.perf_mlock -= rb.aux_locked
                 self.pinned -= rb.aux_pinned
                 rb.aux_pages = rb.aux_locked = rb.aux_pinned = 0
+                rb.aux_overwrite = False
         rb.maps -= 1
         if rb.maps == 0:
             self.perf_mlock -= rb.locked
@@ -562,7 +565,11 @@ def _draw_aux(m: PerfModel, rng: random.Random) -> list[tuple[float, Args]]:
             again = rb.aux_pages and rng.random() < 0.6
             pages = rb.aux_pages if again else rng.choice(AUX_SIZES)
             where = rng.choice(AUX_WHERE)
-            out.append((weight, {"event": f"@{s}", "pages": pages, "where": where}))
+            prot = "r" if rng.random() < 0.25 else "rw"
+            # a test PMU event that can run once its area is there: the AUX data path next
+            first = e.kind == "pmu" and e.budget and not e.ran and not rb.aux_pages
+            out.append((weight * (2 if first else 1), {"event": f"@{s}", "pages": pages,
+                                                       "where": where, "prot": prot}))
     return out
 
 
@@ -598,12 +605,13 @@ def _apply_aux(m: PerfModel, sid: int, a: Args) -> None:
         _, rb.aux_locked, rb.aux_pinned = m.charge(a["pages"])
         rb.aux_pages = a["pages"]
         rb.aux_offset = aux_offset(rb.pages * m.page, m.page, a["where"])
+        rb.aux_overwrite = a["prot"] == "r"     # rb_alloc_aux(): no RING_BUFFER_WRITABLE
         m.perf_mlock += rb.aux_locked
         m.pinned += rb.aux_pinned
     rb.aux_maps += 1
     rb.maps += 1
     assert e.rb is not None
-    m.vmas[sid] = Vma(ref_id(a["event"]) or 0, e.rb, "aux", a["pages"], True)
+    m.vmas[sid] = Vma(ref_id(a["event"]) or 0, e.rb, "aux", a["pages"], a["prot"] == "rw")
 
 
 def _call_aux(w: PerfWorld, sid: int, a: Args) -> str:
@@ -614,7 +622,7 @@ def _call_aux(w: PerfWorld, sid: int, a: Args) -> str:
     ctl = perf_abi.PerfEventMmapPage.from_address(data.addr)
     ctl.aux_offset = aux_offset(data.length, w.page, a["where"])
     ctl.aux_size = a["pages"] * w.page
-    return _map(w, sid, event, a["pages"] * w.page, True, True,
+    return _map(w, sid, event, a["pages"] * w.page, a["prot"] == "rw", True,
                 aux_offset(data.length, w.page, a["where"], mapped=True))
 
 
@@ -630,7 +638,8 @@ def _py_aux(s: Step) -> list[str]:
     return [f"data = next(m[k] for k, v in mfd.items() if v == ({d}, True) and k in m)",
             f"struct.pack_into('<QQ', (ctypes.c_char * 16).from_address(data[0] + {AUX_OFFSET}),"
             f" 0, {_place('data[1]', 'PAGE', where)}, {pages} * PAGE)  # aux_offset, aux_size",
-            f"addr = libc.mmap(None, {pages} * PAGE, 3, 1, fd[{d}], "
+            f"addr = libc.mmap(None, {pages} * PAGE, {3 if s['prot'] == 'rw' else 1}, 1, "
+            f"fd[{d}], "
             f"{_place('data[1]', 'PAGE', where, True)})",
             "got = res(mapping(addr))",
             f"if got == 'ok': m[{s.id}] = (addr, {pages} * PAGE)"]
@@ -642,22 +651,26 @@ def _c_aux(s: Step) -> list[str]:
     ctl, base, where = f"((struct perf_event_mmap_page *)addr[{data}])", f"len[{data}]", s["where"]
     return [f"{ctl}->aux_offset = {_place(base, 'page', where)};",
             f"{ctl}->aux_size = {pages} * page;",
-            f"a = mmap(NULL, {pages} * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd[{d}], "
+            f"a = mmap(NULL, {pages} * page, "
+            f"{'PROT_READ | PROT_WRITE' if s['prot'] == 'rw' else 'PROT_READ'}, MAP_SHARED, fd[{d}], "
             f"{_place(base, 'page', where, True)});", "got = res(a != MAP_FAILED);",
             f"if (a != MAP_FAILED) {{ addr[{i}] = a; len[{i}] = {pages} * page; }}"]
 
 
 AUX = Op(
-    "aux", ("event", "pages", "where"), refs=("event",), defaults=(("where", "after"),),
+    "aux", ("event", "pages", "where", "prot"), refs=("event",),
+    defaults=(("where", "after"), ("prot", "rw")),
     draw=_draw_aux,
     pre=lambda m, a: m.mappable(a["event"]) and m.rw_data_vma(m.ev(a["event"]).rb) is not None
     and a["where"] in AUX_PLACES and (a["where"] != "overlap" or m.rb(m.ev(a["event"])).pages > 1),
     expect=_expect_aux, apply=_apply_aux, call=_call_aux, py=_py_aux, c=_c_aux,
-    simpler=lambda a: [dict(a, where="after")] if a["where"] != "after" else [],
+    simpler=lambda a: ([dict(a, where="after")] if a["where"] != "after" else []) +
+    ([dict(a, prot="rw")] if a["prot"] != "rw" else []),
     rule="2^n pages at aux_offset, which must be past the data buffer (over it: EINVAL), the "
          "offset it is mapped at (unaligned: EINVAL), and a second mapping's the same (a "
          "reference, the same size); EPERM past the limits; EOPNOTSUPP on a PMU without AUX, "
-         "after the charge check (perf_mmap_aux(), rb_alloc_aux())")
+         "after the charge check; a read-only first mapping makes the area overwrite mode "
+         "(perf_mmap_aux(), rb_alloc_aux())")
 
 
 def _expect_pause(m: PerfModel, a: Args) -> frozenset[str]:
@@ -784,13 +797,20 @@ CONSUME = Op(
     rule="data_tail = data_head through a writable mapping: the ring's space is free again "
          "(perf_output_begin() reads data_tail)")
 
+def _poll_weight(m: PerfModel, sid: int) -> float:
+    """Right after an aux-run of its buffer, poll is likely: the AUX wake-up rules show there."""
+    e = m.events[sid]
+    return 8.0 if e.rb is not None and m.rb(e).aux_fresh else 1.5
+
+
 def _expect_poll(m: PerfModel, a: Args) -> frozenset[str]:
     e = m.ev(a["event"])
     if e.rb is None:
         return frozenset({"hup"})       # perf_poll(): EPOLLHUP until there is a buffer
-    if e.kind == "pmu" or m.rb(e).records_unknown:   # AUX wake-ups are not modelled
+    rb = m.rb(e)
+    if rb.records_unknown and rb.head:  # the PMU's records beside samples: the head unknown
         return frozenset({"in", "none"})
-    return frozenset({"in" if m.rb(e).poll else "none"})
+    return frozenset({"in" if rb.poll else "none"})
 
 
 def _apply_poll(m: PerfModel, sid: int, a: Args) -> None:
@@ -813,7 +833,7 @@ def _call_poll(w: PerfWorld, sid: int, a: Args) -> str:
 
 POLL = Op(
     "poll", ("event",), refs=("event",), answers=("in", "none", "hup"),
-    draw=lambda m, rng: [(1.5, {"event": f"@{s}"}) for s in m.open_events()],
+    draw=lambda m, rng: [(_poll_weight(m, s), {"event": f"@{s}"}) for s in m.open_events()],
     pre=lambda m, a: m.open_event(a["event"]) is not None,
     expect=_expect_poll, apply=_apply_poll, call=_call_poll,
     py=lambda s: ["p = select.poll()", f"p.register(fd[{s.ref('event')}], select.POLLIN)",
@@ -823,8 +843,9 @@ POLL = Op(
     c=lambda s: [f"got = polled(fd[{s.ref('event')}]);"],
     rule="poll() without waiting: EPOLLHUP with no buffer; else POLLIN once a record took "
          "the head more than the watermark (wakeup_watermark, or half the data) past the last "
-         "wake-up, and a poll takes it (atomic_xchg); a lost or paused sample wakes nobody "
-         "(perf_poll(), __perf_output_begin(), perf_output_put_handle(), ring_buffer_init())")
+         "wake-up, or an AUX wake-up (aux-run's rule), and a poll takes it (atomic_xchg); a "
+         "lost or paused sample wakes nobody (perf_poll(), __perf_output_begin(), "
+         "perf_output_put_handle(), ring_buffer_init(), perf_aux_output_end())")
 
 def _draw_set_output(m: PerfModel, rng: random.Random) -> list[tuple[float, Args]]:
     events = m.open_events()
@@ -899,26 +920,46 @@ def _can_run(m: PerfModel, ref: object) -> bool:
 
 
 def _apply_aux_run(m: PerfModel, sid: int, a: Args) -> None:
-    """What the test PMU writes with a writable AUX area and aux_tail at 0: each chunk while
-    it fits the free space (CIRC_SPACE: the size less one byte), then the one that does not,
-    cut to the free whole words and flagged TRUNCATED; the event stops there (what more it
-    writes is empty records, which 6.12 keeps writing: known issue aux-overrun-does-not-disable)."""
+    """What the test PMU writes with aux_tail at 0. A writable area: each chunk while it fits
+    the free space (CIRC_SPACE: the size less one byte), then the one that does not, cut to
+    the free whole words and flagged TRUNCATED; the event stops there (what more it writes is
+    empty records, which 6.12 keeps writing: known issue aux-overrun-does-not-disable). An
+    overwrite area: every chunk, over the oldest data, flagged OVERWRITE."""
     e = m.ev(a["event"])
     rb = m.rb(e)
     size = rb.aux_pages * m.page
     for _ in range(e.budget):
+        if rb.aux_overwrite:
+            rb.aux_head += e.chunk
+            rb.aux_records.append([e.chunk, AUX_FLAG_OVERWRITE])
+            continue
         free = size - (rb.aux_head - 0) - 1
-        if free <= 0:
+        if free <= 0:       # perf_aux_output_begin(): no space, the event stopped and woken
+            aux_wake(rb, size, truncated=True)
             break
         if e.chunk <= free:
             rb.aux_head += e.chunk
             rb.aux_records.append([e.chunk, 0])
+            aux_wake(rb, size, truncated=False)
             continue
         if free & ~7:
             rb.aux_head += free & ~7
             rb.aux_records.append([free & ~7, AUX_FLAG_TRUNCATED])
+        aux_wake(rb, size, truncated=True)
         break
     e.ran, rb.aux_fresh, rb.records_unknown = True, True, True
+
+
+def aux_wake(rb: Rb, size: int, truncated: bool) -> None:
+    """perf_aux_output_end(): a wake-up (rb->poll) for a TRUNCATED chunk, and once aux_head
+    is aux_watermark past rb->aux_wakeup (rb_need_aux_wakeup(), never in overwrite mode);
+    attr.aux_watermark 0 is half the area (rb_alloc_aux())."""
+    watermark = size // 2
+    if rb.aux_head - rb.aux_wakeup >= watermark:
+        rb.aux_wakeup = rb.aux_head - rb.aux_head % watermark
+        truncated = True
+    if truncated:
+        rb.poll = True
 
 
 def _pmu_records(w: PerfWorld, data: Region) -> list:
@@ -968,15 +1009,18 @@ def _c_aux_run(s: Step) -> list[str]:
 
 AUX_RUN = Op(
     "aux-run", ("event",), refs=("event",),
-    draw=lambda m, rng: [(5, {"event": f"@{s}"}) for s in m.open_events() if _can_run(m, f"@{s}")],
+    draw=lambda m, rng: [(10, {"event": f"@{s}"}) for s in m.open_events() if _can_run(m, f"@{s}")],
     pre=lambda m, a: _can_run(m, a["event"]),
     expect=lambda m, a: frozenset({"ok"}), apply=_apply_aux_run, call=_call_aux_run,
     py=_py_aux_run, c=_c_aux_run,
-    rule="the test PMU's chunks into a writable AUX area with aux_tail at 0: aux_head is the "
-         "bytes written, a PERF_RECORD_AUX per chunk (flags 0), the chunk that does not fit "
+    rule="the test PMU's chunks into the AUX area with aux_tail at 0: aux_head is the bytes "
+         "written, a PERF_RECORD_AUX per chunk; writable: flags 0, the chunk that does not fit "
          "the free space (the size less one byte) cut to whole words and flagged TRUNCATED, "
-         "then nothing more; every u64 at AUX position p holds p (perf_aux_output_begin(), "
-         "perf_aux_output_end(), kernels/modules/ringlab_aux)")
+         "then nothing more, a wake-up for it and each time aux_head passes another "
+         "aux_watermark (0: half the area); read-only (overwrite): every chunk, flagged "
+         "OVERWRITE, no wake-up; every u64 at AUX position p (the newest area's worth) holds p "
+         "(perf_aux_output_begin(), perf_aux_output_end(), rb_need_aux_wakeup(), "
+         "rb_alloc_aux(), kernels/modules/ringlab_aux)")
 
 OPS = table(OPEN, CLOSE, MMAP, AUX, PAUSE, POKE, FIRE, CONSUME, POLL, SET_OUTPUT, AUX_RUN)
 PerfModel.OPS = OPS

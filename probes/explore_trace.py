@@ -38,18 +38,24 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import trace_abi
+from trace_buffer import COMMIT_MASK, RB_MISSED_EVENTS
 from explore_ops import Args, Model, Op, Region, Step, World, close_forms, ref_id, table
 
 BUFFER_KB = (8, 32, 128)
 SUBBUF_KB = (4, 8)
-WRITES = (1, 10, 60)
+WRITES = (1, 10, 60, 1000)     # 1000: more than an 8 KiB buffer holds (overrun)
 MARKER = b"ringlab\n"
 READ_BYTES = 1 << 16        # more than a sub-buffer: a read() takes a whole page
 # Bytes a trace_marker event of MARKER takes at the most in a sub-buffer (print_entry and its
 # text, the event header, a time extend): the events of a sequence that wrote fewer than
 # subbuf_size / EVENT_BOUND all fit in the first sub-buffer.
 EVENT_BOUND = 64
-RB_MISSED_FLAGS = 3 << 30   # RB_MISSED_EVENTS | RB_MISSED_STORED in a sub-buffer's commit
+# ...and at the least (the 26-byte print_entry and a 4-byte header, aligned: 32), so that a
+# sequence that wrote more than CAPACITY_SLACK times the ring's bytes / EVENT_FLOOR since the
+# last reader swap has certainly overwritten events (the instance's default `overwrite` mode).
+EVENT_FLOOR = 28
+CAPACITY_SLACK = 1.5
+SUBBUF_HEADER = 16          # struct buffer_data_page before the data: rb_subbuf_capacity()
 COMMIT_OFFSET = 8           # struct buffer_data_page: u64 time_stamp, local_t commit
 UNKNOWN_IOCTL = 0x5221      # _IO('R', 0x21): GET_READER's neighbour, which no kernel defines
 # The instance file a step writes.
@@ -81,12 +87,25 @@ class TraceModel(Model):
     buffer_kb: int = 0
     subbuf_kb: int = 0
     written: int | None = 0   # events written to CPU 0 since the instance began; None: unknown
+    since: int | None = 0     # ...since CPU 0's reader last swapped (GET_READER, read())
+    overran: bool | None = False  # CPU 0's ring certainly overwrote events (None: unknown)
+    missed: bool | None = None    # the last GET_READER's sub-buffer certainly follows a loss
     meta_fresh: bool = False  # a GET_READER on CPU 0 was the last step
     traits: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.buffer_kb = self.setup["buffer_kb"]
         self.subbuf_kb = self.setup["subbuf_kb"]
+
+    def wrapped(self) -> bool:
+        """Since the reader last swapped, CPU 0's writer went round the whole ring: events were
+        overwritten (ring_buffer_resize() sizes the ring: at least 2 sub-buffers of
+        subbuf_size - 16 bytes a buffer_size_kb, and the reader's own)."""
+        if self.since is None:
+            return False
+        sub = self.subbuf_kb * 1024
+        pages = max(2, -(-self.buffer_kb * 1024 // (sub - SUBBUF_HEADER))) + 1
+        return self.since * EVENT_FLOOR > pages * sub * CAPACITY_SLACK
 
     def mapped(self, cpu: int | None = None) -> int:
         return sum(v.live and (cpu is None or v.cpu == cpu) for v in self.vmas.values())
@@ -125,13 +144,18 @@ class TraceModel(Model):
             return {}
         want: dict = {"subbuf_size": self.subbuf_kb * 1024}
         out: dict = {f"meta@{live[0]}": want}
+        few = self.written is not None and self.written <= self.subbuf_kb * 1024 // EVENT_BOUND
         if self.meta_fresh and self.written is not None:
             want["entries"] = self.written
-            if self.written <= self.subbuf_kb * 1024 // EVENT_BOUND:
+            if few:
                 want.update(read=self.written, overrun=0)
+        if self.meta_fresh and self.overran:
+            want["overran"] = True
         whole = [s for s in live if self.vmas[s].whole]
         if self.meta_fresh and whole:
-            out[f"subbuf@{whole[0]}"] = {"reader_commit_is_read": True}
+            sub = out[f"subbuf@{whole[0]}"] = {"reader_commit_is_read": True}
+            if self.missed or few:
+                sub["missed"] = bool(self.missed)
         return out
 
     def release(self) -> None:
@@ -372,6 +396,9 @@ IOCTL = Op(
 
 def _apply_get_reader(m: TraceModel, sid: int, a: Args) -> None:
     m.meta_fresh = m.cpu_of(a["fd"]) == 0
+    if m.meta_fresh:
+        m.missed = m.wrapped()
+        m.since = 0 if m.since is not None else None
 
 
 def _call_get_reader(w: TraceWorld, sid: int, a: Args) -> str:
@@ -389,8 +416,10 @@ GET_READER = Op(
                   "except OSError as e:", "    got = errno.errorcode[e.errno]"],
     c=lambda s: [f"got = res(ioctl(fd[{s.ref('fd')}], TRACE_MMAP_IOCTL_GET_READER) == 0);"],
     rule="TRACE_MMAP_IOCTL_GET_READER: ENODEV on a CPU not mapped, else 0; then the meta "
-         "page's entries counts every event written to the CPU (ring_buffer_map_get_reader(), "
-         "rb_update_meta_page())")
+         "page's entries counts every event written to the CPU, overrun is not 0 once the "
+         "writer went round the ring, and a sub-buffer swapped in after events were lost has "
+         "RB_MISSED_EVENTS in its commit (ring_buffer_map_get_reader(), rb_update_meta_page(), "
+         "rb_get_reader_page())")
 
 
 def _expect_read(m: TraceModel, a: Args) -> frozenset[str]:
@@ -405,6 +434,8 @@ def _expect_read(m: TraceModel, a: Args) -> frozenset[str]:
 def _apply_read(m: TraceModel, sid: int, a: Args) -> None:
     if m.mapped(m.cpu_of(a["fd"])):
         m.traits.add("read-while-mapped")
+    if m.cpu_of(a["fd"]) == 0 and m.since is not None:
+        m.since = 0     # its reader may have swapped: the loss is the read's to report
 
 
 def _call_read(w: TraceWorld, sid: int, a: Args) -> str:
@@ -429,6 +460,10 @@ READ = Op(
 def _apply_write(m: TraceModel, sid: int, a: Args) -> None:
     if m.written is not None:
         m.written += a["n"]
+    if m.since is not None:
+        m.since += a["n"]
+        if m.overran is not None and m.wrapped():
+            m.overran = True
 
 
 def _call_write(w: TraceWorld, sid: int, a: Args) -> str:
@@ -443,12 +478,12 @@ def _call_write(w: TraceWorld, sid: int, a: Args) -> str:
 
 WRITE = Op(
     "write", ("n",),
-    draw=lambda m, rng: [(2, {"n": rng.choice(WRITES)})],
+    draw=lambda m, rng: [(2, {"n": rng.choices(WRITES, (3, 3, 3, 1))[0]})],
     pre=lambda m, a: True, expect=lambda m, a: frozenset({"ok"}),
     apply=_apply_write, call=_call_write,
     py=lambda s: [f"for _ in range({s['n']}): got = write('trace_marker', 'ringlab')"],
     c=lambda s: [f'for (j = 0; j < {s["n"]}; j++) got = tw("trace_marker", "ringlab\\n");'],
-    simpler=lambda a: [{"n": n} for n in (1, 10) if n < a["n"]],
+    simpler=lambda a: [{"n": n} for n in WRITES if n < a["n"]],
     rule="a trace_marker write is an event in CPU 0's buffer (the sequence runs on CPU 0)")
 
 
@@ -465,7 +500,7 @@ def _tracefs_op(name: str, param: str, choices: tuple[int, ...], weight: float,
             m.traits.add("subbuf-changed-with-events")
         if name == "resize" and v != m.buffer_kb or name == "subbuf" and v != m.subbuf_kb or \
                 name == "snapshot" and v == 1:
-            m.written = None
+            m.written = m.since = m.overran = None
         if name == "resize":
             m.buffer_kb = v
         if name == "subbuf":
@@ -573,11 +608,17 @@ class TraceWorld(World):
             addr = self.vmas[int(sid)].addr
             meta = trace_abi.TraceBufferMeta.from_address(addr)
             if kind == "meta":
-                out[key] = {k: getattr(meta, k) for k in want}
+                out[key] = {k: meta.overrun > 0 if k == "overran" else getattr(meta, k)
+                            for k in want}
                 continue
             at = addr + meta.meta_page_size + meta.reader_id * meta.subbuf_size
-            commit = ctypes.c_uint64.from_address(at + COMMIT_OFFSET).value & ~RB_MISSED_FLAGS
+            raw = ctypes.c_uint64.from_address(at + COMMIT_OFFSET).value
+            # the flags are int constants local_add()ed to a long: RB_MISSED_EVENTS sets
+            # the upper half too, so the size is the low bits (libtraceevent's COMMIT_MASK)
+            commit = raw & COMMIT_MASK
             out[key] = {"reader_commit_is_read": commit == meta.reader_read}
+            if "missed" in want:
+                out[key]["missed"] = bool(raw & RB_MISSED_EVENTS)
             if commit != meta.reader_read:
                 out[key].update(reader_id=meta.reader_id, commit=commit,
                                 reader_read=meta.reader_read)

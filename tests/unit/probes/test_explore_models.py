@@ -125,6 +125,34 @@ def test_the_test_pmus_chunks_fill_the_aux_area_and_the_last_is_truncated() -> N
     assert "aux@1" not in m.observe(), "checked right after the run only"
 
 
+def test_the_aux_watermark_wakes_a_poll_once_half_the_area_is_written() -> None:
+    """rb_alloc_aux(): aux_watermark 0 is half the area; rb_need_aux_wakeup() wakes once
+    aux_head is that far past the last wake-up (mutant 028 makes it the whole area)."""
+    def polled(chunk: int, budget: int, pages: int) -> frozenset:
+        m = explore_perf.PerfModel("perf-aux", perf(mlock_kb=64 * 4).setup)
+        run(m, [("open", "pmu", 0, chunk, budget), ("mmap", "@0", 3, "rw", "shared"),
+                ("aux", "@0", pages), ("aux-run", "@0")])
+        return run(m, [("poll", "@0")])[0]
+    assert polled(1024, 4, 2) == {"in"}, "4096 bytes: half of 8192"
+    assert polled(1024, 2, 2) == {"none"}, "2048 bytes: under half"
+    assert polled(3000, 4, 2) == {"in"}, "the TRUNCATED chunk wakes too"
+    m = explore_perf.PerfModel("perf-aux", perf(mlock_kb=64 * 4).setup)
+    run(m, [("open", "pmu", 0, 3000, 2), ("mmap", "@0", 3, "rw", "shared"),
+            ("aux", "@0", 2), ("aux-run", "@0"), ("poll", "@0")])
+    assert run(m, [("poll", "@0")])[0] == {"none"}, "a poll takes the wake-up"
+
+
+def test_a_read_only_aux_area_is_overwritten_and_wakes_nobody() -> None:
+    m = explore_perf.PerfModel("perf-aux", perf(mlock_kb=64 * 4).setup)
+    run(m, [("open", "pmu", 0, 3000, 8), ("mmap", "@0", 3, "rw", "shared"),
+            ("aux", "@0", 2, "after", "r"), ("aux-run", "@0")])
+    assert m.observe()["aux@1"] == {"aux_vma": 2, "aux_head": 24000,
+                                    "records": [[3000, 2]] * 8, "data_ok": True}
+    assert run(m, [("poll", "@0")])[0] == {"none"}, "rb_need_aux_wakeup(): not in overwrite"
+    assert expect(m, {"id": 9, "op": "aux", "args": ["@0", 2, "after", "rw"]}) == {"ok"}, \
+        "a second mapping of either protection: the same size"
+
+
 def test_a_writable_ring_stops_at_the_tail_and_reports_what_it_lost() -> None:
     m = perf(mlock_kb=129 * 4)
     run(m, [("open", "tp"), ("mmap", "@0", 2, "rw", "shared"), ("fire", 150)])
@@ -343,12 +371,33 @@ def test_after_get_reader_the_reader_subbuf_is_consumed_and_counted() -> None:
             ("get-reader", "@0")])
     assert m.observe() == {"meta@1": {"subbuf_size": 4096, "entries": 10, "read": 10,
                                       "overrun": 0},
-                           "subbuf@1": {"reader_commit_is_read": True}}
+                           "subbuf@1": {"reader_commit_is_read": True, "missed": False}}
     run(m, [("write", 60), ("get-reader", "@0")])
     assert m.observe()["meta@1"] == {"subbuf_size": 4096, "entries": 70}, \
         "70 events may not fit in one 4 KiB sub-buffer: read and overrun are not known"
     run(m, [("write", 1)])
     assert m.observe() == {"meta@1": {"subbuf_size": 4096}}, "only right after GET_READER"
+
+
+def test_a_writer_that_went_round_the_ring_shows_overrun_and_the_missed_flag() -> None:
+    """8 KiB in 4 KiB sub-buffers is at most 3 sub-buffers and the reader's: 1000 events of
+    at least 28 bytes go round it (mutants 031: overrun never published, 040: the
+    RB_MISSED_EVENTS flag dropped)."""
+    m = trace()
+    run(m, [("open", 0), ("mmap", "@0", "all", "r", "shared"), ("write", 60), ("write", 10),
+            ("get-reader", "@0")])
+    assert "overran" not in m.observe()["meta@1"] and "missed" not in m.observe()["subbuf@1"], \
+        "70 events: not known to fit one sub-buffer, not known to go round the ring"
+    run(m, [("write", 1000), ("get-reader", "@0")])
+    assert m.observe() == {"meta@1": {"subbuf_size": 4096, "entries": 1070, "overran": True},
+                           "subbuf@1": {"reader_commit_is_read": True, "missed": True}}
+    run(m, [("write", 1), ("get-reader", "@0")])
+    assert m.observe()["meta@1"]["overran"] is True, "overrun only grows"
+    assert "missed" not in m.observe()["subbuf@1"], "the loss was the last swap's to report"
+    big = trace(buffer_kb=128)
+    run(big, [("open", 0), ("mmap", "@0", "all", "r", "shared"), ("write", 1000),
+              ("get-reader", "@0")])
+    assert "overran" not in big.observe()["meta@1"], "1000 events may fit 128 KiB"
 
 
 def test_trace_entries_are_checked_right_after_get_reader_only() -> None:
