@@ -232,6 +232,17 @@ class World:
         assert i is not None, ref
         return self.vmas[i]
 
+    @staticmethod
+    def py_check(kind: str, sid: int, want: dict) -> list[str]:
+        """A reproducer's Python lines that check the observation `kind@sid` (what observe()
+        reads through the mapping step `sid` made) against the model's `want`."""
+        raise NotImplementedError(kind)
+
+    @staticmethod
+    def c_check(kind: str, sid: int, want: dict) -> list[str]:
+        """The same check as C statements (ringlab_repro.h's check_begin/want/check_end)."""
+        raise NotImplementedError(kind)
+
     def release(self) -> None:
         """Everything unmapped and closed, as a process's exit would."""
         from probelib import libc

@@ -1107,6 +1107,38 @@ class PerfWorld(World):
                     addr + OFF_DATA_SIZE).value}
         return out
 
+    @staticmethod
+    def py_check(kind: str, sid: int, want: dict) -> list[str]:
+        if kind == "aux":
+            aux, want = want["aux_vma"], {k: v for k, v in want.items() if k != "aux_vma"}
+            return [f"check('aux@{sid}', lambda: observe_aux(m[{sid}][0], *m[{aux}]), {want!r})"]
+        return [f"check('{kind}@{sid}', lambda: observe_{kind}(m[{sid}][0]), {want!r})"]
+
+    @staticmethod
+    def c_check(kind: str, sid: int, want: dict) -> list[str]:
+        pc = f"((struct perf_event_mmap_page *)addr[{sid}])"
+        lines = [f"if (!addr[{sid}]) {{", f'\tresult(0, "{kind}@{sid}: no such mapping");',
+                 "} else {", "\tlong long s, l;", "\tchar recs[512];",
+                 f"\tint torn = ring_walk(addr[{sid}], &s, &l, recs, sizeof(recs));", "",
+                 "\tcheck_begin();"]
+        if kind == "ctl":
+            lines += [f'\twant("{k}", {pc}->{k}, {v});' for k, v in want.items()]
+        elif kind == "ring":
+            lines += [f'\twant("head", {pc}->data_head, {want["head"]});']
+            if "samples" in want:
+                lines += ['\twant("torn", torn, 0);', f'\twant("samples", s, {want["samples"]});',
+                          f'\twant("lost", l, {want["lost"]});']
+        elif kind == "aux":
+            aux = want["aux_vma"]
+            recs = ",".join(f"{size}/{flags}" for size, flags in want["records"])
+            lines += [f'\twant("aux_head", {pc}->aux_head, {want["aux_head"]});',
+                      f'\twant("data_ok", aux_data_ok(addr[{sid}], addr[{aux}], len[{aux}]), '
+                      f'{int(want["data_ok"])});',
+                      f'\twant_str("records", recs, "{recs}");']
+        else:
+            raise NotImplementedError(kind)
+        return lines + [f'\tcheck_end("{kind}@{sid}");', "\t(void)torn;", "}"]
+
     def _aux(self, data: Region, aux_vma: int) -> dict:
         """aux_head, the non-empty PERF_RECORD_AUX records ([size, flags]), and whether every
         u64 written holds its position."""

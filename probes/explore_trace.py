@@ -624,6 +624,27 @@ class TraceWorld(World):
                                 reader_read=meta.reader_read)
         return out
 
+    @staticmethod
+    def py_check(kind: str, sid: int, want: dict) -> list[str]:
+        return [f"check('{kind}@{sid}', lambda: observe_{kind}(m[{sid}][0]), {want!r})"]
+
+    @staticmethod
+    def c_check(kind: str, sid: int, want: dict) -> list[str]:
+        lines = [f"if (!addr[{sid}]) {{", f'\tresult(0, "{kind}@{sid}: no such mapping");',
+                 "} else {", f"\tstruct trace_buffer_meta *mp = (void *)addr[{sid}];",
+                 # the sub-buffer's commit only where the mapping has it (all of the buffer)
+                 "\tunsigned long long c = " +
+                 (f"reader_commit(addr[{sid}]);" if kind == "subbuf" else "0;"),
+                 "", "\tcheck_begin();"]
+        fields = {"overran": "mp->overrun > 0",
+                  "reader_commit_is_read": "(c & COMMIT_MASK) == mp->reader.read",
+                  "missed": "!!(c & RB_MISSED_EVENTS)"}
+        if kind not in ("meta", "subbuf"):
+            raise NotImplementedError(kind)
+        lines += [f'\twant("{k}", {fields.get(k, "mp->" + k)}, {int(v)});'
+                  for k, v in want.items()]
+        return lines + [f'\tcheck_end("{kind}@{sid}");', "\t(void)c;", "}"]
+
     def end(self, expected: dict) -> dict:
         import probelib
         resize = _write(f"{self.inst}/buffer_size_kb", self.cfg["buffer_kb"] + 4)

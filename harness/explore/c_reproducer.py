@@ -35,11 +35,12 @@ def _c_step(step: dict, allowed: list[str], pin: int | None, path: str,
 def program(f: Any, title: str, expectations: list[dict]) -> str:
     s = dict(f.setup, **f.env)
     n = max([e["step"]["id"] for e in expectations] + [0]) + 2
-    plan = len(expectations) + END_CHECKS
+    plan = reproducer.plan(expectations, END_CHECKS)
     made: dict[int, tuple[int, bool]] = {}
     body: list[str] = []
     for e in expectations:
         body += [""] + _c_step(e["step"], e["allowed"], e["vm_pin_kb"], f.path, made)
+        body += reproducer.check_lines(f, e.get("checks", {}), "c")
     if f.path == "trace-mmap":
         begin = f'trace_begin({plan}, "{s["buffer_kb"]}\\n", "{s["subbuf_kb"]}\\n");'
         end = f'trace_end("{s["buffer_kb"] + 4}\\n");'

@@ -40,12 +40,33 @@ def steps_of(f: FailureLike) -> list[dict]:
 
 
 def expectations(f: FailureLike) -> list[dict[str, Any]]:
-    """Per step: the results the model allows and the VmPin (kB) it expects after it; the
-    model fed its own first allowed result, as the shrunk sequence ran on a good kernel."""
+    """Per step: the results the model allows, the VmPin (kB) it expects after it and, for a
+    failure of a check made through a mapping (meta, subbuf, ring, aux, ctl), what that check
+    must see after it; the model fed its own first allowed result, as the shrunk sequence ran
+    on a good kernel."""
     ops = probe_module("explore_ops")
     model = world(f.path).model(f.path, dict(f.setup, **f.env))
-    return [{"step": step, "allowed": allowed, "vm_pin_kb": model.observe().get("vm_pin_kb")}
-            for step, allowed in ops.replay(model, steps_of(f))]
+    out = []
+    for step, allowed in ops.replay(model, steps_of(f)):
+        seen = model.observe()
+        checks = {k: v for k, v in seen.items() if k.partition("@")[0] == f.check and "@" in k}
+        out.append({"step": step, "allowed": allowed, "vm_pin_kb": seen.get("vm_pin_kb"),
+                    "checks": checks})
+    return out
+
+
+def check_lines(f: FailureLike, checks: dict[str, dict], language: str) -> list[str]:
+    """The lines of a step's observation checks, in Python or C (the world's forms)."""
+    w, out = world(f.path), []
+    for key, want in checks.items():
+        kind, _, sid = key.partition("@")
+        out += (w.py_check if language == "py" else w.c_check)(kind, int(sid), want)
+    return out
+
+
+def plan(exp: list[dict[str, Any]], end_checks: int) -> int:
+    """KTAP's plan: a result per step, per observation check and per end check."""
+    return sum(1 + len(e.get("checks", {})) for e in exp) + end_checks
 
 
 def step_record(step: dict, path: str, made: dict[int, tuple[int, bool]] | None = None) -> Any:
@@ -185,9 +206,11 @@ def open_event(kind, wakeup=0, chunk=4096, budget=0):
     if kind == "dummy":   # PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY, disabled, user only
         return perf_event_open(1, 9, 1 | 1 << 5 | 1 << 6)
     if kind == "tp":      # the getppid tracepoint, a sample per call: IDENTIFIER|TID|TIME
-        tp = int(open("/sys/kernel/tracing/events/syscalls/sys_enter_getppid/id").read())
-        return perf_event_open(2, tp, (1 << 14) if wakeup else 0, 1, 1 << 16 | 1 << 1 | 1 << 2,
-                               wakeup)
+        if TP_ID is None:
+            print("# no syscalls:sys_enter_getppid tracepoint")
+            sys.exit(4)
+        return perf_event_open(2, TP_ID, (1 << 14) if wakeup else 0, 1,
+                               1 << 16 | 1 << 1 | 1 << 2, wakeup)
     if not os.path.exists("/sys/bus/event_source/devices/ringlab_aux"):
         print("# the test PMU ringlab_aux is not loaded (ringlab's kernels/modules/ringlab_aux)")
         sys.exit(4)
@@ -219,6 +242,8 @@ def aux_run(f, ctl, budget):
     fcntl.ioctl(f, 0x2401)                      # PERF_EVENT_IOC_DISABLE
 
 
+TP = "/sys/kernel/tracing/events/syscalls/sys_enter_getppid/id"
+TP_ID = int(open(TP).read()) if os.path.exists(TP) else None   # as root: tracefs is root's
 sysctl("perf_event_mlock_kb", {mlock_kb})
 sysctl("perf_event_paranoid", 1)
 resource.setrlimit(resource.RLIMIT_MEMLOCK, ({rlimit}, {rlimit}))
@@ -228,6 +253,85 @@ os.setresuid({uid}, {uid}, 0)   # a fresh user: its perf_mlock starts at 0
 {caps}fd, m, mfd, budget = {{}}, {{}}, {{}}, {{}}
 # events, mappings, a mapping's (event, writable), an event's test-PMU chunks at the most
 '''
+
+# What the explorer observes through a mapping, for a failure of such a check (not formatted).
+_PY_CHECK = """
+
+def check(what, observe, want):
+    \"\"\"What the kernel shows through a mapping against the model: the failed check.\"\"\"
+    try:
+        got = observe()
+    except KeyError:    # made by a step that failed
+        result(False, f"{what}: no such mapping")
+        return
+    got = {k: got.get(k) for k in want}
+    if got != want:
+        print(f"# the model says {want}")
+    result(got == want, f"{what}: {got}")
+"""
+
+_PY_PERF_OBSERVE = _PY_CHECK + """
+
+def records(ctl):
+    \"\"\"(type, bytes) of each record in [data_tail, data_head) of the data ring at ctl;
+    None when it is torn (more unread than it holds, a size-0 header).\"\"\"
+    head, tail, off, size = struct.unpack_from("<4Q", ctypes.string_at(ctl + 1024, 32))
+    if head - tail > size:
+        return None
+    ring, out, pos = ctypes.string_at(ctl + off, size) * 2, [], tail
+    while pos < head:
+        length = struct.unpack_from("<IHH", ring, pos % size)[2]
+        if length == 0:
+            return None
+        out.append((struct.unpack_from("<I", ring, pos % size)[0],
+                    ring[pos % size:pos % size + length]))
+        pos += length
+    return out
+
+
+def observe_ctl(ctl):      # struct perf_event_mmap_page: data_offset, data_size
+    return dict(zip(("data_offset", "data_size"), struct.unpack_from("<2Q", ctypes.string_at(ctl + 1040, 16))))
+
+
+def observe_ring(ctl):     # PERF_RECORD_SAMPLE (9) records, PERF_RECORD_LOST (2) counts
+    head = struct.unpack_from("<Q", ctypes.string_at(ctl + 1024, 8))[0]
+    recs = records(ctl)
+    if recs is None:
+        return {"head": head, "error": "torn"}
+    return {"head": head, "samples": sum(k == 9 for k, _ in recs),
+            "lost": sum(struct.unpack_from("<Q", r, 16)[0] for k, r in recs if k == 2)}
+
+
+def observe_aux(ctl, aux, length):
+    \"\"\"aux_head, whether every u64 the test PMU wrote (the newest area's worth) holds its
+    position, and the non-empty PERF_RECORD_AUX (11) records as [size, flags].\"\"\"
+    head = struct.unpack_from("<Q", ctypes.string_at(ctl + 1056, 8))[0]
+    words = ctypes.string_at(aux, length)
+    ok = all(struct.unpack_from("<Q", words, p % length)[0] == p
+             for p in range(max(0, head - length) & ~7, head - head % 8, 8))
+    aux_recs = [list(struct.unpack_from("<2Q", r, 16)) for k, r in records(ctl) or [] if k == 11]
+    return {"aux_head": head, "data_ok": ok, "records": [r for r in aux_recs if r[0]]}
+"""
+
+_PY_TRACE_OBSERVE = _PY_CHECK + """
+META = ("meta_page_size", "meta_struct_len", "subbuf_size", "nr_subbufs", "reader_lost_events",
+        "reader_id", "reader_read", "flags", "entries", "overrun", "read")
+
+
+def observe_meta(a):       # struct trace_buffer_meta (include/uapi/linux/trace_mmap.h)
+    meta = dict(zip(META, struct.unpack_from("<4IQ2I4Q", ctypes.string_at(a, 64))))
+    return dict(meta, overran=meta["overrun"] > 0)
+
+
+def observe_subbuf(a):
+    \"\"\"The sub-buffer reader.id names: its commit's size (libtraceevent's COMMIT_MASK)
+    is reader.read, and RB_MISSED_EVENTS (bit 31) says events were lost before it.\"\"\"
+    meta = observe_meta(a)
+    at = a + meta["meta_page_size"] + meta["reader_id"] * meta["subbuf_size"] + 8
+    raw = struct.unpack_from("<Q", ctypes.string_at(at, 8))[0]
+    return {"reader_commit_is_read": raw & ((1 << 27) - 1) == meta["reader_read"],
+            "missed": bool(raw & 1 << 31)}
+"""
 
 _PY_PERF_END = '''
 for a, n in m.values():
@@ -332,8 +436,9 @@ def python_script(f: FailureLike, title: str) -> str:
     exp = [] if is_concurrent(f) else expectations(f)
     s = dict(f.setup, **f.env)
     banners = probe_module("splat_banners").PREFIXES
-    head = _PY_HEAD.format(title=title, path=f.path, banners=banners, plan=len(exp) + 3)
+    head = _PY_HEAD.format(title=title, path=f.path, banners=banners, plan=plan(exp, 3))
     if f.path == "trace-mmap":
+        head += _PY_TRACE_OBSERVE if any(e.get("checks") for e in exp) else ""
         head += _PY_TRACE.format(buffer_kb=s["buffer_kb"], subbuf_kb=s["subbuf_kb"],
                                  get_reader=probe_module("trace_abi").TRACE_MMAP_IOCTL_GET_READER)
     else:
@@ -347,11 +452,13 @@ def python_script(f: FailureLike, title: str) -> str:
                                 uid=UID, caps=caps,
                                 syscalls=probe_module("perf_abi").SYSCALL_NUMBERS,
                                 budget_shift=probe_module("explore_perf").PMU_BUDGET_SHIFT)
+        head += _PY_PERF_OBSERVE if any(e.get("checks") for e in exp) else ""
     body: list[str] = []
     if is_concurrent(f):
         body = _py_actors(f)
     for n, e in enumerate([] if body else exp):
         body += [""] + _py_step(n, e["step"], e["allowed"], e["vm_pin_kb"], f.path)
+        body += check_lines(f, e.get("checks", {}), "py")
     if f.path == "trace-mmap":
         end = _PY_TRACE_END.format(buffer_kb=s["buffer_kb"])
     else:

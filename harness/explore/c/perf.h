@@ -92,6 +92,53 @@ static void __attribute__((unused)) aux_run(int f, const char *ctl, unsigned int
 	ioctl(f, PERF_EVENT_IOC_DISABLE, 0);
 }
 
+/* The records in [data_tail, data_head) of the data ring whose control page is at ctl:
+ * SAMPLE records, the counts of LOST ones, and the non-empty AUX ones as "size/flags,..."
+ * into aux (n bytes). -1 when the ring is torn (more unread than it holds, a size-0 header). */
+static int __attribute__((unused)) ring_walk(const char *ctl, long long *samples,
+					    long long *lost, char *aux, size_t n)
+{
+	const struct perf_event_mmap_page *pg = (const void *)ctl;
+	__u64 head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE);
+	__u64 pos = pg->data_tail;
+
+	*samples = *lost = 0;
+	aux[0] = 0;
+	if (head - pos > pg->data_size)
+		return -1;
+	while (pos < head) {
+		struct perf_event_header h;
+		__u64 v[3];
+
+		ring_copy(&h, ctl + pg->data_offset, pg->data_size, pos, sizeof(h));
+		if (!h.size)
+			return -1;
+		ring_copy(v, ctl + pg->data_offset, pg->data_size, pos + sizeof(h), sizeof(v));
+		if (h.type == PERF_RECORD_SAMPLE)
+			(*samples)++;
+		if (h.type == PERF_RECORD_LOST)
+			*lost += v[1];
+		if (h.type == PERF_RECORD_AUX && v[1])
+			snprintf(aux + strlen(aux), n - strlen(aux), "%s%llu/%llu", aux[0] ? "," : "",
+				 (unsigned long long)v[1], (unsigned long long)v[2]);
+		pos += h.size;
+	}
+	return 0;
+}
+
+/* Whether every u64 the test PMU wrote (the newest area's worth before aux_head) holds its
+ * AUX position (kernels/modules/ringlab_aux). */
+static int __attribute__((unused)) aux_data_ok(const char *ctl, const char *aux, __u64 size)
+{
+	__u64 head = ((const struct perf_event_mmap_page *)ctl)->aux_head;
+	__u64 p = head > size ? (head - size) & ~7ULL : 0;
+
+	for (; p < head - head % 8; p += 8)
+		if (*(const __u64 *)(aux + p % size) != p)
+			return 0;
+	return 1;
+}
+
 /* dummy: a software event, disabled, user only; tp: the getppid tracepoint, a sample per
  * call; pmu: the test PMU, 4 KiB chunks without end. */
 static int open_event_wakeup(const char *kind, int wakeup);
@@ -103,10 +150,11 @@ static int __attribute__((unused)) open_event(const char *kind)
 
 /* wakeup: wakeup_watermark in bytes (attr.watermark set), 0 for the default (half the
  * buffer: ring_buffer_init()). */
+static int tp_id = -1;	/* read as root by perf_begin(): tracefs is root's */
+
 static int open_event_wakeup(const char *kind, int wakeup)
 {
 	struct perf_event_attr a;
-	int id;
 
 	memset(&a, 0, sizeof(a));
 	a.size = sizeof(a);
@@ -117,10 +165,10 @@ static int open_event_wakeup(const char *kind, int wakeup)
 		a.type = PERF_TYPE_SOFTWARE;
 		a.config = PERF_COUNT_SW_DUMMY;
 	} else if (!strcmp(kind, "tp")) {
-		if (read_int(TRACEPOINT_ID, &id))
+		if (tp_id < 0)
 			skip_all("no syscalls:sys_enter_getppid tracepoint");
 		a.type = PERF_TYPE_TRACEPOINT;
-		a.config = id;
+		a.config = tp_id;
 		a.sample_period = 1;
 		a.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
 		a.disabled = a.exclude_kernel = a.exclude_hv = 0;
@@ -150,6 +198,8 @@ static void perf_begin(int plan, long mlock_kb, long rlimit, int uid, int ipc_lo
 	page = sysconf(_SC_PAGESIZE);
 	if (geteuid())
 		skip_all("run as root: it sets perf sysctls, then becomes another user");
+	if (read_int(TRACEPOINT_ID, &tp_id))
+		tp_id = -1;
 	ktap_begin(plan);
 	kmsg_start();
 	snprintf(value, sizeof(value), "%ld\n", mlock_kb);

@@ -121,6 +121,39 @@ static void step(const char *what, const char *got, const char *allowed, long pi
 	result(ok, line);
 }
 
+/*
+ * A check of what the kernel shows through a mapping (the model's observation of the failed
+ * check): each value against the model's, one KTAP result for them all.
+ */
+static int check_ok;
+
+static void __attribute__((unused)) check_begin(void)
+{
+	check_ok = 1;
+}
+
+static void __attribute__((unused)) want(const char *name, long long got, long long expected)
+{
+	if (got != expected) {
+		printf("# %s: %lld, the model says %lld\n", name, got, expected);
+		check_ok = 0;
+	}
+}
+
+static void __attribute__((unused)) want_str(const char *name, const char *got,
+					     const char *expected)
+{
+	if (strcmp(got, expected)) {
+		printf("# %s: %s, the model says %s\n", name, got, expected);
+		check_ok = 0;
+	}
+}
+
+static void __attribute__((unused)) check_end(const char *what)
+{
+	result(check_ok, what);
+}
+
 /* poll() of an fd, without waiting: "hup", "in", "none", or the events in hex. */
 static __attribute__((unused)) const char *polled(int f)
 {

@@ -16,9 +16,34 @@ struct trace_buffer_meta {
 	__u32 meta_struct_len;
 	__u32 subbuf_size;
 	__u32 nr_subbufs;
+	struct {
+		__u64 lost_events;
+		__u32 id;
+		__u32 read;
+	} reader;
+	__u64 flags;
+	__u64 entries;
+	__u64 overrun;
+	__u64 read;
+	__u64 Reserved1;
+	__u64 Reserved2;
 };
 #define TRACE_MMAP_IOCTL_GET_READER _IO('R', 0x20)
 #endif
+
+/* The commit word of the sub-buffer the meta page's reader.id names: its size in the low
+ * bits (libtraceevent's COMMIT_MASK), RB_MISSED_EVENTS (bit 31) when events were lost before
+ * it (kernel/trace/ring_buffer.c; an int constant local_add()ed, so the upper half too). */
+#define COMMIT_MASK ((1ULL << 27) - 1)
+#define RB_MISSED_EVENTS (1ULL << 31)
+
+static unsigned long long __attribute__((unused)) reader_commit(const char *a)
+{
+	const struct trace_buffer_meta *mp = (const void *)a;
+
+	return *(const unsigned long long *)(a + mp->meta_page_size +
+					     (size_t)mp->reader.id * mp->subbuf_size + 8);
+}
 
 static char inst[256];
 
