@@ -372,12 +372,25 @@ def _kinds(m: PerfModel) -> list[str]:
 
 
 def _apply_open(m: PerfModel, sid: int, a: Args) -> None:
-    m.events[sid] = Event(a["kind"], wakeup=a["wakeup"], chunk=a["chunk"], budget=a["budget"])
+    m.events[sid] = e = Event(a["kind"], wakeup=a["wakeup"], chunk=a["chunk"],
+                              budget=a["budget"])
+    if a["output"] != "none":    # PERF_FLAG_FD_OUTPUT: set-output's rule, at the open
+        e.rb, e.redirected = m.ev(a["output"]).rb, True
+        m.traits.add("output-redirected")
+
+
+def _expect_open(m: PerfModel, a: Args) -> frozenset[str]:
+    """perf_event_open() with PERF_FLAG_FD_OUTPUT (and FD_NO_GROUP) runs
+    perf_event_set_output() on the new event: EINVAL when the target has no mapped buffer
+    (the other refusals need another task, CPU, clock or direction, which no sequence has)."""
+    if a["output"] != "none" and m.ev(a["output"]).rb is None:
+        return frozenset({"EINVAL"})
+    return frozenset({"ok"})
 
 
 def _call_open(w: PerfWorld, sid: int, a: Args) -> str:
-    from perf_events import SAMPLE_TYPE, open_dummy
-    from probe_pinning import open_test_pmu_task
+    from perf_events import SAMPLE_TYPE, test_pmu_type
+    quiet = perf_abi.ATTR_DISABLED | perf_abi.ATTR_EXCLUDE_KERNEL | perf_abi.ATTR_EXCLUDE_HV
     if a["kind"] == "tp":   # the id was read as root: tracefs is root's
         at = perf_abi.attr(perf_abi.PERF_TYPE_TRACEPOINT, w.cfg["tp_id"], 0)
         at.sample_period = 1
@@ -385,21 +398,18 @@ def _call_open(w: PerfWorld, sid: int, a: Args) -> str:
         if a["wakeup"]:
             at.flags |= perf_abi.ATTR_WATERMARK
             at.wakeup_events = a["wakeup"]     # the union's wakeup_watermark
-        fd = perf_abi.perf_event_open(at, 0, -1)
-    elif a["kind"] == "pmu" and a["budget"]:
-        from perf_events import test_pmu_type
+    elif a["kind"] == "pmu":    # a budget of chunks, or 4 KiB ones without end
         at = perf_abi.attr(test_pmu_type("ringlab_aux"),
-                           a["chunk"] | a["budget"] << PMU_BUDGET_SHIFT,
-                           perf_abi.ATTR_DISABLED | perf_abi.ATTR_EXCLUDE_KERNEL |
-                           perf_abi.ATTR_EXCLUDE_HV)
-        fd = perf_abi.perf_event_open(at, 0, -1)
-        w.budgets[sid] = a["budget"]
-    elif a["kind"] == "pmu":
-        fd = open_test_pmu_task()
+                           a["chunk"] | a["budget"] << PMU_BUDGET_SHIFT, quiet)
     else:
-        fd = open_dummy(perf_abi.ATTR_DISABLED | perf_abi.ATTR_EXCLUDE_KERNEL |
-                        perf_abi.ATTR_EXCLUDE_HV)
-    w.fds[sid] = fd
+        at = perf_abi.attr(perf_abi.PERF_TYPE_SOFTWARE, perf_abi.PERF_COUNT_SW_DUMMY, quiet)
+    group, flags = -1, perf_abi.PERF_FLAG_FD_CLOEXEC
+    if a["output"] != "none":
+        group = w.fd(a["output"])
+        flags |= perf_abi.PERF_FLAG_FD_OUTPUT | perf_abi.PERF_FLAG_FD_NO_GROUP
+    w.fds[sid] = perf_abi.perf_event_open(at, 0, -1, group, flags)
+    if a["budget"]:
+        w.budgets[sid] = a["budget"]
     return "ok"
 
 
@@ -410,44 +420,56 @@ def _draw_open(m: PerfModel, rng: random.Random) -> list[tuple[float, Args]]:
         # perf-aux always gives the test PMU a budget, so aux-run can follow
         budget = rng.choice(PMU_BUDGETS[1:] if m.path == "perf-aux" else PMU_BUDGETS)
         args.update(budget=budget, chunk=rng.choice(PMU_CHUNKS) if budget else 4096)
-    return [(3 if len(m.open_events()) < 2 else 0.5, args)]
+    events = m.open_events()
+    if events and rng.random() < 0.15:     # PERF_FLAG_FD_OUTPUT to another event's buffer
+        args["output"] = f"@{rng.choice(events)}"
+    return [(3 if len(events) < 2 else 0.5, args)]
 
 
 def _py_open(s: Step) -> list[str]:
+    out = f", output=fd[{s.ref('output')}]" if s["output"] != "none" else ""
     if s["budget"]:
-        return [f"fd[{s.id}] = open_event('pmu', chunk={s['chunk']}, budget={s['budget']})",
+        return [f"fd[{s.id}] = open_event('pmu', chunk={s['chunk']}, budget={s['budget']}{out})",
                 f"budget[{s.id}] = {s['budget']}", "got = 'ok'"]
     wakeup = f", {s['wakeup']}" if s["wakeup"] else ""
-    return [f"fd[{s.id}] = open_event({s['kind']!r}{wakeup})", "got = 'ok'"]
+    return [f"fd[{s.id}] = open_event({s['kind']!r}{wakeup}{out})", "got = 'ok'"]
 
 
 def _c_open(s: Step) -> list[str]:
     if s["budget"]:
-        return [f"fd[{s.id}] = open_event_aux({s['chunk']}, {s['budget']});",
-                f"budget[{s.id}] = {s['budget']};", f"got = res(fd[{s.id}] >= 0);"]
-    if s["wakeup"]:
-        call = f'open_event_wakeup("{s["kind"]}", {s["wakeup"]})'
+        lines = [f"fd[{s.id}] = open_event_aux({s['chunk']}, {s['budget']});",
+                 f"budget[{s.id}] = {s['budget']};", f"got = res(fd[{s.id}] >= 0);"]
     else:
-        call = f'open_event("{s["kind"]}")'
-    return [f"fd[{s.id}] = {call};", f"got = res(fd[{s.id}] >= 0);"]
+        call = f'open_event_wakeup("{s["kind"]}", {s["wakeup"]})' if s["wakeup"] else \
+            f'open_event("{s["kind"]}")'
+        lines = [f"fd[{s.id}] = {call};", f"got = res(fd[{s.id}] >= 0);"]
+    if s["output"] == "none":
+        return lines
+    # PERF_FLAG_FD_OUTPUT | PERF_FLAG_FD_NO_GROUP with the target as group_fd (perf.h)
+    return [f"output_fd = fd[{s.ref('output')}];"] + lines + ["output_fd = -1;"]
 
 
 def _simpler_open(a: Args) -> list[Args]:
     return ([{"kind": "dummy"}] if a["kind"] != "dummy" else []) + \
         ([dict(a, wakeup=0)] if a["wakeup"] else []) + \
-        ([dict(a, budget=b) for b in PMU_BUDGETS if 0 < b < a["budget"]])
+        ([dict(a, budget=b) for b in PMU_BUDGETS if 0 < b < a["budget"]]) + \
+        ([dict(a, output="none")] if a["output"] != "none" else [])
 
 
 OPEN = Op(
-    "open", ("kind", "wakeup", "chunk", "budget"),
-    defaults=(("wakeup", 0), ("chunk", 4096), ("budget", 0)),
+    "open", ("kind", "wakeup", "chunk", "budget", "output"), refs=("output",),
+    defaults=(("wakeup", 0), ("chunk", 4096), ("budget", 0), ("output", "none")),
     draw=_draw_open,
     pre=lambda m, a: a["kind"] in ("dummy", "tp", "pmu") and
-    (a["wakeup"] == 0 or a["kind"] == "tp") and (a["budget"] == 0 or a["kind"] == "pmu"),
-    expect=lambda m, a: frozenset({"ok"}),
+    (a["wakeup"] == 0 or a["kind"] == "tp") and (a["budget"] == 0 or a["kind"] == "pmu") and
+    (a["output"] == "none" or m.open_event(a["output"]) is not None),
+    expect=_expect_open,
     apply=_apply_open, call=_call_open, py=_py_open, c=_c_open, simpler=_simpler_open,
     rule="perf_event_open() of a software event, the getppid tracepoint (a sample per call, "
-         "optionally with attr.watermark and a wakeup_watermark) or the test PMU's event")
+         "optionally with attr.watermark and a wakeup_watermark) or the test PMU's event; "
+         "with PERF_FLAG_FD_OUTPUT (and FD_NO_GROUP) and another event as group_fd, its "
+         "output goes to that event's buffer as set-output's would, EINVAL when that event "
+         "has no mapped buffer (perf_event_open(), perf_event_set_output())")
 
 
 def _apply_close(m: PerfModel, sid: int, a: Args) -> None:

@@ -189,33 +189,36 @@ _PY_PERF = '''
 NR_PERF_EVENT_OPEN = {syscalls!r}[os.uname().machine]
 
 
-def perf_event_open(type_, config, flags, sample_period=0, sample_type=0, wakeup=0):
+def perf_event_open(type_, config, flags, sample_period=0, sample_type=0, wakeup=0, output=-1):
+    """output: an event whose buffer takes this one's records (PERF_FLAG_FD_OUTPUT with
+    PERF_FLAG_FD_NO_GROUP, the event as group_fd); every fd PERF_FLAG_FD_CLOEXEC."""
     attr = bytearray(128)
     struct.pack_into("<IIQQQQQI", attr, 0, type_, 128, config, sample_period, sample_type, 0,
                      flags, wakeup)
     buf = (ctypes.c_char * 128).from_buffer(attr)
-    fd = libc.syscall(NR_PERF_EVENT_OPEN, buf, 0, -1, -1, 8)
+    fd = libc.syscall(NR_PERF_EVENT_OPEN, buf, 0, -1, output, 8 | (3 if output >= 0 else 0))
     if fd < 0:
         raise OSError(ctypes.get_errno(), "perf_event_open")
     return fd
 
 
-def open_event(kind, wakeup=0, chunk=4096, budget=0):
+def open_event(kind, wakeup=0, chunk=4096, budget=0, output=-1):
     """wakeup: wakeup_watermark in bytes (attr.watermark set), 0 for the default; chunk and
     budget: the test PMU's bytes a chunk and chunks at the most (0: no end)."""
     if kind == "dummy":   # PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY, disabled, user only
-        return perf_event_open(1, 9, 1 | 1 << 5 | 1 << 6)
+        return perf_event_open(1, 9, 1 | 1 << 5 | 1 << 6, output=output)
     if kind == "tp":      # the getppid tracepoint, a sample per call: IDENTIFIER|TID|TIME
         if TP_ID is None:
             print("# no syscalls:sys_enter_getppid tracepoint")
             sys.exit(4)
         return perf_event_open(2, TP_ID, (1 << 14) if wakeup else 0, 1,
-                               1 << 16 | 1 << 1 | 1 << 2, wakeup)
+                               1 << 16 | 1 << 1 | 1 << 2, wakeup, output)
     if not os.path.exists("/sys/bus/event_source/devices/ringlab_aux"):
         print("# the test PMU ringlab_aux is not loaded (ringlab's kernels/modules/ringlab_aux)")
         sys.exit(4)
     pmu = int(open("/sys/bus/event_source/devices/ringlab_aux/type").read())
-    return perf_event_open(pmu, chunk | budget << {budget_shift}, 1 | 1 << 5 | 1 << 6)
+    return perf_event_open(pmu, chunk | budget << {budget_shift}, 1 | 1 << 5 | 1 << 6,
+                           output=output)
 
 
 def aux_run(f, ctl, budget):

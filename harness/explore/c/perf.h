@@ -28,6 +28,19 @@ static int read_int(const char *path, int *value)
 	return 0;
 }
 
+/* An event whose buffer takes the next opened event's records, or -1: PERF_FLAG_FD_OUTPUT
+ * with PERF_FLAG_FD_NO_GROUP, that event as group_fd. */
+static int output_fd = -1;
+
+static long open_attr(struct perf_event_attr *a)
+{
+	unsigned long flags = PERF_FLAG_FD_CLOEXEC;
+
+	if (output_fd >= 0)
+		flags |= PERF_FLAG_FD_OUTPUT | PERF_FLAG_FD_NO_GROUP;
+	return syscall(SYS_perf_event_open, a, 0, -1, output_fd, flags);
+}
+
 /* ringlab's test PMU (kernels/modules/ringlab_aux), which has an AUX area: it writes
  * `chunk`-byte chunks, `budget` of them at the most (0: no end), the budget in attr.config
  * from bit 40 (probes/explore_perf.py PMU_BUDGET_SHIFT). */
@@ -43,7 +56,7 @@ static int open_event_aux(unsigned int chunk, unsigned int budget)
 	a.type = id;
 	a.config = chunk | (__u64)budget << 40;
 	a.disabled = a.exclude_kernel = a.exclude_hv = 1;
-	return syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	return open_attr(&a);
 }
 
 static unsigned int __attribute__((unused)) budget[SLOTS];	/* test-PMU chunks at the most */
@@ -177,7 +190,7 @@ static int open_event_wakeup(const char *kind, int wakeup)
 	} else {
 		return open_event_aux(4096, 0);
 	}
-	return syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	return open_attr(&a);
 }
 
 /* CAP_IPC_LOCK in the effective set, or out of it (capset, _LINUX_CAPABILITY_VERSION_3). */

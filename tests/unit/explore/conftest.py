@@ -44,7 +44,8 @@ PERF_STEPS = [
     step(14, "madvise", "@4", "dontdump"), step(15, "madvise", "@4", "wipeonfork"),
     step(16, "fork"), step(17, "mremap", "@3", "move"), step(18, "mremap", "@3", "grow"),
     step(19, "mremap", "@4", "shrink"), step(20, "mremap", "@4", "dontunmap"),
-    step(21, "munmap-part", "@5"), step(22, "munmap", "@3"), step(23, "close", "@0")]
+    step(21, "munmap-part", "@5"), step(22, "munmap", "@3"), step(23, "close", "@0"),
+    step(24, "open", "tp", 0, 4096, 0, "@2"), step(25, "aux", "@2", 4, "after", "r")]
 TRACE_STEPS = [
     step(0, "open", 0), step(1, "open", 1, "rw"),
     step(2, "mmap", "@0", "meta", "r", "shared"), step(3, "mmap", "@0", "off", "rw", "private"),

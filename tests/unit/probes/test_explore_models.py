@@ -142,6 +142,18 @@ def test_the_aux_watermark_wakes_a_poll_once_half_the_area_is_written() -> None:
     assert run(m, [("poll", "@0")])[0] == {"none"}, "a poll takes the wake-up"
 
 
+def test_an_open_with_perf_flag_fd_output_lands_in_the_targets_buffer() -> None:
+    """perf_event_open() runs perf_event_set_output() for PERF_FLAG_FD_OUTPUT: EINVAL while
+    the target has no mapped buffer, else the new event's samples go to the target's ring."""
+    m = perf(mlock_kb=129 * 4)
+    run(m, [("open", "dummy")])
+    assert expect(m, {"id": 1, "op": "open", "args": ["tp", 0, 4096, 0, "@0"]}) == {"EINVAL"}
+    run(m, [("mmap", "@0", 2, "rw", "shared"), ("open", "tp", 0, 4096, 0, "@0"), ("fire", 3)])
+    assert m.events[2].rb == m.events[0].rb and "output-redirected" in m.traits
+    assert m.observe()["ring@1"] == {"head": 96, "samples": 3, "lost": 0}
+    assert not m.mappable("@2"), "a redirected event is not mapped (kernels differ)"
+
+
 def test_a_read_only_aux_area_is_overwritten_and_wakes_nobody() -> None:
     m = explore_perf.PerfModel("perf-aux", perf(mlock_kb=64 * 4).setup)
     run(m, [("open", "pmu", 0, 3000, 8), ("mmap", "@0", 3, "rw", "shared"),
