@@ -60,6 +60,7 @@ COMMIT_OFFSET = 8           # struct buffer_data_page: u64 time_stamp, local_t c
 UNKNOWN_IOCTL = 0x5221      # _IO('R', 0x21): GET_READER's neighbour, which no kernel defines
 # The instance file a step writes.
 TRACEFS_FILE = {"resize": "buffer_size_kb", "subbuf": "buffer_subbuf_size_kb",
+                "percent": "buffer_percent",
                 "snapshot": "snapshot"}
 
 
@@ -91,6 +92,7 @@ class TraceModel(Model):
     overran: bool | None = False  # CPU 0's ring certainly overwrote events (None: unknown)
     missed: bool | None = None    # the last GET_READER's sub-buffer certainly follows a loss
     meta_fresh: bool = False  # a GET_READER on CPU 0 was the last step
+    percent: int = 50         # tr->buffer_percent: how full a poll() waits for (0: not empty)
     traits: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -489,7 +491,8 @@ WRITE = Op(
 
 def _tracefs_op(name: str, param: str, choices: tuple[int, ...], weight: float,
                 expect: object, rule: str) -> Op:
-    """A write of the instance's file (buffer_size_kb, buffer_subbuf_size_kb, snapshot)."""
+    """A write of the instance's file (buffer_size_kb, buffer_subbuf_size_kb, snapshot,
+    buffer_percent)."""
     file = TRACEFS_FILE[name]
 
     def apply(m: TraceModel, sid: int, a: Args) -> None:
@@ -501,6 +504,8 @@ def _tracefs_op(name: str, param: str, choices: tuple[int, ...], weight: float,
         if name == "resize" and v != m.buffer_kb or name == "subbuf" and v != m.subbuf_kb or \
                 name == "snapshot" and v == 1:
             m.written = m.since = m.overran = None
+        if name == "percent":
+            m.percent = v
         if name == "resize":
             m.buffer_kb = v
         if name == "subbuf":
@@ -528,13 +533,53 @@ SUBBUF = _tracefs_op(
     lambda m, a: frozenset({"ok" if a["kb"] == m.subbuf_kb or not m.mapped() else "EBUSY"}),
     "a new buffer_subbuf_size_kb while mapped: EBUSY (the size in use: 0) "
     "(ring_buffer_subbuf_order_set())")
+PERCENT = _tracefs_op(
+    "percent", "value", (0, 50, 100, 101), 0.7,
+    lambda m, a: frozenset({"EINVAL" if a["value"] > 100 else "ok"}),
+    "buffer_percent: 0 to 100, else EINVAL; what a poll() of trace_pipe_raw waits for "
+    "(buffer_percent_write())")
+
+
+def _expect_poll(m: TraceModel, a: Args) -> frozenset[str]:
+    """A CPU nothing was written to is empty: not readable whatever buffer_percent says; with
+    buffer_percent 0, events written since the reader last swapped make it readable; else
+    it depends on how many pages are dirty, which the model does not count."""
+    if m.cpu_of(a["fd"]) != 0 or m.written == 0:
+        return frozenset({"none"})
+    if m.percent == 0 and m.since:
+        return frozenset({"in"})
+    return frozenset({"in", "none"})
+
+
+def _call_poll(w: TraceWorld, sid: int, a: Args) -> str:
+    import select
+    p = select.poll()
+    p.register(w.fd(a["fd"]), select.POLLIN)
+    got = dict(p.poll(0)).get(w.fd(a["fd"]), 0)
+    if got & select.POLLIN:
+        return "in"
+    return "none" if not got else f"events {got:#x}"
+
+
+POLL = Op(
+    "poll", ("fd",), refs=("fd",), answers=("in", "none"),
+    draw=_per_fd(1),  # type: ignore[arg-type]
+    pre=_has_fd, expect=_expect_poll, apply=lambda m, sid, a: None, call=_call_poll,
+    py=lambda s: ["p = select.poll()", f"p.register(fd[{s.ref('fd')}], select.POLLIN)",
+                  f"ev = dict(p.poll(0)).get(fd[{s.ref('fd')}], 0)",
+                  "got = 'in' if ev & select.POLLIN else 'none' if not ev else f'events {ev:#x}'"],
+    c=lambda s: [f"got = polled(fd[{s.ref('fd')}]);"],
+    rule="poll() of trace_pipe_raw without waiting: not readable on a CPU nothing was "
+         "written to; with buffer_percent 0, readable while events written since the reader "
+         "last swapped are there (trace_poll(), ring_buffer_poll_wait(), rb_watermark_hit())")
+
 SNAPSHOT = _tracefs_op(
     "snapshot", "value", (1, 0), 0.7,
     lambda m, a: frozenset({"EBUSY" if m.mapped() and a["value"] == 1 else "ok"}),
     "echo 1 > snapshot while mapped: EBUSY (tracing_arm_snapshot_locked())")
 
 OPS = table(OPEN, CLOSE, MMAP, MPROTECT, IOCTL, GET_READER, READ, WRITE, RESIZE, SUBBUF,
-            SNAPSHOT)
+            SNAPSHOT, PERCENT, POLL)
 TraceModel.OPS = OPS
 
 

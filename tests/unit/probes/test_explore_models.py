@@ -412,6 +412,21 @@ def test_a_writer_that_went_round_the_ring_shows_overrun_and_the_missed_flag() -
     assert "overran" not in big.observe()["meta@1"], "1000 events may fit 128 KiB"
 
 
+def test_a_trace_poll_is_readable_with_events_and_buffer_percent_0() -> None:
+    m = trace()
+    run(m, [("open", 0), ("open", 1)])
+    poll = lambda fd: expect(m, {"id": 9, "op": "poll", "args": [fd]})  # noqa: E731
+    assert poll("@0") == {"none"}, "nothing written: empty, whatever buffer_percent says"
+    run(m, [("write", 10)])
+    assert poll("@0") == {"in", "none"}, "buffer_percent 50: how many pages are dirty"
+    assert poll("@1") == {"none"}, "CPU 1 gets no markers"
+    run(m, [("percent", 0)])
+    assert poll("@0") == {"in"}, "buffer_percent 0: not empty"
+    run(m, [("read", "@0")])
+    assert poll("@0") == {"in", "none"}, "a read may have taken them all"
+    assert expect(m, {"id": 9, "op": "percent", "args": [101]}) == {"EINVAL"}
+
+
 def test_trace_entries_are_checked_right_after_get_reader_only() -> None:
     m = trace()
     run(m, [("open", 0), ("mmap", "@0", "all", "r", "shared"), ("write", 10)])
