@@ -47,11 +47,17 @@ def expectations(f: FailureLike) -> list[dict[str, Any]]:
     ops = probe_module("explore_ops")
     model = world(f.path).model(f.path, dict(f.setup, **f.env))
     out = []
-    for step, allowed in ops.replay(model, steps_of(f)):
+    steps = steps_of(f)
+    for step, allowed in ops.replay(model, steps):
         seen = model.observe()
         checks = {k: v for k, v in seen.items() if k.partition("@")[0] == f.check and "@" in k}
         out.append({"step": step, "allowed": allowed, "vm_pin_kb": seen.get("vm_pin_kb"),
                     "checks": checks})
+    left_out = [s for s in steps if s not in [e["step"] for e in out]]
+    if left_out:    # replay() passes over them: a reproducer without them shows nothing
+        raise ValueError(f"{f.path}: the model takes no step {left_out[0]['op']} "
+                         f"{left_out[0]['args']} (id {left_out[0]['id']}) here: its setup "
+                         f"{dict(f.setup, **f.env)} lacks what the step needs")
     return out
 
 

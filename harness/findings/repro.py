@@ -30,8 +30,11 @@ def kept_failure(issue_id: str, kept_dir: Path = KEPT) -> KeptFailure | None:
     f = min(found, key=lambda k: len(k.steps))
     # What the explorer's guest said about itself, for a 1-vCPU 4 KiB-page guest without the
     # test PMU or a tracepoint: the model's expectations need it, the program reads the rest.
+    # The tracefs files of the kernels the lab runs (buffer_subbuf_size_kb since 6.8): a
+    # sequence that writes one must keep that step, and the program says if a kernel lacks it.
     f.env = {"page_size": PAGE, "ncpus": 1, "has_pmu": False, "tp_id": None, "has_tp": False,
-             "mlock_kb": f.setup.get("mlock_pages", 0) * PAGE // 1024}
+             "mlock_kb": f.setup.get("mlock_pages", 0) * PAGE // 1024,
+             "has_snapshot": True, "has_subbuf": True}
     return f
 
 

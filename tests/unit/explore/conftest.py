@@ -74,7 +74,7 @@ def failure(path: str, who: str = "user", steps: list | None = None) -> SimpleNa
     trace = path == "trace-mmap"
     setup = {"buffer_kb": 8, "subbuf_kb": 4} if trace else \
         {"mlock_pages": 9, "rlimit_pages": 8, "who": who}
-    env = {"ncpus": 1, "instance": "x"} if trace else \
+    env = {"ncpus": 1, "instance": "x", "has_snapshot": True, "has_subbuf": True} if trace else \
         {"page_size": 4096, "ncpus": 1, "mlock_kb": 36, "has_pmu": True, "has_tp": True}
     return SimpleNamespace(path=path, check="allowance", setup=setup, env=env,
                            steps=STEPS[path] if steps is None else steps)

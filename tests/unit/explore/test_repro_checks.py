@@ -85,3 +85,14 @@ def test_a_failure_of_another_kind_carries_no_observation_check() -> None:
     exp: list[dict[str, Any]] = reproducer.expectations(f)
     assert not any(e["checks"] for e in exp)
     assert "def check(" not in reproducer.python_script(f, "a result failure")
+
+
+def test_a_step_the_model_would_pass_over_is_refused_not_dropped() -> None:
+    """replay() passes over a step whose precondition fails (the shrinker needs that); a
+    reproducer without it shows nothing (found when `./lab report` made a program without the
+    sub-buffer change, which passed on every kernel)."""
+    f = failed("meta")
+    f.steps = f.steps + named_steps("trace-mmap", [{"id": 9, "op": "subbuf", "args": [8]}])
+    f.env = {k: v for k, v in f.env.items() if k != "has_subbuf"}
+    with pytest.raises(ValueError, match="the model takes no step subbuf"):
+        reproducer.expectations(f)

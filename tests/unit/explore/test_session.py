@@ -33,7 +33,8 @@ def failure(path: str = "pinning", check: str = "allowance", steps: list | None 
     return Failure(path=path, check=check, expected="ok", got="EPERM", at="end", seed=1,
                    sequence=0, setup={"buffer_kb": 8, "subbuf_kb": 4} if trace else
                    {"mlock_pages": 9, "rlimit_pages": 8, "who": "user"},
-                   env={"ncpus": 1, "instance": "x"} if trace else PERF_ENV,
+                   env={"ncpus": 1, "instance": "x", "has_snapshot": True,
+                        "has_subbuf": True} if trace else PERF_ENV,
                    steps=steps if steps is not None else (MOVED if trace else DOUBLE_CHARGE),
                    shrunk=True, traits=list(traits), splat=splat)
 

@@ -51,7 +51,7 @@ def test_a_kept_failure_gets_the_facts_of_a_small_x86_guest(tmp_path: Path) -> N
     f = repro.kept_failure("issue-a", tmp_path)
     assert f is not None
     assert f.env == {"page_size": 4096, "ncpus": 1, "has_pmu": False, "tp_id": None,
-                     "has_tp": False, "mlock_kb": 36}
+                     "has_tp": False, "mlock_kb": 36, "has_snapshot": True, "has_subbuf": True}
 
 
 def test_a_failure_kept_without_a_why_is_named_by_its_file(tmp_path: Path) -> None:
