@@ -103,8 +103,12 @@ def test_the_suite_replays_the_kept_failures(tmp_path: Path, make_lab_yaml) -> N
     proc = lab(env, "run", "-k", "test_kept_failure")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     out = proc.stdout
-    assert "XFAIL tests/kernel/test_explore_replay.py::test_kept_failure[trace-mmap-" in out
-    assert "1 passed, 1 xfailed" in out or "results: 1 passed, 1 xfailed" in out, out[-2000:]
+    # On 6.12.117: the dofork miscount and the closed reader are its bugs (XFAIL); the 7.x
+    # double charge and sub-buffer change are not (passed). Every kept failure ran.
+    for known in ("trace-mmap-dofork-mapped-count", "trace-pipe-raw-closed-by-another-close"):
+        assert f"XFAIL tests/kernel/test_explore_replay.py::test_kept_failure[{known}--" in out
+    kept = len(list((REPO / "tests/kernel/explore").glob("*--*.json")))
+    assert f"results: {kept - 2} passed, 2 xfailed" in out, out[-2000:]
 
 
 @pytest.mark.parametrize("argv, says", [(["nope"], "unknown path 'nope'"),
