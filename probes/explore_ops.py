@@ -93,6 +93,20 @@ class Op:
         return " ".join([self.name, *words])
 
 
+def polled(fd: int) -> str:
+    """poll() of an fd without waiting, as both worlds' poll step says it: "hup", "in",
+    "none", or the events in hex."""
+    import select
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    got = dict(p.poll(0)).get(fd, 0)
+    if got & select.POLLHUP:
+        return "hup"
+    if got & select.POLLIN:
+        return "in"
+    return "none" if not got else f"events {got:#x}"
+
+
 def close_forms(param: str) -> tuple[Callable[[Step], list[str]], Callable[[Step], list[str]]]:
     """The Python and C forms of closing the fd the "@ID" argument `param` names (the same
     in every path; what the close does to the model is the path's own)."""

@@ -47,7 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import perf_abi
-from explore_ops import Args, Model, Op, Region, Step, World, close_forms, ref_id, table
+from explore_ops import (Args, Model, Op, Region, Step, World, close_forms, polled, ref_id,
+                         table)
 
 SAMPLE = 32                   # the probes' sample: header + IDENTIFIER, TID, TIME
 LOST_RECORD = 24              # PERF_RECORD_LOST: header, id, lost (no sample_id_all)
@@ -841,23 +842,11 @@ def _apply_poll(m: PerfModel, sid: int, a: Args) -> None:
         m.rb(e).poll = False            # atomic_xchg(&rb->poll, 0)
 
 
-def _call_poll(w: PerfWorld, sid: int, a: Args) -> str:
-    import select
-    p = select.poll()
-    p.register(w.fd(a["event"]), select.POLLIN)
-    got = dict(p.poll(0)).get(w.fd(a["event"]), 0)
-    if got & select.POLLHUP:
-        return "hup"
-    if got & select.POLLIN:
-        return "in"
-    return "none" if not got else f"events {got:#x}"
-
-
 POLL = Op(
     "poll", ("event",), refs=("event",), answers=("in", "none", "hup"),
     draw=lambda m, rng: [(_poll_weight(m, s), {"event": f"@{s}"}) for s in m.open_events()],
     pre=lambda m, a: m.open_event(a["event"]) is not None,
-    expect=_expect_poll, apply=_apply_poll, call=_call_poll,
+    expect=_expect_poll, apply=_apply_poll, call=lambda w, sid, a: polled(w.fd(a["event"])),
     py=lambda s: ["p = select.poll()", f"p.register(fd[{s.ref('event')}], select.POLLIN)",
                   f"ev = dict(p.poll(0)).get(fd[{s.ref('event')}], 0)",
                   "got = 'hup' if ev & select.POLLHUP else 'in' if ev & select.POLLIN else "

@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 
 import trace_abi
 from trace_buffer import COMMIT_MASK, RB_MISSED_EVENTS
-from explore_ops import Args, Model, Op, Region, Step, World, close_forms, ref_id, table
+from explore_ops import (Args, Model, Op, Region, Step, World, close_forms, polled, ref_id,
+                         table)
 
 BUFFER_KB = (8, 32, 128)
 SUBBUF_KB = (4, 8)
@@ -551,20 +552,11 @@ def _expect_poll(m: TraceModel, a: Args) -> frozenset[str]:
     return frozenset({"in", "none"})
 
 
-def _call_poll(w: TraceWorld, sid: int, a: Args) -> str:
-    import select
-    p = select.poll()
-    p.register(w.fd(a["fd"]), select.POLLIN)
-    got = dict(p.poll(0)).get(w.fd(a["fd"]), 0)
-    if got & select.POLLIN:
-        return "in"
-    return "none" if not got else f"events {got:#x}"
-
-
 POLL = Op(
     "poll", ("fd",), refs=("fd",), answers=("in", "none"),
     draw=_per_fd(1),  # type: ignore[arg-type]
-    pre=_has_fd, expect=_expect_poll, apply=lambda m, sid, a: None, call=_call_poll,
+    pre=_has_fd, expect=_expect_poll, apply=lambda m, sid, a: None,
+    call=lambda w, sid, a: polled(w.fd(a["fd"])),
     py=lambda s: ["p = select.poll()", f"p.register(fd[{s.ref('fd')}], select.POLLIN)",
                   f"ev = dict(p.poll(0)).get(fd[{s.ref('fd')}], 0)",
                   "got = 'in' if ev & select.POLLIN else 'none' if not ev else f'events {ev:#x}'"],
