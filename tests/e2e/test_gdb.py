@@ -41,7 +41,9 @@ def test_the_printed_gdb_command_attaches_to_the_guest(make_lab_yaml) -> None:
         assert m, text[-2000:]
         gdb = subprocess.run(["gdb", "-batch", "-ex", m.group(1), "-ex", "info registers rip",
                               "-ex", "detach"], capture_output=True, text=True, timeout=120)
-        assert re.search(r"^rip\s+0xffff[0-9a-f]+", gdb.stdout, re.M), gdb.stdout + gdb.stderr
+        # gdb attached and read the vCPU: where it stopped is the guest's (the kernel's idle
+        # loop mostly, a user process now and then: rip 0x5308e0 in a cold CI simulation)
+        assert re.search(r"^rip\s+0x[0-9a-f]+", gdb.stdout, re.M), gdb.stdout + gdb.stderr
         assert "detached" in gdb.stdout
     finally:
         proc.send_signal(signal.SIGINT)
@@ -74,7 +76,9 @@ def test_the_first_failing_tests_guest_is_kept_paused_for_gdb(tmp_path: Path,
         assert paused.returncode != 0, "a paused guest does not answer SSH"
         gdb = subprocess.run(["gdb", "-batch", "-ex", m.group(1), "-ex", "info registers rip",
                               "-ex", "detach"], capture_output=True, text=True, timeout=120)
-        assert re.search(r"^rip\s+0xffff[0-9a-f]+", gdb.stdout, re.M), gdb.stdout + gdb.stderr
+        # gdb attached and read the vCPU: where it stopped is the guest's (the kernel's idle
+        # loop mostly, a user process now and then: rip 0x5308e0 in a cold CI simulation)
+        assert re.search(r"^rip\s+0x[0-9a-f]+", gdb.stdout, re.M), gdb.stdout + gdb.stderr
         # Detached, the guest runs again: the one the failing test left, its mark still there.
         mark = subprocess.run(ssh_argv + ["cat", "/dev/shm/mark"], capture_output=True,
                               text=True, timeout=120)
