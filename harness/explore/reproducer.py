@@ -193,6 +193,8 @@ os.lseek(kmsg, 0, os.SEEK_END)
 
 _PY_PERF = '''
 NR_PERF_EVENT_OPEN = {syscalls!r}[os.uname().machine]
+# offsetof(struct perf_event_mmap_page, data_head, data_offset, aux_head) (uapi perf_event.h)
+DATA_HEAD, DATA_OFFSET, AUX_HEAD = {data_head}, {data_offset}, {aux_head}
 
 
 def perf_event_open(type_, config, flags, sample_period=0, sample_type=0, wakeup=0, output=-1):
@@ -235,7 +237,7 @@ def aux_run(f, ctl, budget):
     t = os.times().elapsed
     while os.times().elapsed - t < 5:
         # data_head, data_tail, data_offset, data_size: struct perf_event_mmap_page
-        head, tail, off, size = struct.unpack_from("<4Q", ctypes.string_at(ctl + 1024, 32))
+        head, tail, off, size = struct.unpack_from("<4Q", ctypes.string_at(ctl + DATA_HEAD, 32))
         ring = ctypes.string_at(ctl + off, size) * 2
         pos, n, cut = tail, 0, False
         while pos < head:
@@ -284,7 +286,7 @@ _PY_PERF_OBSERVE = _PY_CHECK + """
 def records(ctl):
     \"\"\"(type, bytes) of each record in [data_tail, data_head) of the data ring at ctl;
     None when it is torn (more unread than it holds, a size-0 header).\"\"\"
-    head, tail, off, size = struct.unpack_from("<4Q", ctypes.string_at(ctl + 1024, 32))
+    head, tail, off, size = struct.unpack_from("<4Q", ctypes.string_at(ctl + DATA_HEAD, 32))
     if head - tail > size:
         return None
     ring, out, pos = ctypes.string_at(ctl + off, size) * 2, [], tail
@@ -299,11 +301,11 @@ def records(ctl):
 
 
 def observe_ctl(ctl):      # struct perf_event_mmap_page: data_offset, data_size
-    return dict(zip(("data_offset", "data_size"), struct.unpack_from("<2Q", ctypes.string_at(ctl + 1040, 16))))
+    return dict(zip(("data_offset", "data_size"), struct.unpack_from("<2Q", ctypes.string_at(ctl + DATA_OFFSET, 16))))
 
 
 def observe_ring(ctl):     # PERF_RECORD_SAMPLE (9) records, PERF_RECORD_LOST (2) counts
-    head = struct.unpack_from("<Q", ctypes.string_at(ctl + 1024, 8))[0]
+    head = struct.unpack_from("<Q", ctypes.string_at(ctl + DATA_HEAD, 8))[0]
     recs = records(ctl)
     if recs is None:
         return {"head": head, "error": "torn"}
@@ -314,7 +316,7 @@ def observe_ring(ctl):     # PERF_RECORD_SAMPLE (9) records, PERF_RECORD_LOST (2
 def observe_aux(ctl, aux, length):
     \"\"\"aux_head, whether every u64 the test PMU wrote (the newest area's worth) holds its
     position, and the non-empty PERF_RECORD_AUX (11) records as [size, flags].\"\"\"
-    head = struct.unpack_from("<Q", ctypes.string_at(ctl + 1056, 8))[0]
+    head = struct.unpack_from("<Q", ctypes.string_at(ctl + AUX_HEAD, 8))[0]
     words = ctypes.string_at(aux, length)
     ok = all(struct.unpack_from("<Q", words, p % length)[0] == p
              for p in range(max(0, head - length) & ~7, head - head % 8, 8))
@@ -441,6 +443,12 @@ def _py_verdict(n: int, what: str, allowed: list[str], pin: int | None) -> list[
     return [f"step({what!r}, got, {allowed!r}" + (f", {pin})" if pin is not None else ")")]
 
 
+def _control_page_offsets() -> dict[str, int]:
+    page = probe_module("perf_abi").PerfEventMmapPage
+    return {"data_head": page.data_head.offset, "data_offset": page.data_offset.offset,
+            "aux_head": page.aux_head.offset}
+
+
 def python_script(f: FailureLike, title: str) -> str:
     exp = [] if is_concurrent(f) else expectations(f)
     s = dict(f.setup, **f.env)
@@ -460,7 +468,8 @@ def python_script(f: FailureLike, title: str) -> str:
         head += _PY_PERF.format(mlock_kb=s["mlock_kb"], rlimit=s["rlimit_pages"] * s["page_size"],
                                 uid=UID, caps=caps,
                                 syscalls=probe_module("perf_abi").SYSCALL_NUMBERS,
-                                budget_shift=probe_module("explore_perf").PMU_BUDGET_SHIFT)
+                                budget_shift=probe_module("explore_perf").PMU_BUDGET_SHIFT,
+                                **_control_page_offsets())
         head += _PY_PERF_OBSERVE if any(e.get("checks") for e in exp) else ""
     body: list[str] = []
     if is_concurrent(f):

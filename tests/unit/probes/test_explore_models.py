@@ -412,6 +412,23 @@ def test_a_writer_that_went_round_the_ring_shows_overrun_and_the_missed_flag() -
     assert "overran" not in big.observe()["meta@1"], "1000 events may fit 128 KiB"
 
 
+def test_the_ring_is_gone_round_and_swapped_more_often_under_a_whole_mapping() -> None:
+    """Mutant 040 (the missed-events flag dropped) needs a whole mapping, `write 1000`, then
+    GET_READER: the draw leans that way once the first two hold, and only then."""
+    rng = random.Random(0)
+    weights = lambda m: {d["fd"]: w for w, d in explore_trace.GET_READER.draw(m, rng)}  # noqa: E731
+    m = trace()
+    run(m, [("open", 0), ("mmap", "@0", "meta", "r", "shared")])
+    assert explore_trace._write_weights(m) == (3, 3, 3, 1), "no sub-buffer mapped"
+    run(m, [("mmap", "@0", "all", "r", "shared")])
+    assert explore_trace._write_weights(m)[-1] == 3
+    assert weights(m) == {"@0": 2}
+    run(m, [("write", 1000)])
+    assert weights(m) == {"@0": 6}, "the writer went round: the swap that must say so"
+    run(m, [("get-reader", "@0")])
+    assert weights(m) == {"@0": 2}
+
+
 def test_a_trace_poll_is_readable_with_events_and_buffer_percent_0() -> None:
     m = trace()
     run(m, [("open", 0), ("open", 1)])
