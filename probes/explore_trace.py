@@ -46,6 +46,7 @@ BUFFER_KB = (8, 32, 128)
 SUBBUF_KB = (4, 8)
 WRITES = (1, 10, 60, 1000)     # 1000: more than an 8 KiB buffer holds (overrun)
 MARKER = b"ringlab\n"
+WRAP_WRITE_MAX = 2000         # a write goes round a ring of up to this many events (~0.1 s)
 READ_BYTES = 1 << 16        # more than a sub-buffer: a read() takes a whole page
 # Bytes a trace_marker event of MARKER takes at the most in a sub-buffer (print_entry and its
 # text, the event header, a time extend): the events of a sequence that wrote fewer than
@@ -104,11 +105,13 @@ class TraceModel(Model):
         """Since the reader last swapped, CPU 0's writer went round the whole ring: events were
         overwritten (ring_buffer_resize() sizes the ring: at least 2 sub-buffers of
         subbuf_size - 16 bytes a buffer_size_kb, and the reader's own)."""
-        if self.since is None:
-            return False
+        return self.since is not None and self.since >= self.events_to_wrap()
+
+    def events_to_wrap(self) -> int:
+        """Events after which the writer has certainly gone round CPU 0's ring."""
         sub = self.subbuf_kb * 1024
         pages = max(2, -(-self.buffer_kb * 1024 // (sub - SUBBUF_HEADER))) + 1
-        return self.since * EVENT_FLOOR > pages * sub * CAPACITY_SLACK
+        return int(pages * sub * CAPACITY_SLACK) // EVENT_FLOOR + 1
 
     def mapped(self, cpu: int | None = None) -> int:
         return sum(v.live and (cpu is None or v.cpu == cpu) for v in self.vmas.values())
@@ -476,11 +479,21 @@ def _apply_write(m: TraceModel, sid: int, a: Args) -> None:
             m.overran = True
 
 
-def _write_weights(m: TraceModel) -> tuple[int, ...]:
-    """Going round the ring (1000) is one draw in ten, one in four while a mapping of CPU
-    0's whole buffer is live: only such a mapping shows the sub-buffers' missed-events flag."""
+def _write_counts(m: TraceModel) -> dict[int, int]:
+    """Events a write draws, with weights. Going round the ring is 1000 (an 8 KiB ring of
+    4 KiB sub-buffers) or, where that is not enough and the ring is small, just enough
+    (events_to_wrap()); drawn 3x while a mapping of CPU 0's whole buffer is live: only such
+    a mapping shows the sub-buffers' missed-events flag (mutant 040 went undrawn in 60 s)."""
     whole = any(v.whole and v.cpu == 0 for _, v in m.live_vmas())
-    return (3, 3, 3, 3) if whole else (3, 3, 3, 1)
+    counts = dict(zip(WRITES, (3, 3, 3, 3 if whole else 1)))
+    if WRITES[-1] < m.events_to_wrap() <= WRAP_WRITE_MAX:
+        counts[m.events_to_wrap()] = 3 if whole else 1
+    return counts
+
+
+def _draw_write(m: TraceModel, rng: random.Random) -> list[tuple[float, Args]]:
+    counts = _write_counts(m)
+    return [(2, {"n": rng.choices(list(counts), list(counts.values()))[0]})]
 
 
 def _call_write(w: TraceWorld, sid: int, a: Args) -> str:
@@ -495,7 +508,7 @@ def _call_write(w: TraceWorld, sid: int, a: Args) -> str:
 
 WRITE = Op(
     "write", ("n",),
-    draw=lambda m, rng: [(2, {"n": rng.choices(WRITES, _write_weights(m))[0]})],
+    draw=_draw_write,
     pre=lambda m, a: True, expect=lambda m, a: frozenset({"ok"}),
     apply=_apply_write, call=_call_write,
     py=lambda s: [f"for _ in range({s['n']}): got = write('trace_marker', 'ringlab')"],

@@ -419,14 +419,28 @@ def test_the_ring_is_gone_round_and_swapped_more_often_under_a_whole_mapping() -
     weights = lambda m: {d["fd"]: w for w, d in explore_trace.GET_READER.draw(m, rng)}  # noqa: E731
     m = trace()
     run(m, [("open", 0), ("mmap", "@0", "meta", "r", "shared")])
-    assert explore_trace._write_weights(m) == (3, 3, 3, 1), "no sub-buffer mapped"
+    assert explore_trace._write_counts(m) == {1: 3, 10: 3, 60: 3, 1000: 1}, "no sub-buffer mapped"
     run(m, [("mmap", "@0", "all", "r", "shared")])
-    assert explore_trace._write_weights(m)[-1] == 3
+    assert explore_trace._write_counts(m)[1000] == 3
     assert weights(m) == {"@0": 2}
     run(m, [("write", 1000)])
     assert weights(m) == {"@0": 6}, "the writer went round: the swap that must say so"
     run(m, [("get-reader", "@0")])
     assert weights(m) == {"@0": 2}
+
+
+def test_a_write_can_go_round_a_small_ring_that_1000_events_do_not() -> None:
+    """8 KiB in 8 KiB sub-buffers is 3 sub-buffers: 1000 events of 28 bytes may fit; the
+    draw offers just enough to go round it, and never more than WRAP_WRITE_MAX."""
+    m = trace(subbuf_kb=8)
+    run(m, [("open", 0), ("mmap", "@0", "all", "r", "shared")])
+    n = m.events_to_wrap()
+    assert 1000 < n <= explore_trace.WRAP_WRITE_MAX and explore_trace._write_counts(m)[n] == 3
+    run(m, [("write", n - 1)])
+    assert not m.wrapped()
+    run(m, [("write", 1)])
+    assert m.wrapped()
+    assert max(explore_trace._write_counts(trace(buffer_kb=128))) == 1000, "too big to go round"
 
 
 def test_a_trace_poll_is_readable_with_events_and_buffer_percent_0() -> None:
