@@ -95,6 +95,7 @@ class TraceModel(Model):
     missed: bool | None = None    # the last GET_READER's sub-buffer certainly follows a loss
     meta_fresh: bool = False  # a GET_READER on CPU 0 was the last step
     percent: int = 50         # tr->buffer_percent: how full a poll() waits for (0: not empty)
+    sized: bool = False       # the last step wrote buffer_subbuf_size_kb (taken or refused)
     traits: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -137,6 +138,7 @@ class TraceModel(Model):
 
     def apply(self, step: dict, result: str) -> None:
         self.meta_fresh = False     # only the step right after GET_READER reads it fresh
+        self.sized = step["op"] == "subbuf"
         super().apply(step, result)
 
     def observe(self) -> dict:
@@ -144,12 +146,17 @@ class TraceModel(Model):
         every event written, and (while all of them fit in one sub-buffer, so the reader
         sub-buffer holds them all) every one read and none overrun; and through a mapping of
         the whole buffer, that the sub-buffer reader.id names is the one GET_READER consumed
-        (its commit is reader.read: the reader was advanced over the whole sub-buffer)."""
+        (its commit is reader.read: the reader was advanced over the whole sub-buffer).
+        Right after a write of buffer_subbuf_size_kb, the file reads the size in use: a
+        refused one (EBUSY while mapped) left it as it was."""
+        out: dict = {}
+        if self.sized:
+            out["tracefs@0"] = {"buffer_subbuf_size_kb": self.subbuf_kb}
         live = [s for s, v in sorted(self.vmas.items()) if v.live and v.cpu == 0 and v.has_meta]
         if not live:
-            return {}
+            return out
         want: dict = {"subbuf_size": self.subbuf_kb * 1024}
-        out: dict = {f"meta@{live[0]}": want}
+        out[f"meta@{live[0]}"] = want
         few = self.written is not None and self.written <= self.subbuf_kb * 1024 // EVENT_BOUND
         if self.meta_fresh and self.written is not None:
             want["entries"] = self.written
@@ -669,6 +676,9 @@ class TraceWorld(World):
         out = {}
         for key, want in expected.items():
             kind, _, sid = key.partition("@")
+            if kind == "tracefs":   # the instance's files, read back
+                out[key] = {name: _read_int(f"{self.inst}/{name}") for name in want}
+                continue
             addr = self.vmas[int(sid)].addr
             meta = trace_abi.TraceBufferMeta.from_address(addr)
             if kind == "meta":
@@ -690,10 +700,17 @@ class TraceWorld(World):
 
     @staticmethod
     def py_check(kind: str, sid: int, want: dict) -> list[str]:
+        if kind == "tracefs":
+            return [f"check('{kind}@{sid}', lambda: observe_tracefs({sorted(want)!r}), "
+                    f"{want!r})"]
         return [f"check('{kind}@{sid}', lambda: observe_{kind}(m[{sid}][0]), {want!r})"]
 
     @staticmethod
     def c_check(kind: str, sid: int, want: dict) -> list[str]:
+        if kind == "tracefs":
+            return ["check_begin();"] + [f'want("{k}", tr_read_int("{k}"), {int(v)});'
+                                         for k, v in want.items()] + \
+                [f'check_end("{kind}@{sid}");']
         lines = [f"if (!addr[{sid}]) {{", f'\tresult(0, "{kind}@{sid}: no such mapping");',
                  "} else {", f"\tstruct trace_buffer_meta *mp = (void *)addr[{sid}];",
                  # the sub-buffer's commit only where the mapping has it (all of the buffer)
@@ -727,3 +744,9 @@ def _write(path: str, value: object) -> str:
     """`echo value > path`: 'ok' or the errno's name (tracefs.write_file)."""
     import tracefs
     return tracefs.write_file(path, f"{value}\n")
+
+
+def _read_int(path: str) -> int:
+    """The number a tracefs file holds (`cat path`)."""
+    import tracefs
+    return int(tracefs.read_file(path).split()[0])

@@ -329,6 +329,10 @@ META = ("meta_page_size", "meta_struct_len", "subbuf_size", "nr_subbufs", "reade
         "reader_id", "reader_read", "flags", "entries", "overrun", "read")
 
 
+def observe_tracefs(names):    # the instance's files, read back
+    return {n: int(open(f"{inst}/{n}").read().split()[0]) for n in names}
+
+
 def observe_meta(a):       # struct trace_buffer_meta (include/uapi/linux/trace_mmap.h)
     meta = dict(zip(META, struct.unpack_from("<4IQ2I4Q", ctypes.string_at(a, 64))))
     return dict(meta, overran=meta["overrun"] > 0)

@@ -55,6 +55,23 @@ static const char *tw(const char *name, const char *value)
 	return res(write_file(path, value) == 0);
 }
 
+/* The number the instance's file `name` holds (`cat`), -1 where it cannot be read. */
+static long long __attribute__((unused)) tr_read_int(const char *name)
+{
+	char path[512];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", inst, name);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
 static void trace_begin(int plan, const char *buffer_kb, const char *subbuf_kb)
 {
 	cpu_set_t cpus;

@@ -1,4 +1,5 @@
-"""A failure of a check made through a mapping (meta, subbuf, ring, aux, ctl) must fail its
+"""A failure of a check made through a mapping (meta, subbuf, ring, aux, ctl) or the tracefs
+files read back (tracefs) must fail its
 reproducers too: both check, after each step where the model says what that check must see,
 what the kernel shows (the world's py_check/c_check forms), and nothing else of the kind. Both
 programs are compiled; a check of the kind a failure did not fail is left out."""
@@ -31,6 +32,8 @@ CASES: dict[str, tuple[str, dict, dict, list[tuple]]] = {
     "meta": ("trace-mmap", {"buffer_kb": 8, "subbuf_kb": 4}, TRACE_ENV,
              [("open", 0), ("mmap", "@0", "meta", "r", "shared"), ("write", 1000),
               ("get-reader", "@0")]),
+    "tracefs": ("trace-mmap", {"buffer_kb": 8, "subbuf_kb": 4}, TRACE_ENV,
+                [("open", 0), ("mmap", "@0", "meta", "r", "shared"), ("subbuf", 8)]),
     "subbuf": ("trace-mmap", {"buffer_kb": 8, "subbuf_kb": 4}, TRACE_ENV,
                [("open", 0), ("mmap", "@0", "all", "r", "shared"), ("write", 1000),
                 ("get-reader", "@0")]),

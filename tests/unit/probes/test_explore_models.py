@@ -443,6 +443,20 @@ def test_a_write_can_go_round_a_small_ring_that_1000_events_do_not() -> None:
     assert max(explore_trace._write_counts(trace(buffer_kb=128))) == 1000, "too big to go round"
 
 
+def test_a_subbuf_write_is_read_back_as_the_size_in_use() -> None:
+    """Mutant 054 publishes a refused buffer_subbuf_size_kb (EBUSY while mapped): right after
+    such a write the file must read the size still in use; after a taken one, the new size."""
+    m = trace()
+    run(m, [("open", 0), ("mmap", "@0", "meta", "r", "shared")])
+    assert "tracefs@0" not in m.observe()
+    assert run(m, [("subbuf", 8)]) == [{"EBUSY"}]
+    assert m.observe()["tracefs@0"] == {"buffer_subbuf_size_kb": 4}
+    run(m, [("write", 1)])
+    assert "tracefs@0" not in m.observe(), "only right after the write of the file"
+    run(m, [("munmap", "@1"), ("subbuf", 8)])
+    assert m.observe() == {"tracefs@0": {"buffer_subbuf_size_kb": 8}}
+
+
 def test_a_trace_poll_is_readable_with_events_and_buffer_percent_0() -> None:
     m = trace()
     run(m, [("open", 0), ("open", 1)])
