@@ -604,8 +604,29 @@ SNAPSHOT = _tracefs_op(
     lambda m, a: frozenset({"EBUSY" if m.mapped() and a["value"] == 1 else "ok"}),
     "echo 1 > snapshot while mapped: EBUSY (tracing_arm_snapshot_locked())")
 
+def _call_rmdir(w: TraceWorld, sid: int, a: Args) -> str:
+    import probelib
+    try:
+        os.rmdir(w.inst)
+        return "ok"
+    except OSError as e:
+        return probelib.errname(e)
+
+
+RMDIR = Op(
+    "rmdir", (),
+    draw=lambda m, rng: [(0.3, {})],
+    pre=lambda m, a: bool(m.fds or m.live_vmas()),  # the instance stays: the sequence goes on
+    expect=lambda m, a: frozenset({"EBUSY"}), apply=lambda m, sid, a: None,
+    call=_call_rmdir,
+    py=lambda s: ["os.rmdir(inst)", "got = 'ok'"],
+    c=lambda s: ["got = res(rmdir(inst) == 0);"],
+    rule="rmdir of the instance while a trace_pipe_raw of it is open or mapped (a mapping "
+         "holds its file): EBUSY (__remove_instance(): tr->ref)")
+
+
 OPS = table(OPEN, CLOSE, MMAP, MPROTECT, IOCTL, GET_READER, READ, WRITE, RESIZE, SUBBUF,
-            SNAPSHOT, PERCENT, POLL)
+            SNAPSHOT, PERCENT, POLL, RMDIR)
 TraceModel.OPS = OPS
 
 

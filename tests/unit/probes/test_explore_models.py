@@ -457,6 +457,19 @@ def test_a_subbuf_write_is_read_back_as_the_size_in_use() -> None:
     assert m.observe() == {"tracefs@0": {"buffer_subbuf_size_kb": 8}}
 
 
+def test_an_instance_is_not_removed_while_its_buffer_is_open_or_mapped() -> None:
+    """tr->ref counts every open trace_pipe_raw, and a mapping holds its file after the fd's
+    close: rmdir is drawn only then (an instance removed would end the sequence's world)."""
+    m = trace()
+    assert not explore_trace.RMDIR.pre(m, {}), "nothing open: rmdir would remove it"
+    run(m, [("open", 0)])
+    assert run(m, [("rmdir",)]) == [{"EBUSY"}]
+    run(m, [("mmap", "@0", "meta", "r", "shared"), ("close", "@0")])
+    assert explore_trace.RMDIR.pre(m, {}) and run(m, [("rmdir",)]) == [{"EBUSY"}]
+    run(m, [("munmap", "@2")])
+    assert not explore_trace.RMDIR.pre(m, {})
+
+
 def test_a_trace_poll_is_readable_with_events_and_buffer_percent_0() -> None:
     m = trace()
     run(m, [("open", 0), ("open", 1)])
