@@ -493,8 +493,9 @@ def _write_counts(m: TraceModel) -> dict[int, int]:
     a mapping shows the sub-buffers' missed-events flag (mutant 040 went undrawn in 60 s)."""
     whole = any(v.whole and v.cpu == 0 for _, v in m.live_vmas())
     counts = dict(zip(WRITES, (3, 3, 3, 3 if whole else 1)))
-    if WRITES[-1] < m.events_to_wrap() <= WRAP_WRITE_MAX:
-        counts[m.events_to_wrap()] = 3 if whole else 1
+    to_wrap = m.events_to_wrap()
+    if WRITES[-1] < to_wrap <= WRAP_WRITE_MAX:
+        counts[to_wrap] = 3 if whole else 1
     return counts
 
 
@@ -604,13 +605,19 @@ SNAPSHOT = _tracefs_op(
     lambda m, a: frozenset({"EBUSY" if m.mapped() and a["value"] == 1 else "ok"}),
     "echo 1 > snapshot while mapped: EBUSY (tracing_arm_snapshot_locked())")
 
-def _call_rmdir(w: TraceWorld, sid: int, a: Args) -> str:
+
+def _rmdir(inst: str) -> str:
+    """rmdir of the instance as a result: "ok" or the errno's name."""
     import probelib
     try:
-        os.rmdir(w.inst)
+        os.rmdir(inst)
         return "ok"
     except OSError as e:
         return probelib.errname(e)
+
+
+def _call_rmdir(w: TraceWorld, sid: int, a: Args) -> str:
+    return _rmdir(w.inst)
 
 
 RMDIR = Op(
@@ -622,7 +629,7 @@ RMDIR = Op(
     py=lambda s: ["os.rmdir(inst)", "got = 'ok'"],
     c=lambda s: ["got = res(rmdir(inst) == 0);"],
     rule="rmdir of the instance while a trace_pipe_raw of it is open or mapped (a mapping "
-         "holds its file): EBUSY (__remove_instance(): tr->ref)")
+         "holds its file): EBUSY (__remove_instance(): tr->ref, tr->trace_ref)")
 
 
 OPS = table(OPEN, CLOSE, MMAP, MPROTECT, IOCTL, GET_READER, READ, WRITE, RESIZE, SUBBUF,
@@ -748,14 +755,8 @@ class TraceWorld(World):
         return lines + [f'\tcheck_end("{kind}@{sid}");', "\t(void)c;", "}"]
 
     def end(self, expected: dict) -> dict:
-        import probelib
         resize = _write(f"{self.inst}/buffer_size_kb", self.cfg["buffer_kb"] + 4)
-        try:
-            os.rmdir(self.inst)
-            rmdir = "ok"
-        except OSError as e:
-            rmdir = probelib.errname(e)
-        return {"resize": resize, "rmdir": rmdir}
+        return {"resize": resize, "rmdir": _rmdir(self.inst)}
 
 
 PATHS = {"trace-mmap": TraceWorld}
