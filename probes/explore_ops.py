@@ -222,6 +222,7 @@ class Region:
 class World:
     """A path's calls, in the sequence's child. Subclasses give OPS and their own setup."""
     OPS: ClassVar[dict[str, Op]]
+    MAX_STEPS: ClassVar[int] = 12   # a generated sequence's length at the most
 
     def __init__(self) -> None:
         self.fds: dict[int, int] = {}

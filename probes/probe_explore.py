@@ -265,11 +265,12 @@ def excused(excuses: list[dict], check: str, traits: set[str], kmsg: list[str]) 
 class Explorer:
     """Sequences of one path, each in a child under a fresh uid, the kernel log after each."""
 
-    def __init__(self, path: str, seed: int, max_steps: int = 12, actors: int = 1,
+    def __init__(self, path: str, seed: int, max_steps: int | None = None, actors: int = 1,
                  excuses: list[dict] | None = None) -> None:
-        self.path, self.seed, self.max_steps, self.actors = path, seed, max_steps, actors
+        self.path, self.seed, self.actors = path, seed, actors
         self.excuses = excuses or []
         self.world_cls = world_of(path)
+        self.max_steps = max_steps or self.world_cls.MAX_STEPS
         self.kmsg = Kmsg()
         self.uid = FIRST_UID + (os.getpid() * 97) % 20000
         self.steps_run = 0
@@ -529,7 +530,8 @@ def main(argv: list[str]) -> int:
     r.add_argument("--shrink", type=float, default=30.0, help="seconds to shrink a failure")
     r.add_argument("--first", type=int, default=0, help="the first sequence's number")
     r.add_argument("--count", type=int, default=10**9)
-    r.add_argument("--max-steps", type=int, default=12)
+    r.add_argument("--max-steps", type=int, help="steps a sequence makes at the most "
+                   "(default: the path's MAX_STEPS)")
     r.add_argument("--actors", type=int, choices=(1, 2), default=1, help="2: two threads at "
                    "once on one world, judged by the end state and the kernel log")
     r.add_argument("--excuse", default="[]", help="JSON list of known issues' symptoms "

@@ -329,6 +329,18 @@ META = ("meta_page_size", "meta_struct_len", "subbuf_size", "nr_subbufs", "reade
         "reader_id", "reader_read", "flags", "entries", "overrun", "read")
 
 
+def observe_events():      # what the readers took so far (take(), read_taking())
+    stats = dict(line.split(":", 1) for line in
+                 open(f"{inst}/per_cpu/cpu0/stats").read().splitlines() if ":" in line)
+    lost = sum(int(stats.get(k, 0)) for k in ("overrun", "commit overrun", "dropped events"))
+    got = {"twice": tally["twice"], "unaccounted": max(0, tally["missing"] - lost)}
+    if any(got.values()):
+        print(f"# {tally['marks']} written, the last taken {tally['last']}, "
+              f"{tally['missing']} skipped, {lost} counted lost, before "
+              f"{tally['forgot'] + 1} not judged")
+    return got
+
+
 def observe_tracefs(names):    # the instance's files, read back
     return {n: int(open(f"{inst}/{n}").read().split()[0]) for n in names}
 
@@ -398,6 +410,79 @@ os.sched_setaffinity(0, {{0}})
 fd, m = {{}}, {{}}
 '''
 
+# The numbered events (probes/explore_trace.py, Tally): every trace_marker write is "ringlab
+# N"; a reader must take each one once, in order, and skip none that the kernel does not count
+# lost. `forgot`: written before a step that may take or drop events unseen.
+_PY_TALLY = '''
+tally = {"marks": 0, "forgot": 0, "last": 0, "twice": 0, "missing": 0, "reader": -1,
+         "done": 0, "read_since": False}
+
+
+def write_mark():
+    tally["marks"] += 1
+    return write("trace_marker", f"ringlab {tally['marks']}")
+
+
+def forget():
+    tally["forgot"] = tally["marks"]
+
+
+def seen(n, strict):
+    t = tally
+    if n <= t["forgot"]:
+        return
+    if n <= t["last"]:
+        t["twice"] += strict
+        return
+    t["missing"] += n - max(t["last"], t["forgot"]) - 1
+    t["last"] = n
+
+
+def took(sb, start, strict):
+    """The numbered events of one sub-buffer (u64 time stamp, u64 commit, events) from byte
+    start; where they end. An event's u32 header: type_len in the low 5 bits (1-28: 4 x that
+    many bytes of data; 0: the length in the next u32; 29: padding, to the end when its time
+    delta is 0; 30, 31: a time extend or stamp of 8 bytes) (ring_buffer.c)."""
+    end = min(16 + (struct.unpack_from("<Q", sb, 8)[0] & ((1 << 27) - 1)), len(sb))
+    pos = 16
+    while pos + 4 <= end:
+        head = struct.unpack_from("<I", sb, pos)[0]
+        kind = head & 31
+        if kind == 29 and not head >> 5:
+            break
+        size = 8 if kind >= 30 else 4 + (struct.unpack_from("<I", sb, pos + 4)[0]
+                                        if kind in (0, 29) else 4 * kind)
+        if pos + size > end:
+            break
+        at = sb.find(b"ringlab ", pos + 4, pos + size)
+        if kind <= 28 and at >= 0 and pos >= start:
+            seen(int(sb[at + 8:pos + size].split(b"\\n")[0]), strict)
+        pos += size
+    return pos
+
+
+def read_taking(f):
+    """read() of trace_pipe_raw: a sub-buffer, every event of it taken now."""
+    data = os.read(f, 1 << 16)
+    if data:
+        tally["read_since"] = True
+        took(data, 16, True)
+    return "ok" if data else "eof"
+
+
+def take(a):
+    """After GET_READER: the reader sub-buffer (meta reader.id) through the whole mapping at
+    a, from where this reader stopped on it (a read() since may have taken part of it);
+    whether it showed anything new."""
+    msz, _, sub, _, _, rid = struct.unpack_from("<4IQI", ctypes.string_at(a, 28))
+    fresh = not tally["read_since"]
+    start = tally["done"] if rid == tally["reader"] and fresh else 16
+    before = (tally["reader"], tally["done"])
+    tally["done"] = took(ctypes.string_at(a + msz + rid * sub, sub), start, fresh)
+    tally.update(reader=rid, read_since=False)
+    return (rid, tally["done"]) != before
+'''
+
 _PY_TRACE_END = '''
 for a, n in m.values():
     libc.munmap(a, n)
@@ -462,6 +547,7 @@ def python_script(f: FailureLike, title: str) -> str:
         head += _PY_TRACE_OBSERVE if any(e.get("checks") for e in exp) else ""
         head += _PY_TRACE.format(buffer_kb=s["buffer_kb"], subbuf_kb=s["subbuf_kb"],
                                  get_reader=probe_module("trace_abi").TRACE_MMAP_IOCTL_GET_READER)
+        head += _PY_TALLY
     else:
         caps = ""
         if s.get("who") == "user+ipc_lock":

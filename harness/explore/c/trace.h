@@ -72,6 +72,142 @@ static long long __attribute__((unused)) tr_read_int(const char *name)
 	return v;
 }
 
+/*
+ * The numbered events (probes/explore_trace.py, Tally): every trace_marker write is "ringlab
+ * N"; a reader must take each one once, in order, and skip none that the kernel does not count
+ * lost (per_cpu/cpu0/stats). `forgot`: written before a step that may take or drop events
+ * unseen (GET_READER with nothing to read them through, a new size, a snapshot).
+ */
+static struct {
+	long long marks, forgot, last, twice, missing;
+	long long reader;	/* the reader sub-buffer a mapping last showed */
+	size_t done;		/* where the events of it that were shown end */
+	int read_since;		/* read() took events since: it may have taken part of it */
+} tally = { .reader = -1 };
+
+static const char __attribute__((unused)) *tally_write(void)
+{
+	char text[32];
+
+	snprintf(text, sizeof(text), "ringlab %lld\n", ++tally.marks);
+	return tw("trace_marker", text);
+}
+
+static void __attribute__((unused)) tally_forget(void)
+{
+	tally.forgot = tally.marks;
+}
+
+static void tally_seen(long long n, int strict)
+{
+	if (n <= tally.forgot)
+		return;
+	if (n <= tally.last) {
+		tally.twice += strict;
+		return;
+	}
+	tally.missing += n - (tally.last > tally.forgot ? tally.last : tally.forgot) - 1;
+	tally.last = n;
+}
+
+/*
+ * The numbered events of one sub-buffer (u64 time stamp, u64 commit, events) from byte
+ * `start`; returns where they end. An event's u32 header has type_len in its low 5 bits
+ * (1-28: 4 x that many bytes of data; 0: the length in the next u32; 29: padding, to the end
+ * when its time delta is 0; 30, 31: a time extend or stamp of 8 bytes) (ring_buffer.c).
+ */
+static size_t tally_took(const unsigned char *sb, size_t len, size_t start, int strict)
+{
+	unsigned long long commit;
+	size_t pos = 16, end;
+
+	memcpy(&commit, sb + 8, sizeof(commit));
+	end = 16 + (commit & COMMIT_MASK);
+	if (end > len)
+		end = len;
+	while (pos + 4 <= end) {
+		unsigned int head, kind, word = 0;
+		const unsigned char *at;
+		size_t size;
+
+		memcpy(&head, sb + pos, 4);
+		kind = head & 31;
+		if (kind == 29 && !(head >> 5))
+			break;
+		if ((kind == 0 || kind == 29) && pos + 8 <= end)
+			memcpy(&word, sb + pos + 4, 4);
+		size = kind >= 30 ? 8 : 4 + (kind == 0 || kind == 29 ? word : 4 * kind);
+		if (pos + size > end)
+			break;
+		at = memmem(sb + pos + 4, size - 4, "ringlab ", 8);
+		if (kind <= 28 && at && pos >= start)
+			tally_seen(strtoll((const char *)at + 8, NULL, 10), strict);
+		pos += size;
+	}
+	return pos;
+}
+
+/* read() of trace_pipe_raw: a sub-buffer, every event of it taken now. */
+static const char __attribute__((unused)) *tally_read(int fd)
+{
+	static unsigned char buf[1 << 16];
+	ssize_t n = read(fd, buf, sizeof(buf));
+
+	if (n > 0) {
+		tally.read_since = 1;
+		tally_took(buf, n, 16, 1);
+	}
+	return n > 0 ? "ok" : n == 0 ? "eof" : res(0);
+}
+
+/* After GET_READER: the reader sub-buffer (meta reader.id) through the whole mapping at a,
+ * from where this reader stopped on it (a read() since may have taken part of it); whether
+ * it showed anything new. */
+static int __attribute__((unused)) tally_take(const char *a)
+{
+	const struct trace_buffer_meta *mp = (const void *)a;
+	int fresh = !tally.read_since;
+	long long reader = tally.reader;
+	size_t start = 16, done = tally.done;
+
+	if (!a) {
+		tally_forget();
+		return 0;
+	}
+	if (mp->reader.id == tally.reader && fresh)
+		start = tally.done;
+	tally.done = tally_took((const unsigned char *)a + mp->meta_page_size +
+				(size_t)mp->reader.id * mp->subbuf_size, mp->subbuf_size, start, fresh);
+	tally.reader = mp->reader.id;
+	tally.read_since = 0;
+	return tally.reader != reader || tally.done != done;
+}
+
+/* Events skipped beyond what per_cpu/cpu0/stats counts lost (overrun, commit overrun,
+ * dropped events). */
+static long long __attribute__((unused)) tally_unaccounted(void)
+{
+	char path[512], line[128];
+	long long lost = 0, v, left;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/per_cpu/cpu0/stats", inst);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "overrun: %lld", &v) == 1 ||
+		    sscanf(line, "commit overrun: %lld", &v) == 1 ||
+		    sscanf(line, "dropped events: %lld", &v) == 1)
+			lost += v;
+	if (f)
+		fclose(f);
+	left = tally.missing - lost;
+	if (left > 0)
+		printf("# %lld written, the last taken %lld, %lld skipped, %lld counted lost, "
+		       "before %lld not judged\n", tally.marks, tally.last, tally.missing, lost,
+		       tally.forgot + 1);
+	return left > 0 ? left : 0;
+}
+
 static void trace_begin(int plan, const char *buffer_kb, const char *subbuf_kb)
 {
 	cpu_set_t cpus;

@@ -56,7 +56,8 @@ TRACE_STEPS = [
     step(14, "mremap", "@4", "shrink"), step(15, "mremap", "@4", "dontunmap"),
     step(16, "munmap-part", "@4"), step(17, "resize", 32), step(18, "subbuf", 8),
     step(19, "snapshot", 1), step(20, "munmap", "@2"), step(21, "close", "@0"),
-    step(22, "percent", 0), step(23, "poll", "@1")]
+    step(22, "percent", 0), step(23, "poll", "@1"), step(24, "read", "@1"),
+    step(25, "get-reader", "@1", "@4"), step(26, "drain", "@1", "@4")]
 STEPS = {"pinning": named_steps("pinning", PERF_STEPS),
          "trace-mmap": named_steps("trace-mmap", TRACE_STEPS)}
 

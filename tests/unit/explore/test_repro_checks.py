@@ -1,5 +1,5 @@
-"""A failure of a check made through a mapping (meta, subbuf, ring, aux, ctl) or the tracefs
-files read back (tracefs) must fail its
+"""A failure of a check made through a mapping (meta, subbuf, ring, aux, ctl), of the tracefs
+files read back (tracefs) or of the events the readers took (events) must fail its
 reproducers too: both check, after each step where the model says what that check must see,
 what the kernel shows (the world's py_check/c_check forms), and nothing else of the kind. Both
 programs are compiled; a check of the kind a failure did not fail is left out."""
@@ -34,6 +34,9 @@ CASES: dict[str, tuple[str, dict, dict, list[tuple]]] = {
               ("get-reader", "@0")]),
     "tracefs": ("trace-mmap", {"buffer_kb": 8, "subbuf_kb": 4}, TRACE_ENV,
                 [("open", 0), ("mmap", "@0", "meta", "r", "shared"), ("subbuf", 8)]),
+    "events": ("trace-mmap", {"buffer_kb": 8, "subbuf_kb": 4}, TRACE_ENV,
+               [("open", 0), ("mmap", "@0", "all", "r", "shared"), ("write", 60), ("read", "@0"),
+                ("write", 10), ("get-reader", "@0", "@1")]),
     "subbuf": ("trace-mmap", {"buffer_kb": 8, "subbuf_kb": 4}, TRACE_ENV,
                [("open", 0), ("mmap", "@0", "all", "r", "shared"), ("write", 1000),
                 ("get-reader", "@0")]),

@@ -391,6 +391,53 @@ def test_after_get_reader_the_reader_subbuf_is_consumed_and_counted() -> None:
     assert m.observe() == {"meta@1": {"subbuf_size": 4096}}, "only right after GET_READER"
 
 
+def test_whoever_takes_events_is_checked_for_each_one_once() -> None:
+    """Mutant 042 (read() swaps a mapped reader page) shows only as an event taken twice or
+    skipped uncounted: after a read() of CPU 0 and after a GET_READER that reads the reader
+    sub-buffer through a whole mapping (`via`), the events check."""
+    m = trace()
+    run(m, [("open", 0), ("open", 1), ("mmap", "@0", "meta", "r", "shared")])
+    assert GET_READER_VIA(m) == {"@0": None, "@1": None}, "no sub-buffer mapped: nothing to read"
+    run(m, [("mmap", "@0", "all", "r", "shared")])
+    assert GET_READER_VIA(m) == {"@0": "@3", "@1": None}, "CPU 1's reader is not CPU 0's"
+    assert not m.valid({"id": 4, "op": "get-reader", "args": {"fd": "@1", "via": "@3"}})
+    assert not m.valid({"id": 4, "op": "get-reader", "args": {"fd": "@0", "via": "@2"}}), \
+        "the meta page alone shows no sub-buffer"
+    run(m, [("write", 60), ("get-reader", "@0", "@3")])
+    assert m.observe()["events@3"] == {"twice": 0, "unaccounted": 0}
+    run(m, [("write", 10)])
+    assert "events@3" not in m.observe(), "only right after a reader took events"
+    run(m, [("read", "@0")])
+    assert m.observe()["events@0"] == {"twice": 0, "unaccounted": 0}
+    run(m, [("get-reader", "@0")])
+    assert not any(k.startswith("events") for k in m.observe()), "taken unseen: forgotten"
+    assert explore_trace.GET_READER.simpler({"fd": "@0", "via": "@3"}) == [
+        {"fd": "@0", "via": None}]
+    run(m, [("write", 1000), ("drain", "@0", "@3")])
+    assert m.observe()["events@3"] == {"twice": 0, "unaccounted": 0}
+    assert m.observe()["subbuf@3"] == {"reader_commit_is_read": True}, \
+        "the loss was the drain's first swap's to say, not its last's"
+    assert not m.valid({"id": 9, "op": "drain", "args": {"fd": "@1", "via": "@3"}}), "CPU 1"
+
+
+def test_half_the_sequences_open_as_a_consumer_of_cpu0() -> None:
+    """Open, mmap of all of CPU 0's buffer, then the draws: the reader and the writer have
+    the rest of the sequence to go round the ring (mutant 042)."""
+    starts = []
+    for seed in range(40):
+        rng, m = random.Random(seed), trace()
+        first = [m.choose(rng, 0)]
+        run(m, [(first[0]["op"], *first[0]["args"].values())])
+        first.append(m.choose(rng, 1))
+        starts.append(first)
+    opened = starts.count(list(explore_trace.OPENING))
+    assert 10 < opened < 30, "about half, where a draw of its own makes it 1 in 25"
+
+
+def GET_READER_VIA(m: explore_trace.TraceModel) -> dict:
+    return {d["fd"]: d["via"] for _, d in explore_trace.GET_READER.draw(m, random.Random(0))}
+
+
 def test_a_writer_that_went_round_the_ring_shows_overrun_and_the_missed_flag() -> None:
     """8 KiB in 4 KiB sub-buffers is at most 3 sub-buffers and the reader's: 1000 events of
     at least 28 bytes go round it (mutants 031: overrun never published, 040: the

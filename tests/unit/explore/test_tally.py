@@ -1,0 +1,173 @@
+"""The numbered events' tally (probes/explore_trace.py, Tally) and its two copies in the
+reproducers (repro.py's, c/trace.h's) give the same verdict on the same sub-buffers: what
+a read() gave, and what a mapping shows after GET_READER. Each story is one way a reader
+can go wrong (mutant 042's stale page is "a new reader sub-buffer shows old events")."""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from harness.explore import c_reproducer, reproducer
+from harness.probe_modules import probe_module
+
+DATA = Path(__file__).parents[1] / "data"
+SUBBUF = 4096
+META_PAGE = 4096
+
+
+def event(n: int) -> bytes:
+    """A print event as trace_marker makes it: common fields, ip, "ringlab N\\n"."""
+    body = struct.pack("<HBBiQ", 5, 0, 0, 1234, 0) + f"ringlab {n}\n".encode() + b"\0"
+    body += b"\0" * (-len(body) % 4)
+    return struct.pack("<I", len(body) // 4 | 3 << 5) + body
+
+
+def subbuf(numbers: list[int], extend: bool = False) -> bytes:
+    """A sub-buffer: u64 time stamp, u64 commit, the events (a time extend first)."""
+    data = (struct.pack("<II", 30 | 7 << 5, 1) if extend else b"") + \
+        b"".join(event(n) for n in numbers)
+    return (struct.pack("<QQ", 1000, len(data)) + data).ljust(SUBBUF, b"\0")
+
+
+def mapping(reader: int, page: bytes) -> bytes:
+    """The meta page (trace_mmap.h: meta_page_size, subbuf_size, reader.id) and 4 sub-buffers,
+    `page` the reader's."""
+    meta = struct.pack("<4IQ2I", META_PAGE, 80, SUBBUF, 4, 0, reader, 0).ljust(META_PAGE, b"\0")
+    subs = [page if i == reader else b"\xff" * SUBBUF for i in range(4)]
+    return meta + b"".join(subs)
+
+
+# A story: (marks written so far, action, argument); the verdict (twice, missing, last).
+Story = list[tuple[int, str, Any]]
+STORIES: dict[str, tuple[Story, tuple[int, int, int]]] = {
+    "in order through read()": (
+        [(5, "read", [1, 2, 3]), (5, "read", [4, 5])], (0, 0, 5)),
+    "a gap": ([(5, "read", [1, 2]), (5, "read", [5])], (0, 2, 5)),
+    "read() gives one again": ([(4, "read", [1, 2, 3]), (4, "read", [3, 4])], (1, 0, 4)),
+    "the same reader sub-buffer grows": (
+        [(2, "take", (0, [1, 2])), (4, "take", (0, [1, 2, 3, 4]))], (0, 0, 4)),
+    "read() took part of it between": (
+        [(2, "take", (0, [1, 2])), (3, "read", [3]), (4, "take", (0, [1, 2, 3, 4]))],
+        (0, 0, 4)),
+    "a new reader sub-buffer shows old events": (
+        [(2, "take", (0, [1, 2])), (4, "take", (1, [1, 2]))], (2, 0, 2)),
+    "a new reader sub-buffer after a loss": (
+        [(2, "take", (0, [1, 2])), (9, "take", (1, [7, 8, 9]))], (0, 4, 9)),
+    "forgotten: taken unseen or dropped by a resize": (
+        [(3, "read", [1]), (6, "forget", None), (8, "read", [7, 8])], (0, 0, 8)),
+    "a time extend before the first event": ([(2, "read-x", [1, 2])], (0, 0, 2)),
+}
+
+
+def world_tally(story: Story) -> tuple[int, int, int]:
+    t = probe_module("explore_trace").Tally()
+    for marks, what, arg in story:
+        t.marks = marks
+        if what == "forget":
+            t.forget()
+        elif what.startswith("read"):
+            t.read(subbuf(arg, extend=what == "read-x"))
+        else:
+            buf = ctypes.create_string_buffer(mapping(arg[0], subbuf(arg[1])))
+            t.take(ctypes.addressof(buf))
+    return t.twice, t.missing, t.last
+
+
+def python_tally(story: Story) -> tuple[int, int, int]:
+    """repro.py's own tally, run as the script runs it (read() of a pipe for trace_pipe_raw)."""
+    ns: dict[str, Any] = {"os": os, "struct": struct, "ctypes": ctypes,
+                          "write": lambda name, value: "ok"}
+    exec(reproducer._PY_TALLY, ns)  # noqa: S102 - the generated text under test
+    t = ns["tally"]
+    for marks, what, arg in story:
+        t["marks"] = marks
+        if what == "forget":
+            ns["forget"]()
+        elif what.startswith("read"):
+            r, w = os.pipe()
+            os.write(w, subbuf(arg, extend=what == "read-x"))
+            os.close(w)
+            ns["read_taking"](r)
+            os.close(r)
+        else:
+            buf = ctypes.create_string_buffer(mapping(arg[0], subbuf(arg[1])))
+            ns["take"](ctypes.addressof(buf))
+    return t["twice"], t["missing"], t["last"]
+
+
+C_MAIN = r"""
+int main(int argc, char **argv)
+{
+	int k;
+
+	for (k = 1; k + 2 < argc; k += 3) {
+		int f = open(argv[k + 2], O_RDONLY);
+		static char map[4096 * 5];
+
+		tally.marks = atoll(argv[k]);
+		if (!strcmp(argv[k + 1], "forget")) {
+			tally_forget();
+		} else if (!strcmp(argv[k + 1], "read")) {
+			tally_read(f);
+		} else {
+			if (read(f, map, sizeof(map)) != sizeof(map))
+				return 2;
+			tally_take(map);
+		}
+		close(f);
+	}
+	printf("%lld %lld %lld\n", tally.twice, tally.missing, tally.last);
+	return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def c_tally(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Story], tuple[int, ...]]:
+    if shutil.which("gcc") is None:
+        pytest.skip("no gcc on this host")
+    folder = tmp_path_factory.mktemp("tally")
+    source = folder / "tally.c"
+    source.write_text('#define SPLAT_BANNERS "x"\n' + c_reproducer.support("trace-mmap") +
+                      C_MAIN)
+    binary = folder / "tally"
+    subprocess.run(["gcc", "-Wall", "-Werror", "-Wno-unused-function", "-o", str(binary),
+                    str(source)], check=True)
+
+    def run(story: Story) -> tuple[int, ...]:
+        args = []
+        for i, (marks, what, arg) in enumerate(story):
+            data = folder / f"step{i}"
+            if what.startswith("read"):
+                data.write_bytes(subbuf(arg, extend=what == "read-x"))
+            elif what == "take":
+                data.write_bytes(mapping(arg[0], subbuf(arg[1])))
+            else:
+                data.write_bytes(b"")
+            args += [str(marks), "take" if what == "take" else what.split("-")[0], str(data)]
+        out = subprocess.run([str(binary), *args], capture_output=True, text=True, check=True)
+        return tuple(int(x) for x in out.stdout.split())
+    return run
+
+
+@pytest.mark.parametrize("name", sorted(STORIES))
+def test_the_three_tallies_agree_with_the_story(name: str, c_tally: Callable) -> None:
+    story, verdict = STORIES[name]
+    assert world_tally(story) == verdict, "the explorer's"
+    assert python_tally(story) == verdict, "repro.py's"
+    assert c_tally(story) == verdict, "repro.c's"
+
+
+def test_unaccounted_is_what_the_stats_file_does_not_count_lost() -> None:
+    t = probe_module("explore_trace").Tally(missing=10)
+    stats = "entries: 3\noverrun: 4\ncommit overrun: 1\nbytes: 200\n" \
+        "oldest event ts:  5.000000\nnow ts:  6.000000\ndropped events: 2\nread events: 9\n"
+    assert t.unaccounted(stats) == 3
+    assert t.unaccounted(stats.replace("overrun: 4", "overrun: 40")) == 0
