@@ -98,6 +98,10 @@ class TraceModel(Model):
     since: int | None = 0     # ...since CPU 0's reader last swapped (GET_READER, read())
     overran: bool | None = False  # CPU 0's ring certainly overwrote events (None: unknown)
     missed: bool | None = None    # the last GET_READER's sub-buffer certainly follows a loss
+    # A reader of CPU 0 took events: its page may be the one the writer is on, so the next
+    # GET_READER may only take the rest of it, without a swap (and the missed-events flag
+    # waits for the swap after). Never false again: the model does not follow the pages.
+    caught_up: bool = False
     meta_fresh: bool = False  # a GET_READER on CPU 0 was the last step
     percent: int = 50         # tr->buffer_percent: how full a poll() waits for (0: not empty)
     sized: bool = False       # the last step wrote buffer_subbuf_size_kb (taken or refused)
@@ -517,7 +521,10 @@ def _apply_get_reader(m: TraceModel, sid: int, a: Args) -> None:
     m.meta_fresh = m.cpu_of(a["fd"]) == 0
     m.took = ref_id(a["via"])
     if m.meta_fresh:
-        m.missed = m.wrapped()
+        # a swap after the loss carries RB_MISSED_EVENTS; the first GET_READER of a fresh
+        # buffer swaps (its reader page is empty), a later one may not
+        m.missed = m.wrapped() if not m.caught_up else (False if not m.wrapped() else None)
+        m.caught_up = True
         if m.since is not None:
             m.since = 0
 
@@ -627,8 +634,10 @@ def _apply_read(m: TraceModel, sid: int, a: Args) -> None:
     m.took = ref_id(a["fd"])
     if m.mapped(m.cpu_of(a["fd"])):
         m.traits.add("read-while-mapped")
-    if m.cpu_of(a["fd"]) == 0 and m.since is not None:
-        m.since = 0     # its reader may have swapped: the loss is the read's to report
+    if m.cpu_of(a["fd"]) == 0:
+        m.caught_up = True
+        if m.since is not None:
+            m.since = 0     # its reader may have swapped: the loss is the read's to report
 
 
 def _call_read(w: TraceWorld, sid: int, a: Args) -> str:
