@@ -221,9 +221,7 @@ class Tally:
     last: int = 0           # the newest one taken
     twice: int = 0
     missing: int = 0
-    reader: int = -1        # the reader sub-buffer (meta reader.id) a mapping last showed
-    done: int = 0           # where the events on it that were shown end
-    read_since: bool = False    # read() took events since: it may have taken part of it
+    read_since: bool = False    # read() took events since the last GET_READER
 
     def seen(self, n: int, strict: bool) -> None:
         """A reader took event n; `strict`: it cannot have been taken before."""
@@ -264,20 +262,22 @@ class Tally:
             self.read_since = True
             self.took(data, SUBBUF_HEADER, True)
 
-    def take(self, addr: int) -> bool:
-        """After GET_READER: the reader sub-buffer through the whole mapping at addr, from
-        where this reader stopped on it (libtracefs's reader does the same). Whether it
-        showed anything new (another sub-buffer, or more of this one)."""
+    def take(self, fd: int, addr: int) -> bool:
+        """GET_READER on fd, then the reader sub-buffer through the whole mapping at addr:
+        on the same one as before the call, from where the meta page said the reader was
+        (reader.read: what GET_READER consumed; a read() since moved it on unsaid, so then
+        its events are not strictly new), else all of it (libtracefs's reader does the same;
+        a new mapping numbers the sub-buffers anew). Whether it showed anything new."""
         import ctypes
         meta = trace_abi.TraceBufferMeta.from_address(addr)
+        before = (meta.reader_id, meta.reader_read)
+        fcntl.ioctl(fd, trace_abi.TRACE_MMAP_IOCTL_GET_READER)
         rid, size = meta.reader_id, meta.subbuf_size
         buf = ctypes.string_at(addr + meta.meta_page_size + rid * size, size)
-        fresh = not self.read_since
-        start = self.done if rid == self.reader and fresh else SUBBUF_HEADER
-        before = (self.reader, self.done)
-        self.done = self.took(buf, start, fresh)
-        self.reader, self.read_since = rid, False
-        return (self.reader, self.done) != before
+        start = SUBBUF_HEADER + (before[1] if rid == before[0] else 0)
+        self.took(buf, start, not self.read_since)
+        self.read_since = False
+        return (rid, meta.reader_read) != before
 
     def forget(self) -> None:
         self.forgot = self.marks
@@ -552,23 +552,25 @@ def _pre_get_reader(m: TraceModel, a: Args) -> bool:
 
 
 def _call_get_reader(w: TraceWorld, sid: int, a: Args) -> str:
+    if a["via"] is not None:
+        w.tally.take(w.fd(a["fd"]), w.region(a["via"]).addr)
+        return "ok"
     fcntl.ioctl(w.fd(a["fd"]), trace_abi.TRACE_MMAP_IOCTL_GET_READER)
-    if a["via"] is None:
-        w.tally.forget()    # what it took, nobody saw
-    else:
-        w.tally.take(w.region(a["via"]).addr)
+    w.tally.forget()    # what it took, nobody saw
     return "ok"
 
 
 def _py_get_reader(s: Step) -> list[str]:
-    take = f"take(m[{s.ref('via')}][0])" if s["via"] is not None else "forget()"
-    return [f"fcntl.ioctl(fd[{s.ref('fd')}], GET_READER)", "got = 'ok'", take]
+    if s["via"] is not None:    # GET_READER, then the reader sub-buffer through `via`
+        return [f"take(fd[{s.ref('fd')}], m[{s.ref('via')}][0])", "got = 'ok'"]
+    return [f"fcntl.ioctl(fd[{s.ref('fd')}], GET_READER)", "got = 'ok'", "forget()"]
 
 
 def _c_get_reader(s: Step) -> list[str]:
-    take = f"tally_take(addr[{s.ref('via')}])" if s["via"] is not None else "tally_forget()"
+    if s["via"] is not None:    # GET_READER, then the reader sub-buffer through `via`
+        return [f"got = tally_take(fd[{s.ref('fd')}], addr[{s.ref('via')}], &i);"]
     return [f"got = res(ioctl(fd[{s.ref('fd')}], TRACE_MMAP_IOCTL_GET_READER) == 0);",
-            f'if (!strcmp(got, "ok")) {take};']
+            'if (!strcmp(got, "ok")) tally_forget();']
 
 
 GET_READER = Op(
@@ -592,10 +594,9 @@ def _apply_drain(m: TraceModel, sid: int, a: Args) -> None:
 
 
 def _call_drain(w: TraceWorld, sid: int, a: Args) -> str:
-    addr = w.region(a["via"]).addr
+    fd, addr = w.fd(a["fd"]), w.region(a["via"]).addr
     for _ in range(DRAIN_MAX):
-        fcntl.ioctl(w.fd(a["fd"]), trace_abi.TRACE_MMAP_IOCTL_GET_READER)
-        if not w.tally.take(addr):
+        if not w.tally.take(fd, addr):
             break
     return "ok"
 
@@ -608,12 +609,11 @@ DRAIN = Op(
     expect=lambda m, a: frozenset({"ok"}),
     apply=_apply_drain, call=_call_drain,
     py=lambda s: [f"for _ in range({DRAIN_MAX}):",
-                  f"    fcntl.ioctl(fd[{s.ref('fd')}], GET_READER)",
-                  f"    if not take(m[{s.ref('via')}][0]):", "        break", "got = 'ok'"],
-    c=lambda s: ['got = "ok";', f"for (j = 0; j < {DRAIN_MAX}; j++) {{",
-                 f"\tif (ioctl(fd[{s.ref('fd')}], TRACE_MMAP_IOCTL_GET_READER)) {{",
-                 "\t\tgot = res(0);", "\t\tbreak;", "\t}",
-                 f"\tif (!tally_take(addr[{s.ref('via')}]))", "\t\tbreak;", "}"],
+                  f"    if not take(fd[{s.ref('fd')}], m[{s.ref('via')}][0]):", "        break",
+                  "got = 'ok'"],
+    c=lambda s: [f"for (j = 0; j < {DRAIN_MAX}; j++) {{",
+                 f"\tgot = tally_take(fd[{s.ref('fd')}], addr[{s.ref('via')}], &i);",
+                 '\tif (strcmp(got, "ok") || !i)', "\t\tbreak;", "}"],
     simpler=lambda a: [],
     rule="a reader that takes all there is through the mapping (libtracefs's loop): "
          "GET_READER, then the reader sub-buffer from where it stopped, until it shows "

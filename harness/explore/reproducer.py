@@ -414,8 +414,7 @@ fd, m = {{}}, {{}}
 # N"; a reader must take each one once, in order, and skip none that the kernel does not count
 # lost. `forgot`: written before a step that may take or drop events unseen.
 _PY_TALLY = '''
-tally = {"marks": 0, "forgot": 0, "last": 0, "twice": 0, "missing": 0, "reader": -1,
-         "done": 0, "read_since": False}
+tally = {"marks": 0, "forgot": 0, "last": 0, "twice": 0, "missing": 0, "read_since": False}
 
 
 def write_mark():
@@ -470,17 +469,19 @@ def read_taking(f):
     return "ok" if data else "eof"
 
 
-def take(a):
-    """After GET_READER: the reader sub-buffer (meta reader.id) through the whole mapping at
-    a, from where this reader stopped on it (a read() since may have taken part of it);
-    whether it showed anything new."""
-    msz, _, sub, _, _, rid = struct.unpack_from("<4IQI", ctypes.string_at(a, 28))
-    fresh = not tally["read_since"]
-    start = tally["done"] if rid == tally["reader"] and fresh else 16
-    before = (tally["reader"], tally["done"])
-    tally["done"] = took(ctypes.string_at(a + msz + rid * sub, sub), start, fresh)
-    tally.update(reader=rid, read_since=False)
-    return (rid, tally["done"]) != before
+def take(f, a):
+    """GET_READER on f, then the reader sub-buffer (meta reader.id) through the whole mapping
+    at a: on the same one as before the call, from where the meta page said the reader was
+    (a read() since moved it on unsaid: then its events are not strictly new), else all of
+    it. Whether it showed anything new."""
+    before = struct.unpack_from("<2I", ctypes.string_at(a + 24, 8))
+    fcntl.ioctl(f, GET_READER)
+    msz, _, sub = struct.unpack_from("<3I", ctypes.string_at(a, 12))
+    rid, read = struct.unpack_from("<2I", ctypes.string_at(a + 24, 8))
+    start = 16 + (before[1] if rid == before[0] else 0)
+    took(ctypes.string_at(a + msz + rid * sub, sub), start, not tally["read_since"])
+    tally["read_since"] = False
+    return (rid, read) != before
 '''
 
 _PY_TRACE_END = '''

@@ -80,10 +80,8 @@ static long long __attribute__((unused)) tr_read_int(const char *name)
  */
 static struct {
 	long long marks, forgot, last, twice, missing;
-	long long reader;	/* the reader sub-buffer a mapping last showed */
-	size_t done;		/* where the events of it that were shown end */
-	int read_since;		/* read() took events since: it may have taken part of it */
-} tally = { .reader = -1 };
+	int read_since;		/* read() took events since the last GET_READER */
+} tally;
 
 static const char __attribute__((unused)) *tally_write(void)
 {
@@ -160,27 +158,33 @@ static const char __attribute__((unused)) *tally_read(int fd)
 	return n > 0 ? "ok" : n == 0 ? "eof" : res(0);
 }
 
-/* After GET_READER: the reader sub-buffer (meta reader.id) through the whole mapping at a,
- * from where this reader stopped on it (a read() since may have taken part of it); whether
- * it showed anything new. */
-static int __attribute__((unused)) tally_take(const char *a)
+/*
+ * GET_READER on fd, then the reader sub-buffer (meta reader.id) through the whole mapping at
+ * a: on the same one as before the call, from where the meta page said the reader was (a
+ * read() since moved it on unsaid: then its events are not strictly new), else all of it.
+ * *more: whether it showed anything new.
+ */
+static const char __attribute__((unused)) *tally_take(int fd, const char *a, int *more)
 {
 	const struct trace_buffer_meta *mp = (const void *)a;
-	int fresh = !tally.read_since;
-	long long reader = tally.reader;
-	size_t start = 16, done = tally.done;
+	unsigned int id, read;
+	size_t start = 16;
 
-	if (!a) {
-		tally_forget();
-		return 0;
-	}
-	if (mp->reader.id == tally.reader && fresh)
-		start = tally.done;
-	tally.done = tally_took((const unsigned char *)a + mp->meta_page_size +
-				(size_t)mp->reader.id * mp->subbuf_size, mp->subbuf_size, start, fresh);
-	tally.reader = mp->reader.id;
+	*more = 0;
+	if (!a)
+		return "no such mapping";
+	id = mp->reader.id;
+	read = mp->reader.read;
+	if (ioctl(fd, TRACE_MMAP_IOCTL_GET_READER))
+		return res(0);
+	if (mp->reader.id == id)
+		start += read;
+	tally_took((const unsigned char *)a + mp->meta_page_size +
+		   (size_t)mp->reader.id * mp->subbuf_size, mp->subbuf_size, start,
+		   !tally.read_since);
 	tally.read_since = 0;
-	return tally.reader != reader || tally.done != done;
+	*more = mp->reader.id != id || mp->reader.read != read;
+	return "ok";
 }
 
 /* Events skipped beyond what per_cpu/cpu0/stats counts lost (overrun, commit overrun,

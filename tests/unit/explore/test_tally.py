@@ -10,6 +10,7 @@ import shutil
 import struct
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import pytest
@@ -36,15 +37,23 @@ def subbuf(numbers: list[int], extend: bool = False) -> bytes:
     return (struct.pack("<QQ", 1000, len(data)) + data).ljust(SUBBUF, b"\0")
 
 
-def mapping(reader: int, page: bytes) -> bytes:
-    """The meta page (trace_mmap.h: meta_page_size, subbuf_size, reader.id) and 4 sub-buffers,
-    `page` the reader's."""
-    meta = struct.pack("<4IQ2I", META_PAGE, 80, SUBBUF, 4, 0, reader, 0).ljust(META_PAGE, b"\0")
-    subs = [page if i == reader else b"\xff" * SUBBUF for i in range(4)]
-    return meta + b"".join(subs)
+def mapping(reader: int, read: int, page_id: int, page: bytes) -> bytes:
+    """The meta page (trace_mmap.h: meta_page_size, subbuf_size, reader.id, reader.read) and
+    4 sub-buffers, `page` at `page_id`."""
+    meta = struct.pack("<4IQ2I", META_PAGE, 80, SUBBUF, 4, 0, reader, read).ljust(META_PAGE,
+                                                                                  b"\0")
+    return meta + b"".join(page if i == page_id else b"\xff" * SUBBUF for i in range(4))
+
+
+def consumed(numbers: list[int], k: int) -> int:
+    """reader.read after the first k events of a sub-buffer: their bytes."""
+    return sum(len(event(n)) for n in numbers[:k])
 
 
 # A story: (marks written so far, action, argument); the verdict (twice, missing, last).
+# "take" is GET_READER through a mapping: (reader.id and the events of the reader sub-buffer
+# consumed before the call, reader.id after it, the events of that sub-buffer), the call
+# consuming all of it.
 Story = list[tuple[int, str, Any]]
 STORIES: dict[str, tuple[Story, tuple[int, int, int]]] = {
     "in order through read()": (
@@ -52,22 +61,41 @@ STORIES: dict[str, tuple[Story, tuple[int, int, int]]] = {
     "a gap": ([(5, "read", [1, 2]), (5, "read", [5])], (0, 2, 5)),
     "read() gives one again": ([(4, "read", [1, 2, 3]), (4, "read", [3, 4])], (1, 0, 4)),
     "the same reader sub-buffer grows": (
-        [(2, "take", (0, [1, 2])), (4, "take", (0, [1, 2, 3, 4]))], (0, 0, 4)),
-    "read() took part of it between": (
-        [(2, "take", (0, [1, 2])), (3, "read", [3]), (4, "take", (0, [1, 2, 3, 4]))],
+        [(2, "take", (0, 0, 0, [1, 2])), (4, "take", (0, 2, 0, [1, 2, 3, 4]))], (0, 0, 4)),
+    "read() took part of it between, unsaid": (
+        [(2, "take", (0, 0, 0, [1, 2])), (3, "read", [3]), (4, "take", (0, 2, 0, [1, 2, 3, 4]))],
         (0, 0, 4)),
     "a new reader sub-buffer shows old events": (
-        [(2, "take", (0, [1, 2])), (4, "take", (1, [1, 2]))], (2, 0, 2)),
+        [(2, "take", (0, 0, 0, [1, 2])), (4, "take", (0, 2, 1, [1, 2]))], (2, 0, 2)),
     "a new reader sub-buffer after a loss": (
-        [(2, "take", (0, [1, 2])), (9, "take", (1, [7, 8, 9]))], (0, 4, 9)),
+        [(2, "take", (0, 0, 0, [1, 2])), (9, "take", (0, 2, 1, [7, 8, 9]))], (0, 4, 9)),
+    "a new mapping numbers the sub-buffers anew": (
+        [(1, "take", (2, 0, 2, [1])), (1, "take", (0, 1, 0, [1]))], (0, 0, 1)),
     "forgotten: taken unseen or dropped by a resize": (
         [(3, "read", [1]), (6, "forget", None), (8, "read", [7, 8])], (0, 0, 8)),
     "a time extend before the first event": ([(2, "read-x", [1, 2])], (0, 0, 2)),
 }
 
 
-def world_tally(story: Story) -> tuple[int, int, int]:
-    t = probe_module("explore_trace").Tally()
+def before_and_after(arg: tuple) -> tuple[bytes, int, int]:
+    """The mapping before GET_READER, and reader.id and reader.read after it."""
+    rid, k, after, numbers = arg
+    page = subbuf(numbers)
+    return mapping(rid, consumed(numbers, k) if rid == after else 0, after, page), after, \
+        consumed(numbers, len(numbers))
+
+
+def fake_get_reader(buf: Any, after: int, read: int) -> Callable[..., int]:
+    """GET_READER as the kernel answers it: the meta page's reader moved."""
+    def ioctl(fd: int, request: int, *args: Any) -> int:
+        struct.pack_into("<2I", buf, 24, after, read)
+        return 0
+    return ioctl
+
+
+def world_tally(story: Story, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int, int]:
+    et = probe_module("explore_trace")
+    t = et.Tally()
     for marks, what, arg in story:
         t.marks = marks
         if what == "forget":
@@ -75,14 +103,16 @@ def world_tally(story: Story) -> tuple[int, int, int]:
         elif what.startswith("read"):
             t.read(subbuf(arg, extend=what == "read-x"))
         else:
-            buf = ctypes.create_string_buffer(mapping(arg[0], subbuf(arg[1])))
-            t.take(ctypes.addressof(buf))
+            data, after, read = before_and_after(arg)
+            buf = ctypes.create_string_buffer(data)
+            monkeypatch.setattr(et.fcntl, "ioctl", fake_get_reader(buf, after, read))
+            t.take(-1, ctypes.addressof(buf))
     return t.twice, t.missing, t.last
 
 
 def python_tally(story: Story) -> tuple[int, int, int]:
     """repro.py's own tally, run as the script runs it (read() of a pipe for trace_pipe_raw)."""
-    ns: dict[str, Any] = {"os": os, "struct": struct, "ctypes": ctypes,
+    ns: dict[str, Any] = {"os": os, "struct": struct, "ctypes": ctypes, "GET_READER": 0x5220,
                           "write": lambda name, value: "ok"}
     exec(reproducer._PY_TALLY, ns)  # noqa: S102 - the generated text under test
     t = ns["tally"]
@@ -97,21 +127,37 @@ def python_tally(story: Story) -> tuple[int, int, int]:
             ns["read_taking"](r)
             os.close(r)
         else:
-            buf = ctypes.create_string_buffer(mapping(arg[0], subbuf(arg[1])))
-            ns["take"](ctypes.addressof(buf))
+            data, after, read = before_and_after(arg)
+            buf = ctypes.create_string_buffer(data)
+            ns["fcntl"] = SimpleNamespace(ioctl=fake_get_reader(buf, after, read))
+            ns["take"](-1, ctypes.addressof(buf))
     return t["twice"], t["missing"], t["last"]
 
 
 C_MAIN = r"""
+static char map[4096 * 5];
+static unsigned int after_id, after_read;
+
+/* GET_READER as the kernel answers it: the meta page's reader moved. */
+int fake_ioctl(int fd, unsigned long request, ...)
+{
+	struct trace_buffer_meta *mp = (void *)map;
+
+	mp->reader.id = after_id;
+	mp->reader.read = after_read;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	int k;
+	int k, more;
 
-	for (k = 1; k + 2 < argc; k += 3) {
+	for (k = 1; k + 4 < argc; k += 5) {
 		int f = open(argv[k + 2], O_RDONLY);
-		static char map[4096 * 5];
 
 		tally.marks = atoll(argv[k]);
+		after_id = atoi(argv[k + 3]);
+		after_read = atoi(argv[k + 4]);
 		if (!strcmp(argv[k + 1], "forget")) {
 			tally_forget();
 		} else if (!strcmp(argv[k + 1], "read")) {
@@ -119,7 +165,7 @@ int main(int argc, char **argv)
 		} else {
 			if (read(f, map, sizeof(map)) != sizeof(map))
 				return 2;
-			tally_take(map);
+			tally_take(-1, map, &more);
 		}
 		close(f);
 	}
@@ -135,8 +181,10 @@ def c_tally(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Story], tuple
         pytest.skip("no gcc on this host")
     folder = tmp_path_factory.mktemp("tally")
     source = folder / "tally.c"
-    source.write_text('#define SPLAT_BANNERS "x"\n' + c_reproducer.support("trace-mmap") +
-                      C_MAIN)
+    # every ioctl() of the support code is the fake GET_READER's (its declaration from
+    # <sys/ioctl.h> renamed with it)
+    source.write_text('#define SPLAT_BANNERS "x"\n#define ioctl fake_ioctl\n' +
+                      c_reproducer.support("trace-mmap") + C_MAIN)
     binary = folder / "tally"
     subprocess.run(["gcc", "-Wall", "-Werror", "-Wno-unused-function", "-o", str(binary),
                     str(source)], check=True)
@@ -144,23 +192,25 @@ def c_tally(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Story], tuple
     def run(story: Story) -> tuple[int, ...]:
         args = []
         for i, (marks, what, arg) in enumerate(story):
-            data = folder / f"step{i}"
+            data, after, read = folder / f"step{i}", 0, 0
             if what.startswith("read"):
                 data.write_bytes(subbuf(arg, extend=what == "read-x"))
             elif what == "take":
-                data.write_bytes(mapping(arg[0], subbuf(arg[1])))
+                before, after, read = before_and_after(arg)
+                data.write_bytes(before)
             else:
                 data.write_bytes(b"")
-            args += [str(marks), "take" if what == "take" else what.split("-")[0], str(data)]
+            args += [str(marks), what.split("-")[0], str(data), str(after), str(read)]
         out = subprocess.run([str(binary), *args], capture_output=True, text=True, check=True)
         return tuple(int(x) for x in out.stdout.split())
     return run
 
 
 @pytest.mark.parametrize("name", sorted(STORIES))
-def test_the_three_tallies_agree_with_the_story(name: str, c_tally: Callable) -> None:
+def test_the_three_tallies_agree_with_the_story(name: str, c_tally: Callable,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     story, verdict = STORIES[name]
-    assert world_tally(story) == verdict, "the explorer's"
+    assert world_tally(story, monkeypatch) == verdict, "the explorer's"
     assert python_tally(story) == verdict, "repro.py's"
     assert c_tally(story) == verdict, "repro.c's"
 
