@@ -75,7 +75,8 @@ def test_the_usual_reports_are_written_beside_explore_json(explored) -> None:
 def test_the_reproducers_fail_on_the_kernel_without_ringlab(explored, guest: Guest,
                                                             tmp_path: Path) -> None:
     _, doc = explored
-    f = next(f for f in doc["paths"][0]["failures"] if f["known_issue"])
+    f = next(f for f in doc["paths"][0]["failures"]
+             if f["known_issue"] == "trace-mmap-dofork-mapped-count")
     py, c = (Path(doc["dir"]) / r for r in f["reproducers"])
     guest.ssh.push(py, "/tmp/repro.py")
     r = guest.run("python3 /tmp/repro.py", timeout=60)
