@@ -583,8 +583,10 @@ GET_READER = Op(
     rule="TRACE_MMAP_IOCTL_GET_READER: ENODEV on a CPU not mapped, else 0; then the meta "
          "page's entries counts every event written to the CPU, overrun is not 0 once the "
          "writer went round the ring, and a sub-buffer swapped in after events were lost has "
-         "RB_MISSED_EVENTS in its commit; the reader sub-buffer (reader.id), read through "
-         "`via` from where this reader stopped on it, has the events after the last one taken "
+         "RB_MISSED_EVENTS in its commit (on a buffer no reader took from yet: after one did, "
+         "GET_READER may take the rest of the writer's page without a swap); the reader "
+         "sub-buffer, read through `via` from the reader.read the meta page said before the "
+         "call, has the events after the last one taken "
          "(ring_buffer_map_get_reader(), rb_update_meta_page(), rb_get_reader_page())")
 
 
