@@ -102,6 +102,7 @@ class TraceModel(Model):
     # GET_READER may only take the rest of it, without a swap (and the missed-events flag
     # waits for the swap after). Never false again: the model does not follow the pages.
     caught_up: bool = False
+    refused: bool = False     # a mapping was refused since the last one taken
     meta_fresh: bool = False  # a GET_READER on CPU 0 was the last step
     percent: int = 50         # tr->buffer_percent: how full a poll() waits for (0: not empty)
     sized: bool = False       # the last step wrote buffer_subbuf_size_kb (taken or refused)
@@ -164,6 +165,8 @@ class TraceModel(Model):
         self.meta_fresh = False     # only the step right after GET_READER reads it fresh
         self.sized = step["op"] == "subbuf"
         self.took = None
+        if step["op"] == "mmap":
+            self.refused = result != "ok"
         super().apply(step, result)
 
     def observe(self) -> dict:
@@ -751,9 +754,14 @@ def _tracefs_op(name: str, param: str, choices: tuple[int, ...], weight: float,
         if drops and got == "ok":
             w.tally.forget()
         return got
+    def draw(m: TraceModel, rng: random.Random) -> list[tuple[float, Args]]:
+        # 3x after a refused mapping with nothing mapped: a refusal must give back what the
+        # mapping took (mutants 045, 048, 049: the snapshot or the resize stays refused)
+        lean = 3 if m.refused and not m.mapped() and name != "percent" else 1
+        return [(weight * lean, {param: rng.choice(choices)})]
     return Op(
         name, (param,),
-        draw=lambda m, rng: [(weight, {param: rng.choice(choices)})],
+        draw=draw,
         pre=lambda m, a: setting is None or bool(m.setup.get(setting, False)),
         expect=expect,  # type: ignore[arg-type]
         apply=apply,

@@ -420,6 +420,22 @@ def test_whoever_takes_events_is_checked_for_each_one_once() -> None:
     assert not m.valid({"id": 9, "op": "drain", "args": {"fd": "@1", "via": "@3"}}), "CPU 1"
 
 
+def test_after_a_refused_mapping_the_writes_it_forbade_are_drawn_more() -> None:
+    """A refusal must give back what the mapping took (mutant 045: the snapshot stays
+    refused): with nothing mapped after one, resize, subbuf and snapshot are drawn 3x."""
+    rng = random.Random(0)
+    weight = lambda m: explore_trace.SNAPSHOT.draw(m, rng)[0][0]  # noqa: E731
+    m = trace()
+    run(m, [("open", 0)])
+    plain = weight(m)
+    m.apply({"id": 1, "op": "mmap", "args": {"fd": "@0", "what": "past", "prot": "r",
+                                             "share": "shared"}}, "EINVAL")
+    assert weight(m) == 3 * plain
+    assert explore_trace.PERCENT.draw(m, rng)[0][0] == 0.7, "not a write a mapping forbids"
+    run(m, [("mmap", "@0", "meta", "r", "shared")])
+    assert weight(m) == plain, "mapped again: nothing to give back"
+
+
 def test_half_the_sequences_open_as_a_consumer_of_cpu0() -> None:
     """Open, mmap of all of CPU 0's buffer, then the draws: the reader and the writer have
     the rest of the sequence to go round the ring (mutant 042)."""
