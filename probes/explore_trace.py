@@ -283,6 +283,8 @@ class Tally:
         return (rid, meta.reader_read) != before
 
     def forget(self) -> None:
+        """The events written so far are judged no more: a step may have taken or dropped
+        them unseen."""
         self.forgot = self.marks
 
     def unaccounted(self, stats: str) -> int:
