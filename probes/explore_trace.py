@@ -41,8 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import trace_abi
-from trace_buffer import (COMMIT_MASK, RB_MISSED_EVENTS, TYPE_DATA_MAX, TYPE_PADDING,
-                          TYPE_TIME_EXTEND)
+from trace_buffer import COMMIT_MASK, RB_MISSED_EVENTS, parse_subbuf
 from explore_ops import (Args, Model, Op, Region, Step, World, close_forms, polled, ref_id,
                          table)
 
@@ -236,28 +235,13 @@ class Tally:
         self.missing += n - max(self.last, self.forgot) - 1
         self.last = n
 
-    def took(self, sb: bytes, start: int, strict: bool) -> int:
-        """The numbered events of one sub-buffer from offset `start`; where they end (where
-        it stops making sense, if it does: what was taken is judged). The walk of
-        trace_buffer.parse_subbuf(), as the reproducers make it."""
-        end = min(SUBBUF_HEADER + (int.from_bytes(sb[COMMIT_OFFSET:COMMIT_OFFSET + 8],
-                                                  "little") & COMMIT_MASK), len(sb))
-        pos = SUBBUF_HEADER
-        while pos + 4 <= end:
-            head = int.from_bytes(sb[pos:pos + 4], "little")
-            kind = head & 0x1F
-            if kind == TYPE_PADDING and not head >> 5:
-                break
-            size = 8 if kind >= TYPE_TIME_EXTEND else 4 + (
-                int.from_bytes(sb[pos + 4:pos + 8], "little") if kind in (0, TYPE_PADDING)
-                else 4 * kind)
-            if pos + size > end:
-                break
-            at = sb.find(b"ringlab ", pos + 4, pos + size)
-            if kind <= TYPE_DATA_MAX and at >= 0 and pos >= start:
-                self.seen(int(sb[at + 8:pos + size].split(b"\n", 1)[0]), strict)
-            pos += size
-        return pos
+    def took(self, sb: bytes, start: int, strict: bool) -> None:
+        """The numbered events of one sub-buffer from offset `start`, up to where it stops
+        making sense if it does (what was taken is judged). The reproducers walk it alike."""
+        for e in parse_subbuf(sb, tolerant=True).events:
+            at = e.payload.find(b"ringlab ")
+            if at >= 0 and e.offset >= start:
+                self.seen(int(e.payload[at + 8:].split(b"\n", 1)[0]), strict)
 
     def read(self, data: bytes) -> None:
         """What one read() of trace_pipe_raw gave: a sub-buffer, all of it taken now."""
@@ -287,11 +271,10 @@ class Tally:
         them unseen."""
         self.forgot = self.marks
 
-    def unaccounted(self, stats: str) -> int:
-        """Events skipped beyond what the CPU's `stats` file counts lost."""
-        counts = dict(line.split(":", 1) for line in stats.splitlines() if ":" in line)
-        lost = sum(int(counts.get(k, 0)) for k in ("overrun", "commit overrun",
-                                                    "dropped events"))
+    def unaccounted(self, stats: dict[str, str]) -> int:
+        """Events skipped beyond what the CPU's stats (tracefs.cpu_stats()) count lost."""
+        lost = sum(int(stats.get(k, 0)) for k in ("overrun", "commit overrun",
+                                                   "dropped events"))
         return max(0, self.missing - lost)
 
 
@@ -621,7 +604,6 @@ DRAIN = Op(
     c=lambda s: [f"for (j = 0; j < {DRAIN_MAX}; j++) {{",
                  f"\tgot = tally_take(fd[{s.ref('fd')}], addr[{s.ref('via')}], &i);",
                  '\tif (strcmp(got, "ok") || !i)', "\t\tbreak;", "}"],
-    simpler=lambda a: [],
     rule="a reader that takes all there is through the mapping (libtracefs's loop): "
          "GET_READER, then the reader sub-buffer from where it stopped, until it shows "
          "nothing new; each event once, none skipped uncounted (the events check) "
@@ -748,7 +730,8 @@ def _tracefs_op(name: str, param: str, choices: tuple[int, ...], weight: float,
         if name == "subbuf":
             m.subbuf_kb = v
     setting = {"snapshot": "has_snapshot", "subbuf": "has_subbuf"}.get(name)
-    # A new size or a snapshot may drop the events there are, uncounted: the tally forgets them.
+    # A new size or a snapshot may drop the events there are, uncounted: the tally forgets
+    # them. These are also the writes a mapping forbids.
     drops = name != "percent"
 
     def call(w: TraceWorld, sid: int, a: Args) -> str:
@@ -759,7 +742,7 @@ def _tracefs_op(name: str, param: str, choices: tuple[int, ...], weight: float,
     def draw(m: TraceModel, rng: random.Random) -> list[tuple[float, Args]]:
         # 3x after a refused mapping with nothing mapped: a refusal must give back what the
         # mapping took (mutants 045, 048, 049: the snapshot or the resize stays refused)
-        lean = 3 if m.refused and not m.mapped() and name != "percent" else 1
+        lean = 3 if drops and m.refused and not m.mapped() else 1
         return [(weight * lean, {param: rng.choice(choices)})]
     return Op(
         name, (param,),
@@ -935,8 +918,8 @@ class TraceWorld(World):
             if kind == "events":    # what the readers took so far
                 import tracefs
                 t = self.tally
-                out[key] = {"twice": t.twice, "unaccounted": t.unaccounted(
-                    tracefs.read_file(f"{self.inst}/per_cpu/cpu0/stats"))}
+                out[key] = {"twice": t.twice,
+                            "unaccounted": t.unaccounted(tracefs.cpu_stats(self.inst, 0))}
                 if out[key] != want:
                     out[key].update(written=t.marks, last=t.last, missing=t.missing,
                                     forgot=t.forgot)

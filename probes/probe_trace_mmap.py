@@ -80,11 +80,7 @@ class Instance(tracefs.Instance):
         return os.open(f"{self.path}/per_cpu/cpu{cpu}/trace_pipe_raw", flags)
 
     def stats(self, cpu: int) -> dict[str, str]:
-        out = {}
-        for line in read_file(f"{self.path}/per_cpu/cpu{cpu}/stats").splitlines():
-            key, _, value = line.partition(":")
-            out[key.strip()] = value.strip()
-        return out
+        return tracefs.cpu_stats(self.path, cpu)
 
 
 @contextmanager

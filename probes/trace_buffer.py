@@ -67,8 +67,11 @@ def fix_abs_ts(abs_ts: int, running: int) -> int:
     return abs_ts
 
 
-def parse_subbuf(buf: bytes | memoryview, header: HeaderPage = HeaderPage()) -> SubBuffer:
-    """Every event of one sub-buffer, with absolute times; ParseError on a malformed one."""
+def parse_subbuf(buf: bytes | memoryview, header: HeaderPage = HeaderPage(),
+                 tolerant: bool = False) -> SubBuffer:
+    """Every event of one sub-buffer, with absolute times; ParseError on a malformed one, or
+    with `tolerant` the events before where it stops making sense (`end`): the explorer's
+    tally judges what a reader took even from a sub-buffer a broken kernel garbled."""
     if len(buf) < header.data_offset:
         raise ParseError(f"sub-buffer of {len(buf)} bytes is shorter than its header")
     ts = int.from_bytes(buf[header.timestamp_offset:header.timestamp_offset + 8], "little")
@@ -78,14 +81,28 @@ def parse_subbuf(buf: bytes | memoryview, header: HeaderPage = HeaderPage()) -> 
     data = header.data_offset
     end = data + commit
     if end > len(buf):
-        raise ParseError(f"commit {commit} runs past the sub-buffer ({len(buf)} bytes)")
+        if not tolerant:
+            raise ParseError(f"commit {commit} runs past the sub-buffer ({len(buf)} bytes)")
+        end = len(buf)
     lost = None
     if word & RB_MISSED_STORED:
         size = header.commit_size
         lost = int.from_bytes(buf[end:end + size], "little")
     sb = SubBuffer(ts, commit, bool(word & RB_MISSED_EVENTS), lost, end=data)
     pos = data
+    try:
+        _events(buf, sb, pos, end)
+    except ParseError:
+        if not tolerant:
+            raise
+    return sb
+
+
+def _events(buf: bytes | memoryview, sb: SubBuffer, pos: int, end: int) -> None:
+    """The events from pos to end into sb; sb.end is past the last complete one."""
+    ts = sb.timestamp
     while pos < end:
+        sb.end = pos
         if pos + 4 > end:
             raise ParseError(f"event header at {pos} runs past the commit ({end})")
         (head,) = struct.unpack_from("<I", buf, pos)
@@ -105,23 +122,22 @@ def parse_subbuf(buf: bytes | memoryview, header: HeaderPage = HeaderPage()) -> 
             size = 8
             ts = fix_abs_ts(delta | (_u32(buf, pos + 4, end) << TS_SHIFT), ts)
             sb.time_stamps += 1
-        elif type_len == 0:
-            length = _u32(buf, pos + 4, end)
-            if length < 4:
-                raise ParseError(f"event at {pos}: type_len 0 with array[0] = {length} < 4")
-            size = 4 + length
-            ts += delta
-            sb.events.append(Event(pos, ts, bytes(buf[pos + 8:pos + size])))
         else:
+            data = pos + 4
             size = 4 + type_len * 4
+            if type_len == 0:
+                length = _u32(buf, pos + 4, end)
+                if length < 4:
+                    raise ParseError(f"event at {pos}: type_len 0 with array[0] = {length} < 4")
+                data, size = pos + 8, 4 + length
             ts += delta
-            sb.events.append(Event(pos, ts, bytes(buf[pos + 4:pos + size])))
         if pos + size > end:
             raise ParseError(f"event at {pos} (type_len {type_len}, {size} bytes) runs past "
                              f"the commit ({end})")
+        if type_len <= TYPE_DATA_MAX:
+            sb.events.append(Event(pos, ts, bytes(buf[data:pos + size])))
         pos += size
     sb.end = pos
-    return sb
 
 
 def _u32(buf: bytes | memoryview, pos: int, end: int) -> int:

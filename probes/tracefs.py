@@ -59,6 +59,21 @@ def read_file(path: str) -> str:
         return f.read()
 
 
+def cpu_stats(instance: str, cpu: int) -> dict[str, str]:
+    """per_cpu/cpuN/stats of an instance (its path), parsed."""
+    return parse_stats(read_file(f"{instance}/per_cpu/cpu{cpu}/stats"))
+
+
+def parse_stats(text: str) -> dict[str, str]:
+    """A per-CPU stats file as {name: value}: "entries", "overrun", "commit overrun",
+    "dropped events", "read events", ... (as trace.c's tracing_stats_read() prints them)."""
+    out = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def write_file(path: str, value: str) -> str:
     """Write like `echo value > path`; 'ok' or the errno's name."""
     try:

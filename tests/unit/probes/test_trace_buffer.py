@@ -122,6 +122,28 @@ def test_malformed_pages_say_where(bad: bytes, where: str) -> None:
         tb.parse_subbuf(bad, HEADER)
 
 
+@pytest.mark.parametrize("garble", [
+    head(7) + b"\0" * 4,                        # runs past the commit
+    head(0) + struct.pack("<I", 2),               # array[0] too small
+    head(tb.TYPE_TIME_EXTEND),                    # its array[0] cut off
+])
+def test_a_tolerant_parse_keeps_the_events_before_the_garble(garble: bytes) -> None:
+    good = data_event(b"a" * 8) + data_event(b"b" * 12)
+    bad = page(good + garble)
+    with pytest.raises(tb.ParseError):
+        tb.parse_subbuf(bad, HEADER)
+    sb = tb.parse_subbuf(bad, HEADER, tolerant=True)
+    assert [e.payload for e in sb.events] == [b"a" * 8, b"b" * 12]
+    assert sb.end == HEADER.data_offset + len(good)
+
+
+def test_a_tolerant_parse_stops_at_the_end_of_a_short_buffer() -> None:
+    events = data_event(b"a" * 8) + data_event(b"b" * 8)
+    cut = page(events)[:HEADER.data_offset + len(events) - 2]
+    sb = tb.parse_subbuf(cut, HEADER, tolerant=True)
+    assert [e.payload for e in sb.events] == [b"a" * 8]
+
+
 def test_print_decoder_ignores_other_events() -> None:
     decoder = tb.PrintDecoder(PRINT)
     other = tb.Event(16, 0, struct.pack("<HBBiQ", 7, 0, 0, 1, 0) + b"hi\0\0")
