@@ -1,6 +1,8 @@
 """Mutants judged by the explorer (`./lab mutate --explore`): the unmutated kernel explored
 on every path the mutants' files serve, then each mutant on its own file's paths; a kill is a
-confirmed failure no known issue explains that the unmutated kernel's explore did not have."""
+confirmed failure no known issue explains that the unmutated kernel's explore did not have.
+With --selftests the kernel's own selftests also run on each mutant's build (judged apart, as
+by_suite does), so one build gives both columns."""
 from __future__ import annotations
 
 import logging
@@ -12,14 +14,17 @@ from harness.errors import LabError
 from harness.explore import report
 from harness.explore.session import Explore, ExploreRequest
 from harness.kernels.mutants import Mutant
-from harness.mutate import build
+from harness.mutate import build, by_suite
 
-from harness.mutate.outcomes import KILLED, NOT_BOOTED, NOT_RUN, SURVIVED, Judged
+from harness.mutate.outcomes import (KILLED, NOT_BOOTED, NOT_RUN, SURVIVED, Judged,
+                                     selftest_killers)
 from harness.mutate.plan import Plan
 from harness.mutate.workspace import Workspace
 from harness.resources import Lab
+from harness.runs.child_run import ChildRun
 
 log = logging.getLogger(__name__)
+SELFTESTS = "kselftest"   # the -k of the kernel's own selftests (./lab run --selftests)
 # The explorer's paths a kernel file serves.
 EXPLORE_PATHS = {"kernel/events/core.c": ("pinning", "perf-ring", "perf-aux"),
                  "kernel/events/ring_buffer.c": ("perf-ring", "perf-aux"),
@@ -38,6 +43,7 @@ def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_di
     base, base_run = explore(plan, ws.src, paths, base_dir, stop_at_new=False)
     log.info("mutate: unmutated kernel: %d confirmed failure(s) no known issue explains: %s",
              len(base), "; ".join(base.values()) or "none")
+    base_st = selftests_base(plan, ws, base_dir) if plan.selftests else None
     results = []
     for i, m in enumerate(plan.mutants, 1):
         r, run_dir = build.new_result(plan, m)
@@ -49,17 +55,38 @@ def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_di
                     r.run_s = round(run_s, 1)
                 except LabError as e:
                     r.outcome, r.why = NOT_BOOTED, e.message.splitlines()[0][:300]
+                if base_st is not None:
+                    child, _ = by_suite.run_tests(plan, ws.src, SELFTESTS, run_dir / "selftests")
+                    if child.summary is not None and not child.not_run:
+                        r.selftest_killers = selftest_killers(base_st, child)
         new = [v for key, v in found.items() if key not in base]
         if r.outcome == NOT_RUN:
             r.outcome = KILLED if new else SURVIVED
             r.killed_by, r.why = list(new), new[0] if new else ""
         results.append(r)
-        log.info("mutant %d/%d %s: %s%s (build %.0f s, explore %.0f s)", i,
+        log.info("mutant %d/%d %s: %s%s (build %.0f s, explore %.0f s)%s", i,
                  len(plan.mutants), m.id, r.outcome.upper(), f": {r.why}" if r.why else "",
-                 r.build_s, r.run_s)
+                 r.build_s, r.run_s, "" if r.selftest_killers is None else
+                 "; kernel selftests: " + ("KILLED" if r.selftest_killers else "survived"))
     how = f"./lab explore {' '.join(paths)} --budget {plan.explore_s:g}s --seed 1"
     return Judged(results, how, False, {"new confirmed failures": len(base)}, base_run,
                   str(base_dir))
+
+def selftests_base(plan: Plan, ws: Workspace, base_dir: Path) -> ChildRun:
+    """The kernel's own selftests on the unmutated kernel: only a case that passes there can
+    kill."""
+    log.info("mutate: the kernel's own selftests on the unmutated kernel")
+    run_dir = base_dir / "selftests"
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    child, run_s = by_suite.run_tests(plan, ws.src, SELFTESTS, run_dir)
+    if child.summary is None or child.exit_code not in (0, 1):
+        raise LabError(f"the kernel's selftests could not run on the unmutated kernel (exit "
+                       f"{child.exit_code}); see {run_dir}.log")
+    counts = child.summary.get("counts", {})
+    log.info("mutate: unmutated kernel's selftests: %s (%.0f s)",
+             ", ".join(f"{v} {o}" for o, v in sorted(counts.items())), run_s)
+    return child
+
 
 def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path,
             stop_at_new: bool = True) -> tuple[dict[str, str], float]:

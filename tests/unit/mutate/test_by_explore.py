@@ -1,11 +1,23 @@
 """Mutants judged by the explorer (harness/mutate/by_explore.py): each kernel file maps to the
-explorer's paths it serves, and the unmutated kernel is explored on each path once."""
+explorer's paths it serves, and the unmutated kernel is explored on each path once; with
+--selftests the kernel's own run on each mutant's build too."""
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import pytest
+
+from harness import config
 from harness.kernels.mutants import KERNEL_FILES, Mutant
+from harness.mutate import build, by_explore, by_suite
 from harness.mutate.by_explore import EXPLORE_PATHS, paths_of
+from harness.mutate.outcomes import SURVIVED
+from harness.mutate.plan import Plan
+from harness.runs import child_run
 
 
 def _mutant(file: str) -> Mutant:
@@ -23,3 +35,38 @@ def test_the_paths_of_several_mutants_are_each_named_once_in_order() -> None:
           _mutant("kernel/events/core.c"), _mutant("kernel/trace/ring_buffer.c"))
     assert paths_of(ms) == ("perf-ring", "perf-aux", "trace-mmap", "pinning")
     assert paths_of(()) == ()
+
+
+def test_with_selftests_each_mutant_build_also_runs_the_kernels_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One build per mutant gives both columns: the explorer's verdict and the selftests'.
+    st = "kselftest/test_kselftest.py::test_case[perf_events/mmap/map.default]"
+    (tmp_path / "linux").mkdir()
+    (tmp_path / "lab.yaml").write_text(f"default_kernel: mine\nkernels:\n  mine:\n    build:\n"
+                                       f"      tree: {tmp_path / 'linux'}\n")
+    cfg = config.load(tmp_path / "lab.yaml")
+    spec = cfg.kernel(None)
+    ms = (_mutant("kernel/events/core.c"), _mutant("kernel/trace/trace.c"))
+    plan = Plan(cfg.with_kernel(spec), spec, ms, None, (), tmp_path, explore_s=1,
+                selftests=True)
+    asked: list[str | None] = []
+
+    def run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path
+                  ) -> tuple[child_run.ChildRun, float]:
+        asked.append(selection)
+        outcome = "failed" if len(asked) == 2 else "passed"   # the first mutant breaks it
+        return child_run.of({"boots": [{"cpus": 1}], "results": [
+            {"test": st, "outcome": outcome, "reason": ""}]}, int(outcome == "failed")), 1.0
+
+    @contextlib.contextmanager
+    def built(*a: Any) -> Iterator[bool]:
+        yield True
+
+    monkeypatch.setattr(by_suite, "run_tests", run_tests)
+    monkeypatch.setattr(build, "mutant_built", built)
+    monkeypatch.setattr(by_explore, "explore", lambda *a, **k: ({}, 2.0))
+    ws: Any = SimpleNamespace(src=tmp_path / "ws")
+    judged = by_explore.judge_all(plan, ws, "7.3", [], tmp_path / "base", 0.0)
+    assert asked == ["kselftest"] * 3
+    assert [r.selftest_killers for r in judged.results] == [[st], []]
+    assert [r.outcome for r in judged.results] == [SURVIVED, SURVIVED]
