@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -286,3 +287,53 @@ def test_what_each_operation_was_answered_is_summed_over_slices_and_said() -> No
                            "fork": {"ok": 1}}
     assert report.answers_text(res.answers) == \
         "mmap 6 (ok 5, EINVAL 1); poll 2 (none 2); fork 1 (ok 1)"
+
+
+WARN = ["------------[ cut here ]------------",
+        "WARNING: CPU: 0 PID: 9 at kernel/trace/ring_buffer.c:7301 "
+        "ring_buffer_map_get_reader+0x1/0x2", "Reader on commit with 679 missed events"]
+
+
+@pytest.mark.parametrize("as_run_kmsg, confirmed", [(WARN, True), ([], False)])
+def test_a_splat_the_shrink_lost_is_confirmed_by_the_sequence_as_run(
+        as_run_kmsg: list[str], confirmed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A WARN_ONCE fires once a boot: the shrink (in the same guest, judged by the check)
+    # keeps `result:read` but cannot keep the splat; the unshrunk sequence must show it.
+    from types import SimpleNamespace
+    from harness.explore.session import Explore
+    lab: Any = SimpleNamespace(kernel=lambda name: SimpleNamespace(name=name))
+    run = Explore(lab, ExploreRequest("k", ("trace-mmap",), 1, 52), Path("/nonexistent"),
+                  say=lambda s: None)
+    title = report_title(WARN)
+    f = failure("trace-mmap", "result:read", splat=title)
+    f.sequence = 17
+    as_run_steps = [dict(s, result="ok") for s in MOVED] + \
+        [{"id": 3, "op": "get-reader", "args": ["@0"], "result": "ok"}]
+    asked: list[list[str]] = []
+
+    def probe(args: list[str], timeout: float) -> dict:
+        asked.append(args)
+        read_failed = {"check": "result:read", "got": "0 bytes"}
+        if args[0] == "replay":
+            return {"replays": [{"failure": read_failed, "kmsg": []}]}
+        return {"failures": [{"failure": read_failed, "kmsg": as_run_kmsg,
+                              "steps": as_run_steps}]}
+
+    monkeypatch.setattr(run, "_probe", probe)
+    monkeypatch.setattr(run, "fresh_guest", lambda: None)
+    run.confirm(f)
+    assert [a[0] for a in asked] == ["replay", "run"]
+    assert asked[1][asked[1].index("--first") + 1] == "17" and "--shrink" in asked[1]
+    assert f.confirmed is confirmed
+    if confirmed:
+        assert (f.confirm_got, f.shrunk, len(f.steps)) == (title, False, 4)
+        assert all("result" not in s for s in f.steps)
+    else:
+        assert f.confirm_got == "0 bytes; the sequence as run: no splat"
+        assert f.steps == MOVED and f.shrunk
+
+
+def report_title(lines: list[str]) -> str:
+    from harness.kernellog import splats
+    (found, *_) = splats.find(lines)
+    return found.title
