@@ -22,9 +22,9 @@ from harness.mutate.plan import Plan
 from harness.mutate.workspace import Workspace
 from harness.resources import Lab
 from harness.runs.child_run import ChildRun
+from harness.selftests import catalog
 
 log = logging.getLogger(__name__)
-SELFTESTS = "kselftest"   # the -k of the kernel's own selftests (./lab run --selftests)
 # The explorer's paths a kernel file serves.
 EXPLORE_PATHS = {"kernel/events/core.c": ("pinning", "perf-ring", "perf-aux"),
                  "kernel/events/ring_buffer.c": ("perf-ring", "perf-aux"),
@@ -56,7 +56,9 @@ def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_di
                 except LabError as e:
                     r.outcome, r.why = NOT_BOOTED, e.message.splitlines()[0][:300]
                 if base_st is not None:
-                    child, _ = by_suite.run_tests(plan, ws.src, SELFTESTS, run_dir / "selftests")
+                    theirs = catalog.selection_for(m.file)
+                    child, _ = by_suite.run_tests(plan, ws.src, theirs, run_dir / "selftests",
+                                                  theirs)
                     if child.summary is not None and not child.not_run:
                         r.selftest_killers = selftest_killers(base_st, child)
         new = [v for key, v in found.items() if key not in base]
@@ -78,7 +80,7 @@ def selftests_base(plan: Plan, ws: Workspace, base_dir: Path) -> ChildRun:
     log.info("mutate: the kernel's own selftests on the unmutated kernel")
     run_dir = base_dir / "selftests"
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    child, run_s = by_suite.run_tests(plan, ws.src, SELFTESTS, run_dir)
+    child, run_s = by_suite.run_tests(plan, ws.src, catalog.KSELFTEST, run_dir)
     if child.summary is None or child.exit_code not in (0, 1):
         raise LabError(f"the kernel's selftests could not run on the unmutated kernel (exit "
                        f"{child.exit_code}); see {run_dir}.log")

@@ -16,6 +16,7 @@ from harness.mutate.outcomes import NOT_RUN, Judged, MutantResult, judge, selfte
 from harness.mutate.plan import Plan
 from harness.mutate.workspace import Workspace
 from harness.runs import child_run, request
+from harness.selftests import catalog
 from harness.runs.child_run import ChildRun
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ def one(plan: Plan, ws: Workspace, m: Mutant, outs: list[Path], baseline: ChildR
         if not built:
             return r
         tests = plan.selection if plan.whole_suite else both(plan.selection, m.tests)
-        child, run_s = run_tests(plan, ws.src, tests, run_dir)
+        child, run_s = run_tests(plan, ws.src, tests, run_dir, catalog.selection_for(m.file))
         r.run_s = round(run_s, 1)
     r.outcome, r.killed_by, r.why = judge(baseline, child)
     if plan.selftests and child.summary is not None and not child.not_run:
@@ -65,12 +66,13 @@ def both(a: str | None, b: str | None) -> str | None:
         return f"({a}) and ({b})"
     return a or b
 
-def run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path
-              ) -> tuple[ChildRun, float]:
+def run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path,
+              selftests: str = catalog.KSELFTEST) -> tuple[ChildRun, float]:
     """`./lab run` of the kernel built from `tree`, in a child; its output goes to
-    run_dir.log. Stopped (and its guests with it) if we are interrupted."""
+    run_dir.log. Stopped (and its guests with it) if we are interrupted. With --selftests
+    the kernel's own that `selftests` (a -k) picks run too."""
     if plan.selftests and selection:
-        selection = f"({selection}) or kselftest"
+        selection = f"({selection}) or ({selftests})"
     req = request.make(plan.cfg, plan.spec, run_dir, selection=selection, tree=tree,
                        selftests=plan.selftests, pytest_args=plan.pytest_args)
     start = time.monotonic()

@@ -42,6 +42,18 @@ MODULES: dict[str, str] = {"perf_events/mmap": "ringlab_aux"}
 # Shell commands run before an ftracetest case whose `requires:` names the key: the test
 # remote (CONFIG_TRACE_REMOTE_TEST) is a module the remotes/ cases expect loaded.
 SETUP: dict[str, str] = {"remotes/test": "modprobe remote_test"}
+# The targets whose cases can see a change to a kernel file (what `./lab mutate --selftests`
+# runs on a mutant of it, as a Tests: header narrows ours): perf_events exercises
+# kernel/events/, ring-buffer and ftrace (remotes included) kernel/trace/. A file not named
+# here gets every target.
+TARGETS_OF_FILE: dict[str, tuple[str, ...]] = {
+    "kernel/events/core.c": ("perf_events",),
+    "kernel/events/ring_buffer.c": ("perf_events",),
+    **{f"kernel/trace/{f}": ("ring-buffer", "ftrace") for f in (
+        "ring_buffer.c", "trace.c", "trace_snapshot.c", "simple_ring_buffer.c",
+        "trace_remote.c")},
+}
+KSELFTEST = "kselftest"   # the -k that picks the kernel's own (their pytest file's name)
 DEFAULT_TIMEOUT_S = 45
 FTRACE_LOG = "log: "   # the prefix of an ftracetest case's log lines in its output
 FTRACE_LOG_TAIL = 8  # kselftest's own default (runner.sh) when a target has no settings
@@ -119,3 +131,12 @@ def _column(line: str, width: int) -> tuple[str, str]:
         return "", line[width + 1:]
     name = line.split(" ", 1)[0]
     return name, line[max(width, len(name)) + 1:]
+
+
+def selection_for(file: str) -> str:
+    """The pytest -k of the kernel's own selftests that can see a change to `file` (a path
+    in the tree): their ids start with the target (SelftestCase.id)."""
+    targets = TARGETS_OF_FILE.get(file)
+    if not targets:
+        return KSELFTEST
+    return f"{KSELFTEST} and ({' or '.join(targets)})"

@@ -51,8 +51,9 @@ def test_with_selftests_each_mutant_build_also_runs_the_kernels_own(
                 selftests=True)
     asked: list[str | None] = []
 
-    def run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path
-                  ) -> tuple[child_run.ChildRun, float]:
+    def run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path,
+                  selftests: str = "kselftest") -> tuple[child_run.ChildRun, float]:
+        assert selftests == selection
         asked.append(selection)
         outcome = "failed" if len(asked) == 2 else "passed"   # the first mutant breaks it
         return child_run.of({"boots": [{"cpus": 1}], "results": [
@@ -67,6 +68,7 @@ def test_with_selftests_each_mutant_build_also_runs_the_kernels_own(
     monkeypatch.setattr(by_explore, "explore", lambda *a, **k: ({}, 2.0))
     ws: Any = SimpleNamespace(src=tmp_path / "ws")
     judged = by_explore.judge_all(plan, ws, "7.3", [], tmp_path / "base", 0.0)
-    assert asked == ["kselftest"] * 3
+    assert asked == ["kselftest", "kselftest and (perf_events)",
+                     "kselftest and (ring-buffer or ftrace)"]
     assert [r.selftest_killers for r in judged.results] == [[st], []]
     assert [r.outcome for r in judged.results] == [SURVIVED, SURVIVED]

@@ -65,6 +65,6 @@ def test_a_mutants_run_is_asked_with_the_resolved_kernel_and_its_tests(
     assert r.why == "test_one: AssertionError: 3 pages" and r.selftest_killers == []
     (req,) = asked
     assert isinstance(req.kernel.source, BuildKernel) and req.kernel.source.tree == tmp_path / "ws"
-    assert req.selection == "((mmap) and (perf_mmap)) or kselftest"
+    assert req.selection == "((mmap) and (perf_mmap)) or (kselftest and (perf_events))"
     assert (req.kernel.name, req.selftests, req.pytest_args) == (plan.name, True, ("-x",))
     assert (tmp_path / "mutants" / "001-x.log").read_text().startswith("$ ")

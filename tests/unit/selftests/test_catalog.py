@@ -1,0 +1,40 @@
+"""Which of the kernel's own selftests `./lab mutate --selftests` runs on a mutant of a file
+(catalog.selection_for): the -k it gives, fed to pytest itself on the real case ids."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.selftests import catalog
+
+IDS = ["perf_events/mmap/perf_mmap.rb.map", "perf_events/watermark_signal/global.watermark_signal",
+       "ring-buffer/map_test/map.subbuf_size_4k.data_mmap", "ftrace/00basic/snapshot",
+       "ftrace/remotes/trace"]
+
+
+def picked(tmp_path: Path, expr: str) -> list[str]:
+    """The case ids pytest's -k `expr` selects from a test file named as ours."""
+    (tmp_path / "test_kselftest.py").write_text(
+        "import pytest\n"
+        f"@pytest.mark.parametrize('case', {IDS!r}, ids={IDS!r})\n"
+        "def test_selftest(case):\n    pass\n"
+        "def test_ours():\n    pass\n")
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
+                          "no:cacheprovider", "-k", expr, "test_kselftest.py"],
+                         cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    return [line.split("[", 1)[1].rstrip("]") for line in out.splitlines() if "[" in line]
+
+
+@pytest.mark.parametrize("file, want", [
+    ("kernel/events/core.c", IDS[:2]),
+    ("kernel/events/ring_buffer.c", IDS[:2]),
+    ("kernel/trace/ring_buffer.c", IDS[2:]),
+    ("kernel/trace/trace_remote.c", IDS[2:]),
+    ("mm/mmap.c", IDS),                       # a file not named: every target
+])
+def test_a_mutants_file_picks_the_targets_that_exercise_it(tmp_path: Path, file: str,
+                                                            want: list[str]) -> None:
+    assert picked(tmp_path, catalog.selection_for(file)) == want
