@@ -361,8 +361,13 @@ class PerfModel(Model):
 
     def end(self) -> dict:
         """Everything undone: nothing pinned, and the user's whole allowance maps again
-        without pinning a page (what the sequence charged all came back)."""
-        return {"vm_pin_kb": 0, "allowance": "ok"}
+        without pinning a page (what the sequence charged all came back); with the test PMU,
+        its module holds no reference more than before: an event holds one from
+        perf_init_event() to __free_event(), a mapping only keeps the event (mutant 058)."""
+        out: dict = {"vm_pin_kb": 0, "allowance": "ok"}
+        if self.setup.get("has_pmu"):
+            out["pmu_refs"] = 0
+        return out
 
 
 # --- the operations: each one's draw, rule, model update, call and reproducer forms --------
@@ -1102,6 +1107,7 @@ class PerfWorld(World):
         self.set_caps = set_effective_caps
         if setup["who"] == "user+ipc_lock":
             set_effective_caps((14,))   # CAP_IPC_LOCK
+        self.pmu_refs = _module_refs()
 
     def observe(self, expected: dict) -> dict:
         from perf_events import vm_pin_kb
@@ -1191,6 +1197,7 @@ class PerfWorld(World):
         from perf_events import allowance_sizes, open_dummy, vm_pin_kb
         from perf_buffer import RingBuffer
         pinned = vm_pin_kb()
+        refs = {"pmu_refs": _module_refs() - self.pmu_refs} if "pmu_refs" in expected else {}
         self.set_caps(())
         resource.setrlimit(resource.RLIMIT_MEMLOCK, (0, 0))
         limit = self.cfg["mlock_kb"] // (self.page // 1024) * self.cfg["ncpus"]
@@ -1214,10 +1221,21 @@ class PerfWorld(World):
             for fd, rb in held:
                 rb.close()
                 os.close(fd)
-        return {"vm_pin_kb": pinned, "allowance": verdict}
+        return {"vm_pin_kb": pinned, "allowance": verdict, **refs}
 
 
 PATHS = {"perf-ring": PerfWorld, "perf-aux": PerfWorld, "pinning": PerfWorld}
+# The test PMU module's references (world-readable): each live event of it holds one.
+PMU_REFS = "/sys/module/ringlab_aux/refcnt"
+
+
+def _module_refs() -> int:
+    """The test PMU module's reference count now (0 without the module)."""
+    try:
+        with open(PMU_REFS) as f:
+            return int(f.read())
+    except FileNotFoundError:
+        return 0
 
 
 @contextmanager

@@ -14,7 +14,6 @@ from harness.explore import reproducer
 from harness.probe_modules import probe_module
 
 SUPPORT = Path(__file__).with_name("c")
-END_CHECKS = 3      # the path's two end checks and the kernel log
 
 
 def support(path: str) -> str:
@@ -35,7 +34,7 @@ def _c_step(step: dict, allowed: list[str], pin: int | None, path: str,
 def program(f: Any, title: str, expectations: list[dict]) -> str:
     s = dict(f.setup, **f.env)
     n = max([e["step"]["id"] for e in expectations] + [0]) + 2
-    plan = reproducer.plan(expectations, END_CHECKS)
+    plan = reproducer.plan(expectations, reproducer.end_checks(f))
     made: dict[int, tuple[int, bool]] = {}
     body: list[str] = []
     for e in expectations:
@@ -48,7 +47,7 @@ def program(f: Any, title: str, expectations: list[dict]) -> str:
         ipc = int(s.get("who") == "user+ipc_lock")
         begin = (f'perf_begin({plan}, {s["mlock_kb"]}, {s["rlimit_pages"] * s["page_size"]}, '
                  f'{reproducer.UID}, {ipc});')
-        end = f'perf_end({s["mlock_kb"]});'
+        end = f'perf_end({s["mlock_kb"]}, {int(bool(s.get("has_pmu")))});'
     banners = ", ".join('"' + b.replace('"', '\\"') + '"'
                         for b in probe_module("splat_banners").PREFIXES)
     top = (f"// SPDX-License-Identifier: GPL-2.0\n/*\n * {title.replace('*/', '* /')}\n *\n"

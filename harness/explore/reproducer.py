@@ -70,6 +70,13 @@ def check_lines(f: FailureLike, checks: dict[str, dict], language: str) -> list[
     return out
 
 
+def end_checks(f: FailureLike) -> int:
+    """The end checks a reproducer numbers: the path's two (VmPin and the allowance; the
+    resize and the rmdir), the test PMU's module references where it has one, the kernel
+    log."""
+    return 3 + int(f.path != "trace-mmap" and bool(f.env.get("has_pmu")))
+
+
 def plan(exp: list[dict[str, Any]], end_checks: int) -> int:
     """KTAP's plan: a result per step, per observation check and per end check."""
     return sum(1 + len(e.get("checks", {})) for e in exp) + end_checks
@@ -255,6 +262,14 @@ def aux_run(f, ctl, budget):
 
 TP = "/sys/kernel/tracing/events/syscalls/sys_enter_getppid/id"
 TP_ID = int(open(TP).read()) if os.path.exists(TP) else None   # as root: tracefs is root's
+PMU_REFS = "/sys/module/ringlab_aux/refcnt"   # the test PMU module's references
+
+
+def pmu_refs():
+    return int(open(PMU_REFS).read()) if os.path.exists(PMU_REFS) else 0
+
+
+pmu_refs_before = pmu_refs()
 sysctl("perf_event_mlock_kb", {mlock_kb})
 sysctl("perf_event_paranoid", 1)
 resource.setrlimit(resource.RLIMIT_MEMLOCK, ({rlimit}, {rlimit}))
@@ -369,7 +384,7 @@ pin = vm_pin_kb()
 if pin:
     print(f"# VmPin {{pin}} kB")
 result(not pin, "end: VmPin 0 with everything unmapped")
-# The user's whole allowance, perf_event_mlock_kb x CPUs, mapped with RLIMIT_MEMLOCK 0 and no
+{pmu}# The user's whole allowance, perf_event_mlock_kb x CPUs, mapped with RLIMIT_MEMLOCK 0 and no
 # CAP_IPC_LOCK: every page of it must fit in what the sequence gave back.
 {drop}resource.setrlimit(resource.RLIMIT_MEMLOCK, (0, 0))
 left, whole = {mlock_kb} // (PAGE // 1024) * os.sysconf("SC_NPROCESSORS_ONLN"), True
@@ -383,6 +398,13 @@ while left > 0:
         break
     left -= size
 result(whole, "end: the allowance maps again")
+'''
+
+# With the test PMU: every event of it freed gave its module reference back.
+_PY_PMU_END = '''refs = pmu_refs() - pmu_refs_before
+if refs:
+    print(f"# ringlab_aux holds {refs} module reference(s) more than before")
+result(not refs, "end: the test PMU's module references given back")
 '''
 
 _PY_TRACE = '''
@@ -543,7 +565,8 @@ def python_script(f: FailureLike, title: str) -> str:
     exp = [] if is_concurrent(f) else expectations(f)
     s = dict(f.setup, **f.env)
     banners = probe_module("splat_banners").PREFIXES
-    head = _PY_HEAD.format(title=title, path=f.path, banners=banners, plan=plan(exp, 3))
+    head = _PY_HEAD.format(title=title, path=f.path, banners=banners,
+                           plan=plan(exp, end_checks(f)))
     if f.path == "trace-mmap":
         head += _PY_TRACE_OBSERVE if any(e.get("checks") for e in exp) else ""
         head += _PY_TRACE.format(buffer_kb=s["buffer_kb"], subbuf_kb=s["subbuf_kb"],
@@ -573,7 +596,8 @@ def python_script(f: FailureLike, title: str) -> str:
     else:
         drop = ("libc.syscall(126 if os.uname().machine == 'x86_64' else 91, hdr, "
                 "bytes(24))  # CAP_IPC_LOCK off\n" if s.get("who") == "user+ipc_lock" else "")
-        end = _PY_PERF_END.format(mlock_kb=s["mlock_kb"], drop=drop)
+        end = _PY_PERF_END.format(mlock_kb=s["mlock_kb"], drop=drop,
+                                  pmu=_PY_PMU_END if s.get("has_pmu") else "")
     return head + "\n".join(body) + "\n" + end + _PY_TAIL
 
 

@@ -2,8 +2,9 @@
 /*
  * ringlab_perf.h: the perf paths' reproducers (perf-ring, perf-aux, pinning), after
  * ringlab_repro.h. The sysctls and user a sequence had, the events it opens, and the end
- * checks: nothing pinned with everything unmapped, and the user's whole allowance mapping
- * again (what the sequence was charged all came back: perf_mmap_close()).
+ * checks: nothing pinned with everything unmapped, the test PMU module's references back,
+ * and the user's whole allowance mapping again (what the sequence was charged all came back:
+ * perf_mmap_close()).
  */
 #ifndef RINGLAB_PERF_H
 #define RINGLAB_PERF_H
@@ -164,6 +165,8 @@ static int __attribute__((unused)) open_event(const char *kind)
 /* wakeup: wakeup_watermark in bytes (attr.watermark set), 0 for the default (half the
  * buffer: ring_buffer_init()). */
 static int tp_id = -1;	/* read as root by perf_begin(): tracefs is root's */
+#define PMU_REFS "/sys/module/ringlab_aux/refcnt"	/* the test PMU module's references */
+static int pmu_refs_before;
 
 static int open_event_wakeup(const char *kind, int wakeup)
 {
@@ -213,6 +216,8 @@ static void perf_begin(int plan, long mlock_kb, long rlimit, int uid, int ipc_lo
 		skip_all("run as root: it sets perf sysctls, then becomes another user");
 	if (read_int(TRACEPOINT_ID, &tp_id))
 		tp_id = -1;
+	if (read_int(PMU_REFS, &pmu_refs_before))
+		pmu_refs_before = 0;
 	ktap_begin(plan);
 	kmsg_start();
 	snprintf(value, sizeof(value), "%ld\n", mlock_kb);
@@ -226,9 +231,10 @@ static void perf_begin(int plan, long mlock_kb, long rlimit, int uid, int ipc_lo
 		set_ipc_lock(1);
 }
 
-/* Two end checks: VmPin 0 with everything unmapped; the whole allowance, with
- * RLIMIT_MEMLOCK 0 and no CAP_IPC_LOCK, mapped again. */
-static void perf_end(long mlock_kb)
+/* The end checks: VmPin 0 with everything unmapped; with the test PMU (pmu), its
+ * module's references back where they were; the whole allowance, with RLIMIT_MEMLOCK 0 and
+ * no CAP_IPC_LOCK, mapped again. */
+static void perf_end(long mlock_kb, int pmu)
 {
 	struct rlimit rl = { 0, 0 };
 	long left, pinned;
@@ -240,6 +246,16 @@ static void perf_end(long mlock_kb)
 	if (pinned)
 		printf("# VmPin %ld kB\n", pinned);
 	result(!pinned, "end: VmPin 0 with everything unmapped");
+	if (pmu) {
+		int refs = 0;
+
+		if (read_int(PMU_REFS, &refs))
+			refs = 0;
+		if (refs != pmu_refs_before)
+			printf("# ringlab_aux holds %d module reference(s) more than before\n",
+			       refs - pmu_refs_before);
+		result(refs == pmu_refs_before, "end: the test PMU's module references given back");
+	}
 	set_ipc_lock(0);
 	setrlimit(RLIMIT_MEMLOCK, &rl);
 	left = mlock_kb / (page / 1024) * sysconf(_SC_NPROCESSORS_ONLN);
