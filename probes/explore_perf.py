@@ -63,6 +63,7 @@ AUX_PLACES = {"after": ((0, 0), (0, 0)), "overlap": ((-1, 0), (-1, 0)),
 AUX_WHERE = ("after",) * 6 + ("overlap", "gap", "unaligned")
 FIRES = (1, 4, 20, 150)
 WAKEUPS = (0, 0, 0, 256, 1000, 3000)   # wakeup_watermark bytes of a tracepoint event
+TEST_PMU = "ringlab_aux"   # the lab's AUX-capable PMU (kernels/modules/ringlab_aux)
 # The test PMU's AUX writes (kernels/modules/ringlab_aux): chunk bytes and a budget of chunks
 # (attr.config bits 0-23 and 40-55; a budget of 0 never stops, which `aux-run` cannot wait for).
 PMU_CHUNKS = (1024, 3000)
@@ -405,7 +406,7 @@ def _call_open(w: PerfWorld, sid: int, a: Args) -> str:
             at.flags |= perf_abi.ATTR_WATERMARK
             at.wakeup_events = a["wakeup"]     # the union's wakeup_watermark
     elif a["kind"] == "pmu":    # a budget of chunks, or 4 KiB ones without end
-        at = perf_abi.attr(test_pmu_type("ringlab_aux"),
+        at = perf_abi.attr(test_pmu_type(TEST_PMU),
                            a["chunk"] | a["budget"] << PMU_BUDGET_SHIFT, quiet)
     else:
         at = perf_abi.attr(perf_abi.PERF_TYPE_SOFTWARE, perf_abi.PERF_COUNT_SW_DUMMY, quiet)
@@ -1071,8 +1072,8 @@ class PerfWorld(World):
         if not os.path.exists("/proc/sys/kernel/perf_event_paranoid"):
             return "this kernel has no perf events (CONFIG_PERF_EVENTS)"
         if path == "perf-aux" and not os.path.exists(
-                "/sys/bus/event_source/devices/ringlab_aux"):
-            return "the test PMU ringlab_aux is not loaded (kernels/modules/ringlab_aux)"
+                f"/sys/bus/event_source/devices/{TEST_PMU}"):
+            return f"the test PMU {TEST_PMU} is not loaded (kernels/modules/{TEST_PMU})"
         return None
 
     @staticmethod
@@ -1089,7 +1090,7 @@ class PerfWorld(World):
         page = os.sysconf("SC_PAGE_SIZE")
         env = {"page_size": page, "ncpus": os.sysconf("SC_NPROCESSORS_ONLN"),
                "mlock_kb": setup["mlock_pages"] * page // 1024,
-               "has_pmu": os.path.exists("/sys/bus/event_source/devices/ringlab_aux"),
+               "has_pmu": os.path.exists(f"/sys/bus/event_source/devices/{TEST_PMU}"),
                "tp_id": _tracepoint_id()}
         env["has_tp"] = env["tp_id"] is not None
         with sysctls({"perf_event_mlock_kb": env["mlock_kb"], "perf_event_paranoid": 1}):
@@ -1120,7 +1121,8 @@ class PerfWorld(World):
         self.set_caps = set_effective_caps
         if setup["who"] == "user+ipc_lock":
             set_effective_caps((14,))   # CAP_IPC_LOCK
-        self.pmu_refs = _module_refs()
+        from perf_events import module_refs
+        self.pmu_refs = module_refs(TEST_PMU) or 0
 
     def observe(self, expected: dict) -> dict:
         from perf_events import vm_pin_kb
@@ -1207,10 +1209,11 @@ class PerfWorld(World):
         """VmPin with everything undone, then the user's whole allowance mapped without
         CAP_IPC_LOCK and with RLIMIT_MEMLOCK 0: any page it cannot have is a charge the
         sequence never got back."""
-        from perf_events import allowance_sizes, open_dummy, vm_pin_kb
+        from perf_events import allowance_sizes, module_refs, open_dummy, vm_pin_kb
         from perf_buffer import RingBuffer
         pinned = vm_pin_kb()
-        refs = {"pmu_refs": _module_refs() - self.pmu_refs} if "pmu_refs" in expected else {}
+        refs = ({"pmu_refs": (module_refs(TEST_PMU) or 0) - self.pmu_refs}
+                if "pmu_refs" in expected else {})
         self.set_caps(())
         resource.setrlimit(resource.RLIMIT_MEMLOCK, (0, 0))
         limit = self.cfg["mlock_kb"] // (self.page // 1024) * self.cfg["ncpus"]
@@ -1238,19 +1241,6 @@ class PerfWorld(World):
 
 
 PATHS = {"perf-ring": PerfWorld, "perf-aux": PerfWorld, "pinning": PerfWorld}
-# The test PMU module's references (world-readable): each live event of it holds one.
-PMU_REFS = "/sys/module/ringlab_aux/refcnt"
-
-
-def _module_refs() -> int:
-    """The test PMU module's reference count now (0 without the module)."""
-    try:
-        with open(PMU_REFS) as f:
-            return int(f.read())
-    except FileNotFoundError:
-        return 0
-
-
 @contextmanager
 def sysctls(values: dict[str, object]) -> Iterator[None]:
     """/proc/sys/kernel/NAME = value for the duration; what was there put back."""

@@ -70,6 +70,16 @@ def test_pmu_type(name: str) -> int:
                             f"{path}: {e.strerror}") from None
 
 
+def module_refs(module: str) -> int | None:
+    """A module's reference count (/sys/module/NAME/refcnt: each live event of a PMU the
+    module provides holds one, perf_init_event() try_module_get()), None when not loaded."""
+    try:
+        with open(f"/sys/module/{module}/refcnt") as f:
+            return int(f.read())
+    except FileNotFoundError:
+        return None
+
+
 def vm_pin_kb(pid: int | str = "self") -> int:
     """VmPin of a process in kB (its mm's pinned_vm), -1 if it has none."""
     for line in open(f"/proc/{pid}/status"):

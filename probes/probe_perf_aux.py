@@ -30,7 +30,8 @@ from typing import Any
 import perf_abi as perf
 import probelib
 from perf_buffer import AuxArea, RingBuffer
-from perf_events import event_id, lost_count, open_dummy, test_pmu_type, vm_pin_kb
+from perf_events import (event_id, lost_count, module_refs, open_dummy, test_pmu_type,
+                         vm_pin_kb)
 from probelib import PAGE, Mapping, errno_result, libc
 
 PMU = "ringlab_aux"
@@ -673,11 +674,6 @@ def _unload() -> str:
     return "ok" if r.returncode == 0 else (r.stderr.strip() or f"exit {r.returncode}")
 
 
-def _refcnt() -> str | None:
-    path = f"/sys/module/{PMU}/refcnt"
-    return open(path).read().strip() if os.path.exists(path) else None
-
-
 def check_module_unload(args: list[str]) -> dict:
     """The test PMU's module unloaded under a mapping: each event holds a reference to its
     PMU's module (perf_init_event() try_module_get(pmu->module), dropped in _free_event()),
@@ -685,20 +681,20 @@ def check_module_unload(args: list[str]) -> dict:
     is mapped, and once everything is unmapped and closed the count is back where it was
     and rmmod works (a reference a mapping path leaked would keep the module forever).
     Unloads the module: the next test that needs the PMU loads it again."""
-    out: dict[str, Any] = {"refcnt_before": _refcnt()}
+    out: dict[str, Any] = {"refcnt_before": module_refs(PMU)}
     fd = open_test_pmu(chunk=4096, period_us=2000)
     rb = RingBuffer(fd, 4)
     aux = AuxArea(fd, rb, 4)
-    out["refcnt_mapped"] = _refcnt()
+    out["refcnt_mapped"] = module_refs(PMU)
     os.close(fd)                                   # the mappings keep the event
-    out["refcnt_closed_mapped"] = _refcnt()
+    out["refcnt_closed_mapped"] = module_refs(PMU)
     out["rmmod_while_mapped"] = _unload()
-    out["loaded_after_refused_rmmod"] = _refcnt() is not None
+    out["loaded_after_refused_rmmod"] = module_refs(PMU) is not None
     aux.close()
     rb.close()
-    out["refcnt_unmapped"] = _refcnt()
+    out["refcnt_unmapped"] = module_refs(PMU)
     out["rmmod_after"] = _unload()
-    out["loaded_after_rmmod"] = _refcnt() is not None
+    out["loaded_after_rmmod"] = module_refs(PMU) is not None
     return out
 
 
@@ -720,10 +716,10 @@ def check_revoke(args: list[str]) -> dict:
     aux = AuxArea(fd, rb, 4)
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
     run_for(fd, 0.1)
-    out: dict[str, Any] = {"aux_head_before": aux.head, "refcnt_before": _refcnt()}
+    out: dict[str, Any] = {"aux_head_before": aux.head, "refcnt_before": module_refs(PMU)}
     out["unregister"] = probelib.outcome(lambda: _write(param, "1"))
     out["pmu_in_sysfs"] = os.path.exists(f"/sys/bus/event_source/devices/{PMU}")
-    out["refcnt_after"] = _refcnt()
+    out["refcnt_after"] = module_refs(PMU)
     out["mmap_again"] = probelib.outcome(
         lambda: Mapping(fd, rb.length, mmap.PROT_READ | mmap.PROT_WRITE).close())
     out["ioctl_enable"] = probelib.outcome(
@@ -742,7 +738,7 @@ def check_revoke(args: list[str]) -> dict:
     rb.close()
     os.close(fd)
     out["rmmod"] = _unload()
-    out["loaded_after_rmmod"] = _refcnt() is not None
+    out["loaded_after_rmmod"] = module_refs(PMU) is not None
     return out
 
 
