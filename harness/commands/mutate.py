@@ -4,17 +4,16 @@ harness/kernels/mutants.py)."""
 from __future__ import annotations
 
 import argparse
-import logging
 
 from harness import config as lab_config
 from harness.commands import options
+from harness.errors import LabError
 from harness.explore.session import parse_budget
 from harness.kernels.mutants import catalog, select
 from harness.mutate import session
 from harness.mutate.plan import Plan
 from harness.runs import run_folder
 
-log = logging.getLogger(__name__)
 OWN_LOGGING: bool = True
 HOST_TOOLS: tuple[str, ...] = ("build",)
 
@@ -30,9 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     mu.add_argument("--whole-suite", action="store_true", help="run every mutant on the "
                     "tests of the unmutated kernel, ignoring its Tests: header: slower, but "
                     "measures what a broken kernel costs the whole suite")
-    mu.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="accepted, but "
-                    "mutants run serially for now (one build at a time: on 2 cores parallel "
-                    "kernel builds only slow each other)")
+    mu.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="guests each "
+                    "mutant's test run uses at once (./lab run -j N; the kernel's selftests "
+                    "spread case by case); mutants are still built one at a time (on 2 cores "
+                    "parallel kernel builds only slow each other)")
     mu.add_argument("--explore", metavar="BUDGET", help="judge each mutant with `./lab "
                     "explore` (BUDGET per path its file serves, e.g. 2m) instead of the suite")
     mu.add_argument("--selftests", action="store_true", help="run the kernel's own selftests "
@@ -50,10 +50,9 @@ def main(args: argparse.Namespace) -> int:
     cfg, spec = options.config_and_kernel(args)
     mutants = select(catalog(), args.mutants)
     explore_s = parse_budget(args.explore) if args.explore else None
-    if args.jobs > 1:
-        log.warning("-j %d: mutants run one at a time for now (on 2 cores two kernel builds "
-                    "only slow each other; make already uses every core)", args.jobs)
+    if args.jobs < 1:
+        raise LabError(f"-j {args.jobs}: expected 1 or more guests")
     out = run_folder.open_run(cfg, args, f"mutate-{lab_config.file_safe(spec.name)}")
     return session.run(Plan(cfg, spec, tuple(mutants), args.k, tuple(args.pytest_args), out,
                             whole_suite=args.whole_suite, explore_s=explore_s,
-                            selftests=args.selftests))
+                            selftests=args.selftests, jobs=args.jobs))

@@ -80,7 +80,8 @@ def selftests_base(plan: Plan, ws: Workspace, base_dir: Path) -> ChildRun:
     log.info("mutate: the kernel's own selftests on the unmutated kernel")
     run_dir = base_dir / "selftests"
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    child, run_s = by_suite.run_tests(plan, ws.src, catalog.KSELFTEST, run_dir)
+    theirs = catalog.selection_for_all([m.file for m in plan.mutants])
+    child, run_s = by_suite.run_tests(plan, ws.src, theirs, run_dir, theirs)
     if child.summary is None or child.exit_code not in (0, 1):
         raise LabError(f"the kernel's selftests could not run on the unmutated kernel (exit "
                        f"{child.exit_code}); see {run_dir}.log")

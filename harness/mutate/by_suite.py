@@ -26,7 +26,8 @@ def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_di
     """The unmutated kernel's run (it must have booted and run), then each mutant's."""
     log.info("mutate: running the tests on the unmutated kernel %s (%s)", release,
              plan.selection or "the whole suite")
-    base, base_run = run_tests(plan, ws.src, plan.selection, base_dir)
+    base, base_run = run_tests(plan, ws.src, plan.selection, base_dir,
+                               catalog.selection_for_all([m.file for m in plan.mutants]))
     if base.summary is None or base.exit_code not in (0, 1):
         raise LabError(f"the tests could not run on the unmutated kernel (exit "
                        f"{base.exit_code}); see {base_dir}.log")
@@ -74,7 +75,8 @@ def run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path,
     if plan.selftests and selection:
         selection = f"({selection}) or ({selftests})"
     req = request.make(plan.cfg, plan.spec, run_dir, selection=selection, tree=tree,
-                       selftests=plan.selftests, pytest_args=plan.pytest_args)
+                       selftests=plan.selftests, pytest_args=plan.pytest_args,
+                       jobs=str(plan.jobs))
     start = time.monotonic()
     with open(f"{run_dir}.log", "w") as out:
         out.write("$ " + " ".join(child_run.argv(req)) + "\n")

@@ -59,6 +59,9 @@ def judge(baseline: ChildRun, child: ChildRun) -> tuple[str, list[str], str]:
         return NOT_RUN, [], f"not run: {child.not_run}"
     if not child.summary.get("results"):  # the selection holds no test for this mutant
         return SURVIVED, [], "no test of the selection ran"
+    if all(matrix.SELFTEST in r["test"] for r in child.summary["results"]):
+        # as above: ours saw nothing of it (-k picked only the kernel's own: their column)
+        return SURVIVED, [], "none of our tests in the selection ran (only the kernel's own)"
     killers = [t for t in _broken(baseline, child) if matrix.SELFTEST not in t]
     if killers:
         first = next(r for r in child.summary.get("results", [])
@@ -71,8 +74,13 @@ def judge(baseline: ChildRun, child: ChildRun) -> tuple[str, list[str], str]:
     return SURVIVED, [], ""
 
 
-def selftest_killers(baseline: ChildRun, child: ChildRun) -> list[str]:
-    """The kernel's own selftest cases that passed on the unmutated kernel and fail here."""
+def selftest_killers(baseline: ChildRun, child: ChildRun) -> list[str] | None:
+    """The kernel's own selftest cases that passed on the unmutated kernel and fail here;
+    None when none of them ran on a booted guest (nothing judged)."""
+    ran = [r for r in (child.summary or {}).get("results", []) if matrix.SELFTEST in r["test"]
+           and not child.without_guest(r["test"])]
+    if not child.booted or not ran:
+        return None
     return [t for t in _broken(baseline, child) if matrix.SELFTEST in t]
 
 

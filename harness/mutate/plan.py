@@ -28,6 +28,9 @@ class Plan:
     # The kernel's own selftests too, every case on every mutant: a column of the kill table
     # says whether they caught it; the kill rate stays ours.
     selftests: bool = False
+    # Guests a test run (the unmutated kernel's, each mutant's) uses at once: ./lab run -j.
+    # Under TCG each takes a core; the selftests' slow ftracetest cases gain most.
+    jobs: int = 1
 
     @property
     def name(self) -> str:

@@ -29,12 +29,11 @@ def render(doc: dict) -> str:
             lines.append("    kernel selftests: " + ("killed it: " + ", ".join(
                 k.split("[", 1)[-1].rstrip("]") for k in st) if st else "survived")[:300])
     rate = f"{100 * t['kill_rate']:.0f}%" if t["kill_rate"] is not None else "n/a"
-    judged_st = [r for r in doc["mutants"] if r.get("selftest_killers") is not None
-                 and r["outcome"] in (KILLED, SURVIVED)]
+    judged_st = [r for r in doc["mutants"] if r.get("selftest_killers") is not None]
     if judged_st:
         lines += ["", f"the kernel's own selftests killed "
                   f"{sum(bool(r['selftest_killers']) for r in judged_st)} of {len(judged_st)} "
-                  "judged (ours: below)"]
+                  "they judged (ours: below)"]
     if doc.get("whole_suite"):
         lines += ["", cost_line(doc)]
     lines += ["", f"killed {t[KILLED]} of {t['judged']} judged ({rate}); survived {t[SURVIVED]};"

@@ -5,7 +5,7 @@ pytest-xdist's `loadfile` hands out whole test files in collection order: here t
 test (a persistent buffer across a warm reboot, a boot of its own) was collected near the end
 and the two costliest files ran whole on one worker each. This plugin orders the costliest
 files first (in every mode: tests do not depend on their order) and, under xdist, splits each
-file of SPLIT into that many contiguous parts, each a work unit of its own. A worker keeps one
+file of SPLIT into that many contiguous parts (or each test), each a work unit of its own. A worker keeps one
 guest per machine profile whatever units it runs, so a part costs at most a restore more.
 The costs are those of docs/results (a warm trixie-cloud run: seconds of test time per file).
 """
@@ -18,8 +18,11 @@ import pytest
 # Test files, costliest first (seconds of test time in a warm run), run before the others.
 FIRST = ("test_trace_persistent.py", "test_pinning.py", "test_perf_aux.py", "test_trace_mmap.py",
          "test_perf_ring.py")
-# Files split into this many work units under xdist.
-SPLIT = {"test_pinning.py": 2, "test_perf_aux.py": 2}
+# Files split into this many work units under xdist; EACH: every test a unit of its own (the
+# kernel's selftests: one ftracetest case is 10 s to 3.4 min under TCG, and cases share
+# nothing but the guest).
+EACH = 0
+SPLIT = {"test_pinning.py": 2, "test_perf_aux.py": 2, "test_kselftest.py": EACH}
 
 
 def order(items: list[pytest.Item]) -> list[pytest.Item]:
@@ -37,7 +40,7 @@ def scopes(nodeids: list[str]) -> dict[str, str]:
         by_file.setdefault(nodeid.split("::")[0], []).append(nodeid)
     out: dict[str, str] = {}
     for path, ids in by_file.items():
-        parts = SPLIT.get(Path(path).name, 1)
+        parts = SPLIT.get(Path(path).name, 1) or len(ids)
         for i, nodeid in enumerate(ids):
             out[nodeid] = path if parts == 1 else f"{path}::part{i * parts // len(ids) + 1}"
     return out

@@ -62,9 +62,11 @@ def test_a_mutants_run_is_asked_with_the_resolved_kernel_and_its_tests(
     ws: Any = SimpleNamespace(src=tmp_path / "ws")
     r = by_suite.one(plan, ws, m, [], baseline)
     assert isinstance(r, MutantResult) and (r.outcome, r.killed_by) == (KILLED, [A])
-    assert r.why == "test_one: AssertionError: 3 pages" and r.selftest_killers == []
+    assert r.why == "test_one: AssertionError: 3 pages"
+    assert r.selftest_killers is None   # none of the kernel's own ran: they judged nothing
     (req,) = asked
     assert isinstance(req.kernel.source, BuildKernel) and req.kernel.source.tree == tmp_path / "ws"
     assert req.selection == "((mmap) and (perf_mmap)) or (kselftest and (perf_events))"
     assert (req.kernel.name, req.selftests, req.pytest_args) == (plan.name, True, ("-x",))
+    assert req.jobs == "1"   # ./lab mutate -j: the guests of each run
     assert (tmp_path / "mutants" / "001-x.log").read_text().startswith("$ ")

@@ -101,6 +101,21 @@ def test_the_kernels_own_selftests_are_judged_apart_from_ours() -> None:
     both = child_run.of(_summary((A, "failed", "y"), (st, "passed", "")), 1)
     assert outcomes.judge(base, both)[:2] == (KILLED, [A])
     assert outcomes.selftest_killers(base, both) == []
+    # Theirs alone (-k kselftest): ours saw nothing; theirs judged it.
+    theirs = child_run.of(_summary((st, "failed", "not ok 1 x")), 1)
+    assert outcomes.judge(base, theirs) == (
+        SURVIVED, [], "none of our tests in the selection ran (only the kernel's own)")
+    assert outcomes.selftest_killers(base, theirs) == [st]
+
+
+def test_selftests_that_had_no_guest_or_did_not_run_judge_nothing() -> None:
+    st = "tests/kernel/kselftest/test_kselftest.py::test_selftest[ring-buffer/map_test/x]"
+    base = child_run.of(_summary((A, "passed", ""), (st, "passed", "")), 1)
+    no_boot = child_run.of(_summary((st, "failed", "no guest"), boots=[]), 1,
+                           frozenset({"test_kselftest::test_selftest[ring-buffer/map_test/x]"}))
+    assert outcomes.selftest_killers(base, no_boot) is None
+    ours_only = child_run.of(_summary((A, "passed", "")), 1)
+    assert outcomes.selftest_killers(base, ours_only) is None
 
 
 def test_a_test_that_xpassed_unmutated_and_fails_on_the_mutant_kills_it() -> None:

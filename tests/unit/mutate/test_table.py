@@ -26,7 +26,7 @@ def test_the_kernels_own_selftests_get_their_own_line() -> None:
            "totals": totals(rs), "mutants": [dict(vars(r)) for r in rs]}
     text = render(doc)
     assert "kernel selftests: killed it: ring-buffer/x" in text
-    assert "the kernel's own selftests killed 1 of 2 judged" in text
+    assert "the kernel's own selftests killed 1 of 2 they judged" in text
 
 
 def test_whole_suite_run_reports_what_each_mutant_cost_against_the_unmutated_run() -> None:

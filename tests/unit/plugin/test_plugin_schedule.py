@@ -26,3 +26,10 @@ def test_a_split_file_becomes_contiguous_parts_and_others_stay_whole() -> None:
     parts = [s[i].rsplit("::", 1)[-1] for i in ids[:5]]
     assert parts == ["part1", "part1", "part1", "part2", "part2"]
     assert {s[i] for i in ids[5:]} == {"tests/kernel/test_perf_ring.py"}
+
+
+def test_the_kernels_selftests_are_a_unit_each_so_workers_share_the_slow_ftrace_cases() -> None:
+    ids = [f"tests/kernel/kselftest/test_kselftest.py::test_selftest[ftrace/{c}]"
+           for c in ("remotes/trace", "remotes/reset", "00basic/snapshot")]
+    s = schedule.scopes(ids)
+    assert len({s[i] for i in ids}) == 3

@@ -38,3 +38,13 @@ def picked(tmp_path: Path, expr: str) -> list[str]:
 def test_a_mutants_file_picks_the_targets_that_exercise_it(tmp_path: Path, file: str,
                                                             want: list[str]) -> None:
     assert picked(tmp_path, catalog.selection_for(file)) == want
+
+
+@pytest.mark.parametrize("files, want", [
+    (["kernel/events/core.c", "kernel/events/ring_buffer.c"], IDS[:2]),
+    (["kernel/events/core.c", "kernel/trace/trace.c"], IDS),
+    (["kernel/trace/ring_buffer.c", "mm/mmap.c"], IDS),
+])
+def test_the_unmutated_kernel_runs_every_target_its_mutants_will(
+        tmp_path: Path, files: list[str], want: list[str]) -> None:
+    assert picked(tmp_path, catalog.selection_for_all(files)) == want
