@@ -17,7 +17,7 @@ from harness.kernels.mutants import Mutant
 from harness.mutate import build, by_suite
 
 from harness.mutate.outcomes import (KILLED, NOT_BOOTED, NOT_RUN, SURVIVED, Judged,
-                                     selftest_killers)
+                                     selftest_killers, selftests_that_cannot_kill)
 from harness.mutate.plan import Plan
 from harness.mutate.workspace import Workspace
 from harness.resources import Lab
@@ -58,7 +58,7 @@ def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_di
                 if base_st is not None:
                     theirs = catalog.selection_for(m.file)
                     child, _ = by_suite.run_tests(plan, ws.src, theirs, run_dir / "selftests",
-                                                  theirs)
+                                                  theirs, selftests_that_cannot_kill(base_st))
                     if child.summary is not None and not child.not_run:
                         r.selftest_killers = selftest_killers(base_st, child)
         new = [v for key, v in found.items() if key not in base]

@@ -12,7 +12,8 @@ from harness.errors import LabError
 from harness.kernels.mutants import Mutant
 from harness.mutate import build
 
-from harness.mutate.outcomes import NOT_RUN, Judged, MutantResult, judge, selftest_killers
+from harness.mutate.outcomes import (NOT_RUN, Judged, MutantResult, judge, selftest_killers,
+                                     selftests_that_cannot_kill)
 from harness.mutate.plan import Plan
 from harness.mutate.workspace import Workspace
 from harness.runs import child_run, request
@@ -52,7 +53,8 @@ def one(plan: Plan, ws: Workspace, m: Mutant, outs: list[Path], baseline: ChildR
         if not built:
             return r
         tests = plan.selection if plan.whole_suite else both(plan.selection, m.tests)
-        child, run_s = run_tests(plan, ws.src, tests, run_dir, catalog.selection_for(m.file))
+        child, run_s = run_tests(plan, ws.src, tests, run_dir, catalog.selection_for(m.file),
+                                 selftests_that_cannot_kill(baseline))
         r.run_s = round(run_s, 1)
     r.outcome, r.killed_by, r.why = judge(baseline, child)
     if plan.selftests and child.summary is not None and not child.not_run:
@@ -68,15 +70,17 @@ def both(a: str | None, b: str | None) -> str | None:
     return a or b
 
 def run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path,
-              selftests: str = catalog.KSELFTEST) -> tuple[ChildRun, float]:
+              selftests: str = catalog.KSELFTEST, left_out: tuple[str, ...] = ()
+              ) -> tuple[ChildRun, float]:
     """`./lab run` of the kernel built from `tree`, in a child; its output goes to
     run_dir.log. Stopped (and its guests with it) if we are interrupted. With --selftests
-    the kernel's own that `selftests` (a -k) picks run too."""
+    the kernel's own that `selftests` (a -k) picks run too, but for the `left_out` node ids
+    (pytest --deselect)."""
     if plan.selftests and selection:
         selection = f"({selection}) or ({selftests})"
     req = request.make(plan.cfg, plan.spec, run_dir, selection=selection, tree=tree,
-                       selftests=plan.selftests, pytest_args=plan.pytest_args,
-                       jobs=str(plan.jobs))
+                       selftests=plan.selftests, jobs=str(plan.jobs),
+                       pytest_args=plan.pytest_args + tuple(f"--deselect={t}" for t in left_out))
     start = time.monotonic()
     with open(f"{run_dir}.log", "w") as out:
         out.write("$ " + " ".join(child_run.argv(req)) + "\n")

@@ -55,8 +55,10 @@ def test_a_mutants_run_is_asked_with_the_resolved_kernel_and_its_tests(
 
     monkeypatch.setattr(child_run, "run", run)
     monkeypatch.setattr(build, "mutant_built", built)
+    slow = "tests/kernel/kselftest/test_kselftest.py::test_selftest[ftrace/remotes/slow]"
     baseline = child_run.of({"boots": BOOTS, "results": [
-        {"test": A, "outcome": "passed", "reason": ""}]}, 0)
+        {"test": A, "outcome": "passed", "reason": ""},
+        {"test": slow, "outcome": "failed", "reason": "killed at its 900 s timeout"}]}, 1)
     m = Mutant("001-x", tmp_path / "001-x.patch", "kernel/events/core.c", "r", None,
                "perf_mmap", "")
     ws: Any = SimpleNamespace(src=tmp_path / "ws")
@@ -67,6 +69,8 @@ def test_a_mutants_run_is_asked_with_the_resolved_kernel_and_its_tests(
     (req,) = asked
     assert isinstance(req.kernel.source, BuildKernel) and req.kernel.source.tree == tmp_path / "ws"
     assert req.selection == "((mmap) and (perf_mmap)) or (kselftest and (perf_events))"
-    assert (req.kernel.name, req.selftests, req.pytest_args) == (plan.name, True, ("-x",))
+    # a selftest that failed unmutated cannot kill: left out
+    assert (req.kernel.name, req.selftests, req.pytest_args) == (
+        plan.name, True, ("-x", f"--deselect={slow}"))
     assert req.jobs == "1"   # ./lab mutate -j: the guests of each run
     assert (tmp_path / "mutants" / "001-x.log").read_text().startswith("$ ")

@@ -132,3 +132,11 @@ def test_totals_rate_only_mutants_the_suite_could_judge() -> None:
     t = totals(rs)
     assert (t[KILLED], t[SURVIVED], t[NOT_BUILT], t[NOT_BOOTED], t["judged"]) == (3, 1, 1, 1, 4)
     assert t["kill_rate"] == 0.75
+
+
+def test_a_selftest_without_a_verdict_on_the_unmutated_kernel_is_left_out_of_mutants() -> None:
+    st = "tests/kernel/kselftest/test_kselftest.py::test_selftest[ftrace/%s]"
+    base = child_run.of(_summary((A, "failed", "ours"), (st % "a", "passed", ""),
+                                 (st % "slow", "failed", "killed at its 900 s timeout"),
+                                 (st % "hv", "skipped", "requires: remotes/hypervisor")), 1)
+    assert outcomes.selftests_that_cannot_kill(base) == (st % "slow", st % "hv")
