@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import file_safe
+from harness.config import MachineSpec, file_safe
 from harness.errors import LabError
 from harness.guest.guest import Guest
 from harness.pytest_plugin.context import RunContext
@@ -70,7 +70,7 @@ class GuestPool:
         # Profiles whose pooled guest a fresh=True test had: no other test may use it. It is
         # stopped when the next test asks (its teardown still reads its kernel log first).
         self.spent: set[Profile] = set()
-        # The profiles the session's tests ask for (pytest_collection_modifyitems), booted
+        # The profiles the session's tests ask for (pytest_collection_finish), booted
         # ahead at once when they have no snapshot yet.
         self.wanted: list[Profile] = list(wanted)
         self._ahead_started = False
@@ -154,18 +154,15 @@ class Guests:
                                   self.wanted)
         return self.pool
 
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """The machine profiles the session's tests ask for, for booting them ahead."""
-        m = self.ctx.lab_config.machine
-        seen: dict[Profile, None] = {}
-        for item in items:
-            marker = item.get_closest_marker("guest")
-            kw = marker.kwargs if marker else {}
-            seen[Profile(kw.get("cpus") or m.cpus, kw.get("memory_mb") or m.memory_mb,
-                         str(kw.get("cmdline", "")))] = None
-        self.wanted = tuple(seen)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The machine profiles the session's tests ask for, for booting them ahead: of the
+        tests left once -k and --deselect have had their say (in pytest_collection_modifyitems
+        the deselected were still there, and a `-k kselftest` run booted three profiles
+        ahead that no test of it used)."""
+        self.wanted = wanted_profiles(session.items, self.ctx.lab_config.machine)
 
     def watch(self, g: Guest) -> Watch:
+
         return self.watches.setdefault(g, Watch())
 
     def pooled(self, g: Guest) -> bool:
@@ -259,3 +256,15 @@ class Guests:
                 time.sleep(1)
         except KeyboardInterrupt:
             pass
+
+
+def wanted_profiles(items: list[pytest.Item], machine: MachineSpec) -> tuple[Profile, ...]:
+    """The machine profiles `items` ask for (their `guest` marker, else lab.yaml's machine),
+    each once, in order."""
+    seen: dict[Profile, None] = {}
+    for item in items:
+        marker = item.get_closest_marker("guest")
+        kw = marker.kwargs if marker else {}
+        seen[Profile(kw.get("cpus") or machine.cpus, kw.get("memory_mb") or machine.memory_mb,
+                     str(kw.get("cmdline", "")))] = None
+    return tuple(seen)
