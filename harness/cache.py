@@ -106,6 +106,10 @@ class Layout:
     def module_log(self, name: str, key: str) -> Path:
         return self.root / "modules" / f"{name}-{key}.build.log"
 
+    def module_lock(self, name: str, key: str) -> Path:
+        """Held by the one process building a module for `key` (harness/kernels/modules.py)."""
+        return self.root / "modules" / f".{name}-{key}.lock"
+
     def module_work(self, name: str, key: str) -> Path:
         """Where a module is built against a kernel the lab built (its M= folder)."""
         return self.root / "modules" / f".work-{name}-{key}"

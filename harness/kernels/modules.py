@@ -16,6 +16,8 @@ built the kernel with, with no cross compiler to match.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -23,7 +25,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from harness import arch as arches, cache, host, paths, progress
@@ -181,11 +183,35 @@ def _make_ko(name: str, src: Path, k: BootableKernel, cache_root: Path, key: str
              cmd: list[str], env: dict[str, str]) -> Path:
     """Run `cmd` (make M=work) on a fresh copy of the module's sources in `work`, and keep
     the .ko in the cache (with its digest); the cached one if it is there already and still
-    the one built (a changed one is removed and built again: cache.intact)."""
+    the one built (a changed one is removed and built again: cache.intact). One process
+    builds a key at a time: `./lab run -j 2` workers both asking for a new kernel's module
+    removed each other's `work` mid-make."""
     entry = cache.Layout(cache_root).module(name, key)
     ko = entry / f"{name}.ko"
     if ko.exists() and cache.intact(entry, [ko.name]):
         return ko
+    with _build_lock(cache_root, name, key):
+        if ko.exists() and cache.intact(entry, [ko.name]):
+            return ko  # the process that held the lock built it
+        return _make_ko_locked(name, src, k, cache_root, key, work, cmd, env, entry, ko)
+
+
+@contextlib.contextmanager
+def _build_lock(cache_root: Path, name: str, key: str) -> Iterator[None]:
+    """Held while this process builds module `name` for `key` (others wait)."""
+    lock = cache.Layout(cache_root).module_lock(name, key)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _make_ko_locked(name: str, src: Path, k: BootableKernel, cache_root: Path, key: str,
+                    work: Path, cmd: list[str], env: dict[str, str], entry: Path, ko: Path
+                    ) -> Path:
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(src, work)
     log_path = cache.Layout(cache_root).module_log(name, key)

@@ -92,3 +92,33 @@ def test_an_arm64_kernels_build_root_is_an_arm64_root(tmp_path: Path) -> None:
     r = modules.build_root_recipe(spec, k)
     assert r["architecture"] == "arm64"
     assert r["packages"] == ["gcc-14", "linux-headers-6.12.107+deb13-arm64=6.12.107-1", "make"]
+
+
+def test_two_workers_asking_for_one_new_module_build_it_once(tmp_path: Path) -> None:
+    # ./lab run -j 2 on a newly built kernel: both workers' test_pmu fixtures asked for
+    # ringlab_aux at once, and each removed the other's M= folder mid-make.
+    import threading
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "m.c").write_text("/* the module */\n")
+    runs = tmp_path / "runs"
+    work = tmp_path / "cache" / "modules" / ".work-m-k1"
+    make = ["sh", "-c", f'echo run >> {runs}; sleep 0.3; test -f "{work}/m.c" && '
+            f': > "{work}/m.ko"']
+    k = kernel(tmp_path, CONFIG)
+    got: list[object] = []
+
+    def build() -> None:
+        try:
+            got.append(modules._make_ko("m", src, k, tmp_path / "cache", "k1", work, make, {}))
+        except Exception as e:  # noqa: BLE001 - the test reports what either worker saw
+            got.append(e)
+
+    workers = [threading.Thread(target=build) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    ko = tmp_path / "cache" / "modules" / "m-k1" / "m.ko"
+    assert got == [ko, ko]
+    assert runs.read_text() == "run\n"
