@@ -7,6 +7,12 @@ without a traceback; anything else is a bug of ours and keeps its traceback.
 from __future__ import annotations
 
 
+# How a test that failed for the lab's own fault (a test module that does not build) starts its
+# reason: tests/kernel/conftest.py writes it, whoever judges a kernel by failures (mutate's
+# kill rule) reads it and does not count that failure against the kernel.
+LAB_FAULT = "the lab's error: "
+
+
 class LabError(Exception):
     """A failure explained to the user in one line, with an optional hint."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from harness.errors import LAB_FAULT
 from harness.results import compare, matrix
 from harness.runs.child_run import ChildRun
 
@@ -41,9 +42,12 @@ class Judged:
 
 
 def _broken(baseline: ChildRun, child: ChildRun) -> list[str]:
-    """Tests the mutant broke (compare.broke), on a guest that booted."""
+    """Tests the mutant broke (compare.broke), on a guest that booted, not for the lab's own
+    fault (a test module that did not build: its reason starts LAB_FAULT)."""
+    last = {r["test"]: (r.get("reason") or "").removeprefix("Failed: ")
+            for r in (child.summary or {}).get("results", [])}   # a test's last attempt
     return [t for t in compare.broke(baseline.outcomes, child.outcomes)
-            if not child.without_guest(t)]
+            if not child.without_guest(t) and not last.get(t, "").startswith(LAB_FAULT)]
 
 
 def judge(baseline: ChildRun, child: ChildRun) -> tuple[str, list[str], str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ModuleError, ModuleUnavailable
+from harness.errors import LAB_FAULT, ModuleError, ModuleUnavailable
 from harness.guest.guest import Guest
 from harness.kernellog import splats
 from harness.resources import Lab
@@ -83,7 +83,7 @@ class ModuleBuilds:
         if first != nodeid:
             pytest.skip(f"not run: test module {name} does not build for {kernel} (the lab's "
                         f"error, reported once, at {first})")
-        pytest.fail(f"the lab's error: {e}", pytrace=False)
+        pytest.fail(f"{LAB_FAULT}{e}", pytrace=False)
 
 
 @pytest.fixture(scope="session")

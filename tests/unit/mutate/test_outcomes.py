@@ -140,3 +140,14 @@ def test_a_selftest_without_a_verdict_on_the_unmutated_kernel_is_left_out_of_mut
                                  (st % "slow", "failed", "killed at its 900 s timeout"),
                                  (st % "hv", "skipped", "requires: remotes/hypervisor")), 1)
     assert outcomes.selftests_that_cannot_kill(base) == (st % "slow", st % "hv")
+
+
+def test_a_failure_for_the_lab_s_own_fault_never_kills() -> None:
+    # mutate -j 2 before the module lock: two workers built ringlab_aux at once, one failed,
+    # and perf_mmap's cases failed with "the lab's error: ..." on a kernel that was fine.
+    st = "tests/kernel/kselftest/test_kselftest.py::test_selftest[perf_events/mmap/rb.map]"
+    base = child_run.of(_summary((A, "passed", ""), (st, "passed", "")), 1)
+    fault = "Failed: the lab's error: test module ringlab_aux does not build for k"
+    mutant = child_run.of(_summary((A, "failed", fault), (st, "failed", fault)), 1)
+    assert outcomes.judge(base, mutant)[0] != KILLED
+    assert outcomes.selftest_killers(base, mutant) == []
