@@ -81,7 +81,7 @@ def judge(baseline: ChildRun, child: ChildRun) -> tuple[str, list[str], str]:
 def selftests_that_cannot_kill(baseline: ChildRun) -> tuple[str, ...]:
     """The kernel's own cases with no reliable verdict on the unmutated kernel (failed,
     skipped, timed out): they cannot kill, so a mutant's run leaves them out. On the 7.3 tree
-    under TCG `ftrace/remotes/trace_pipe` alone is 900 s (our guard), twice with its rerun."""
+    under TCG `ftrace/remotes/trace_pipe` alone runs into our 900 s guard."""
     return tuple(t for t, o in baseline.outcomes.items()
                  if matrix.SELFTEST in t and o not in compare.HELD)
 
