@@ -5,8 +5,9 @@ pytest-xdist's `loadfile` hands out whole test files in collection order: here t
 test (a persistent buffer across a warm reboot, a boot of its own) was collected near the end
 and the two costliest files ran whole on one worker each. This plugin orders the costliest
 files first (in every mode: tests do not depend on their order) and, under xdist, splits each
-file of SPLIT into that many contiguous parts (or each test), each a work unit of its own. A worker keeps one
-guest per machine profile whatever units it runs, so a part costs at most a restore more.
+file of SPLIT into that many contiguous parts (or each test), each a work unit of its own. A
+worker keeps one guest per machine profile whatever units it runs, so a part costs at most a
+restore more.
 The costs are those of docs/results (a warm trixie-cloud run: seconds of test time per file).
 """
 from __future__ import annotations
