@@ -171,6 +171,19 @@ class Layout:
 
 
 @contextlib.contextmanager
+def exclusive(lock: Path) -> Iterator[None]:
+    """Held by one process of this host at a time (others wait): a flock on `lock`, made
+    with its folder if missing, released however the block ends (a killed holder's too)."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
 def building(final: Path) -> Iterator[Path]:
     """Yield a scratch directory that becomes `final` only if the block completes.
 

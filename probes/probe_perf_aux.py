@@ -470,9 +470,12 @@ def check_pause(args: list[str]) -> dict:
 
 def check_set_output(args: list[str]) -> dict:
     """Two test-PMU events on one CPU, the second redirected (SET_OUTPUT) to the first's
-    buffer with its AUX area: records of both ids, tiling one AUX stream, data right."""
-    a = open_test_pmu(chunk=2048, period_us=2000)
-    b = open_test_pmu(chunk=1024, period_us=3000)
+    buffer with its AUX area: records of both ids, tiling one AUX stream, data right.
+    Each event stops after 64 chunks (192 KiB in all: the 128 KiB area wraps once): the
+    check of every word is bounded, however slowly a loaded TCG guest runs this loop (a
+    producer without end outran it once, in a CI simulation)."""
+    a = open_test_pmu(chunk=2048, max_chunks=64, period_us=2000)
+    b = open_test_pmu(chunk=1024, max_chunks=64, period_us=3000)
     rb = RingBuffer(a, 16)
     aux = AuxArea(a, rb, 32)
     out: dict[str, Any] = {

@@ -10,12 +10,12 @@ workers of a `-j` run (separate processes) boot each profile once and the others
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from harness import cache
 from harness.guest import guest as guests
 from harness.guest import snapshot
 
@@ -31,13 +31,8 @@ def cold_boot_lock(plan: guests.BootPlan) -> Iterator[bool]:
         yield True
         return
     key = guests.snapshot_key(plan)
-    plan.snapshots.mkdir(parents=True, exist_ok=True)
-    with open(plan.snapshots / f".boot-{key.digest()}.lock", "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield snapshot.find(plan.snapshots, key) is None
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with cache.exclusive(plan.snapshots / f".boot-{key.digest()}.lock"):
+        yield snapshot.find(plan.snapshots, key) is None
 
 
 def has_snapshot(plan: guests.BootPlan) -> bool:

@@ -16,8 +16,6 @@ built the kernel with, with no cross compiler to match.
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -25,7 +23,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from harness import arch as arches, cache, host, paths, progress
@@ -190,45 +188,27 @@ def _make_ko(name: str, src: Path, k: BootableKernel, cache_root: Path, key: str
     ko = entry / f"{name}.ko"
     if ko.exists() and cache.intact(entry, [ko.name]):
         return ko
-    with _build_lock(cache_root, name, key):
+    with cache.exclusive(cache.Layout(cache_root).module_lock(name, key)):
         if ko.exists() and cache.intact(entry, [ko.name]):
             return ko  # the process that held the lock built it
-        return _make_ko_locked(name, src, k, cache_root, key, work, cmd, env, entry, ko)
-
-
-@contextlib.contextmanager
-def _build_lock(cache_root: Path, name: str, key: str) -> Iterator[None]:
-    """Held while this process builds module `name` for `key` (others wait)."""
-    lock = cache.Layout(cache_root).module_lock(name, key)
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _make_ko_locked(name: str, src: Path, k: BootableKernel, cache_root: Path, key: str,
-                    work: Path, cmd: list[str], env: dict[str, str], entry: Path, ko: Path
-                    ) -> Path:
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(src, work)
-    log_path = cache.Layout(cache_root).module_log(name, key)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log.debug("run: %s", " ".join(cmd))
-    try:
-        with progress.step(f"building test module {name} for {k.name} ({k.release})"), \
-                log_path.open("w") as out:
-            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-        if proc.returncode != 0:
-            raise ModuleError(f"test module {name} does not build for {k.name} ({k.release}): "
-                              f"{first_error(log_path.read_text())}", hint=f"log: {log_path}")
-        with cache.building(entry) as scratch:
-            shutil.copy2(work / f"{name}.ko", scratch / f"{name}.ko")
-            cache.record(scratch, [f"{name}.ko"])
-    finally:
         shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(src, work)
+        log_path = cache.Layout(cache_root).module_log(name, key)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log.debug("run: %s", " ".join(cmd))
+        try:
+            with progress.step(f"building test module {name} for {k.name} ({k.release})"), \
+                    log_path.open("w") as out:
+                proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+            if proc.returncode != 0:
+                raise ModuleError(f"test module {name} does not build for {k.name} "
+                                  f"({k.release}): {first_error(log_path.read_text())}",
+                                  hint=f"log: {log_path}")
+            with cache.building(entry) as scratch:
+                shutil.copy2(work / f"{name}.ko", scratch / f"{name}.ko")
+                cache.record(scratch, [f"{name}.ko"])
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     return ko
 
 

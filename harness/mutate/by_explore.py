@@ -44,6 +44,7 @@ def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_di
     log.info("mutate: unmutated kernel: %d confirmed failure(s) no known issue explains: %s",
              len(base), "; ".join(base.values()) or "none")
     base_st = selftests_base(plan, ws, base_dir) if plan.selftests else None
+    no_verdict = selftests_that_cannot_kill(base_st) if base_st is not None else ()
     results = []
     for i, m in enumerate(plan.mutants, 1):
         r, run_dir = build.new_result(plan, m)
@@ -58,7 +59,7 @@ def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_di
                 if base_st is not None:
                     theirs = catalog.selection_for(m.file)
                     child, _ = by_suite.run_tests(plan, ws.src, theirs, run_dir / "selftests",
-                                                  theirs, selftests_that_cannot_kill(base_st))
+                                                  theirs, no_verdict)
                     if child.summary is not None and not child.not_run:
                         r.selftest_killers = selftest_killers(base_st, child)
         new = [v for key, v in found.items() if key not in base]

@@ -3,7 +3,6 @@ worktree of the worker's cache, so the user's checkout never moves."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +16,7 @@ from harness.kernels import trees
 def _tree_lock(tree: Path) -> Iterator[None]:
     """Two workers of one host fetching into one tree would race on FETCH_HEAD."""
     git_dir = Path(trees.git(tree, "rev-parse", "--absolute-git-dir"))
-    with open(git_dir / "ringlab-nightly.lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+    with cache.exclusive(git_dir / "ringlab-nightly.lock"):
         yield
 
 
