@@ -39,9 +39,12 @@ from harness.kernels.series import Patch
 
 REPO = paths.REPO
 CATALOG = REPO / "kernels" / "mutants"
+# The files of the ring-buffer paths the catalog's mutants patch. A mutant of a user's own
+# may patch any one C file of the tree.
 KERNEL_FILES = ("kernel/events/core.c", "kernel/events/ring_buffer.c",
                 "kernel/trace/ring_buffer.c", "kernel/trace/trace.c",
-                "kernel/trace/simple_ring_buffer.c", "kernel/trace/trace_remote.c")
+                "kernel/trace/trace_snapshot.c", "kernel/trace/simple_ring_buffer.c",
+                "kernel/trace/trace_remote.c")
 # The tree the catalog's NNN-name.patch diffs are made against (the label of that variant).
 BASE_TREE = "6.12"
 _HEADER = re.compile(r"^(Rule|Fixes-revert|Tests|Trees|Since):[ \t]*(.*)$")
@@ -89,14 +92,16 @@ class Mutant:
 
 
 def _diff_file(path: Path, text: str) -> str:
-    """The one kernel file of KERNEL_FILES that a mutant's diff patches."""
+    """The one C file of the tree that a mutant's diff patches. One .c file: a mutant is
+    reverted by putting that file back and dropping its one object (workspace.drop_object);
+    a header's change would leave every object that includes it mutated."""
     files = sorted({next(g for g in m.groups()[1:] if g) for m in
                     (_DIFF_FILE.match(line) for line in text.splitlines()) if m})
     if not files:
         raise MutantError(f"mutant {path}: holds no diff")
-    if len(files) != 1 or files[0] not in KERNEL_FILES:
+    if len(files) != 1 or not files[0].endswith(".c"):
         raise MutantError(f"mutant {path}: patches {', '.join(files)}; a mutant patches one "
-                          f"of {', '.join(KERNEL_FILES)}")
+                          "C file (.c) of the tree: its object is what is rebuilt and dropped")
     return files[0]
 
 
@@ -205,7 +210,8 @@ def select(mutants: list[Mutant], spec: str | None) -> list[Mutant]:
                  or fnmatch.fnmatch(m.id, f"{word}-*")]
         if not found:
             raise MutantError(f"--mutants {word}: matches no mutant of {CATALOG} (ids like "
-                              f"{mutants[0].id}, or one of {', '.join(KERNEL_FILES)})")
+                              f"{mutants[0].id}, or a file one patches: "
+                              f"{', '.join(KERNEL_FILES)})")
         chosen.update((m.id, m) for m in found)
     return sorted(chosen.values(), key=lambda m: m.id)
 

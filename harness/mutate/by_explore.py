@@ -25,15 +25,28 @@ from harness.runs.child_run import ChildRun
 from harness.selftests import catalog
 
 log = logging.getLogger(__name__)
-# The explorer's paths a kernel file serves.
+# The explorer's paths a kernel file serves; a file not named, those of its folder; a file
+# of neither (a user's mutant of mm/mmap.c, say), every path.
 EXPLORE_PATHS = {"kernel/events/core.c": ("pinning", "perf-ring", "perf-aux"),
                  "kernel/events/ring_buffer.c": ("perf-ring", "perf-aux"),
                  "kernel/trace/ring_buffer.c": ("trace-mmap",),
                  "kernel/trace/trace.c": ("trace-mmap",)}
+EXPLORE_PATHS_OF_FOLDER = {"kernel/events/": ("pinning", "perf-ring", "perf-aux"),
+                           "kernel/trace/": ("trace-mmap",)}
+ALL_PATHS = ("pinning", "perf-ring", "perf-aux", "trace-mmap")
+
+
+def explore_paths(file: str) -> tuple[str, ...]:
+    """The explorer's paths that can see a change to `file` (a path in the tree)."""
+    if file in EXPLORE_PATHS:
+        return EXPLORE_PATHS[file]
+    return next((p for folder, p in EXPLORE_PATHS_OF_FOLDER.items()
+                 if file.startswith(folder)), ALL_PATHS)
+
 
 def paths_of(mutants: tuple[Mutant, ...]) -> tuple[str, ...]:
     """The explorer's paths the mutants' files serve, each once, in order."""
-    return tuple(dict.fromkeys(p for m in mutants for p in EXPLORE_PATHS.get(m.file, ())))
+    return tuple(dict.fromkeys(p for m in mutants for p in explore_paths(m.file)))
 
 def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_dir: Path,
               base_build_s: float) -> Judged:
@@ -52,7 +65,7 @@ def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_di
         with build.mutant_built(plan, ws, m, outs, r) as built:
             if built:
                 try:
-                    found, run_s = explore(plan, ws.src, EXPLORE_PATHS.get(m.file, ()), run_dir)
+                    found, run_s = explore(plan, ws.src, explore_paths(m.file), run_dir)
                     r.run_s = round(run_s, 1)
                 except LabError as e:
                     r.outcome, r.why = NOT_BOOTED, e.message.splitlines()[0][:300]

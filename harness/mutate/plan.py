@@ -21,7 +21,7 @@ class Plan:
     # a broken kernel costs the whole suite (issue 23 §3), not only which tests kill it.
     whole_suite: bool = False
     # Judge with `./lab explore` instead of the suite: this many seconds per path the
-    # mutant's file serves (by_explore.EXPLORE_PATHS), seed 1, stopping at the first failure
+    # mutant's file serves (by_explore.explore_paths), seed 1, stopping at the first failure
     # no known issue explains; a kill is such a failure, confirmed on a fresh guest, that the
     # unmutated kernel's explore did not have.
     explore_s: float | None = None

@@ -48,12 +48,10 @@ SETUP: dict[str, str] = {"remotes/test": "modprobe remote_test"}
 # runs on a mutant of it, as a Tests: header narrows ours): perf_events exercises
 # kernel/events/, ring-buffer and ftrace (remotes included) kernel/trace/. A file not named
 # here gets every target.
-TARGETS_OF_FILE: dict[str, tuple[str, ...]] = {
-    "kernel/events/core.c": ("perf_events",),
-    "kernel/events/ring_buffer.c": ("perf_events",),
-    **{f"kernel/trace/{f}": ("ring-buffer", "ftrace") for f in (
-        "ring_buffer.c", "trace.c", "trace_snapshot.c", "simple_ring_buffer.c",
-        "trace_remote.c")},
+# The targets that can see a change to a file of a folder; a file elsewhere, all of them.
+TARGETS_OF_FOLDER: dict[str, tuple[str, ...]] = {
+    "kernel/events/": ("perf_events",),
+    "kernel/trace/": ("ring-buffer", "ftrace"),
 }
 KSELFTEST = "kselftest"   # the -k that picks the kernel's own (their pytest file's name)
 DEFAULT_TIMEOUT_S = 45
@@ -135,10 +133,17 @@ def _column(line: str, width: int) -> tuple[str, str]:
     return name, line[max(width, len(name)) + 1:]
 
 
+def targets_of(file: str) -> tuple[str, ...] | None:
+    """The kselftest targets that can see a change to `file` (a path in the tree); None:
+    any of them (a file outside these paths' folders)."""
+    return next((t for folder, t in TARGETS_OF_FOLDER.items() if file.startswith(folder)),
+                None)
+
+
 def selection_for_all(files: list[str]) -> str:
     """The pytest -k of the selftests that can see a change to any of `files`: what the
     unmutated kernel runs, so that every mutant's cases have a verdict to be judged against."""
-    targets = [TARGETS_OF_FILE.get(f) for f in dict.fromkeys(files)]
+    targets = [targets_of(f) for f in dict.fromkeys(files)]
     if not targets or None in targets:
         return KSELFTEST
     chosen = dict.fromkeys(t for ts in targets for t in ts or ())
@@ -148,7 +153,7 @@ def selection_for_all(files: list[str]) -> str:
 def selection_for(file: str) -> str:
     """The pytest -k of the kernel's own selftests that can see a change to `file` (a path
     in the tree): their ids start with the target (SelftestCase.id)."""
-    targets = TARGETS_OF_FILE.get(file)
+    targets = targets_of(file)
     if not targets:
         return KSELFTEST
     return f"{KSELFTEST} and ({' or '.join(targets)})"

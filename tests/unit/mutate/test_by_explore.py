@@ -14,7 +14,7 @@ import pytest
 from harness import config
 from harness.kernels.mutants import KERNEL_FILES, Mutant
 from harness.mutate import build, by_explore, by_suite
-from harness.mutate.by_explore import EXPLORE_PATHS, paths_of
+from harness.mutate.by_explore import EXPLORE_PATHS, explore_paths, paths_of
 from harness.mutate.outcomes import SURVIVED
 from harness.mutate.plan import Plan
 from harness.runs import child_run
@@ -24,10 +24,20 @@ def _mutant(file: str) -> Mutant:
     return Mutant(f"00x-{Path(file).stem}", Path("x.patch"), file, "r", None, None, "")
 
 
-def test_explorer_paths_are_named_only_for_files_a_mutant_may_patch() -> None:
-    # (kernel/trace/simple_ring_buffer.c and trace_remote.c have none yet: their mutants are
-    # explored on no path, and so survive --explore.)
+def test_explorer_paths_are_named_only_for_files_of_the_catalog() -> None:
     assert set(EXPLORE_PATHS) <= set(KERNEL_FILES)
+
+
+@pytest.mark.parametrize("file, want", [
+    ("kernel/events/ring_buffer.c", ("perf-ring", "perf-aux")),      # named
+    ("kernel/trace/trace_snapshot.c", ("trace-mmap",)),              # its folder's
+    ("kernel/trace/trace_remote.c", ("trace-mmap",)),
+    ("kernel/events/uprobes.c", ("pinning", "perf-ring", "perf-aux")),
+    ("mm/mmap.c", ("pinning", "perf-ring", "perf-aux", "trace-mmap")),  # anywhere: all
+])
+def test_a_mutant_of_any_file_is_explored_on_the_paths_that_can_see_it(
+        file: str, want: tuple[str, ...]) -> None:
+    assert explore_paths(file) == want
 
 
 def test_the_paths_of_several_mutants_are_each_named_once_in_order() -> None:

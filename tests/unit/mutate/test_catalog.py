@@ -36,10 +36,27 @@ def test_a_mutant_without_a_rule_is_named(tmp_path: Path) -> None:
         parse(p)
 
 
-def test_a_mutant_of_another_file_is_named(tmp_path: Path) -> None:
+def test_a_mutant_may_patch_any_c_file_of_the_tree(tmp_path: Path) -> None:
+    # A user's mutant is theirs to make (issue 44: 7.x keeps the snapshot's arming in
+    # kernel/trace/trace_snapshot.c, which no catalog mutant patched then).
     p = _patch(tmp_path / "002-y.patch", "Rule: something\n", file="mm/mmap.c")
-    with pytest.raises(MutantError, match=r"002-y.patch: patches mm/mmap.c; a mutant patches "
-                       r"one of kernel/events/core.c"):
+    assert parse(p).file == "mm/mmap.c"
+
+
+def test_a_mutant_of_a_header_is_named(tmp_path: Path) -> None:
+    # Reverting drops the patched file's one object; a header's includers would stay mutated.
+    p = _patch(tmp_path / "002-h.patch", "Rule: something\n", file="include/linux/mm.h")
+    with pytest.raises(MutantError, match=r"002-h.patch: patches include/linux/mm.h; a mutant "
+                       r"patches one C file \(.c\) of the tree"):
+        parse(p)
+
+
+def test_a_mutant_of_two_files_is_named(tmp_path: Path) -> None:
+    p = _patch(tmp_path / "002-t.patch", "Rule: something\n")
+    p.write_text(p.read_text() + _patch(tmp_path / "other", "", file="mm/mmap.c")
+                 .read_text().split("---\n", 1)[1])
+    with pytest.raises(MutantError, match=r"002-t.patch: patches kernel/events/core.c, "
+                       r"mm/mmap.c; a mutant patches one C file"):
         parse(p)
 
 

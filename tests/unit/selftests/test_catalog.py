@@ -33,6 +33,7 @@ def picked(tmp_path: Path, expr: str) -> list[str]:
     ("kernel/events/ring_buffer.c", IDS[:2]),
     ("kernel/trace/ring_buffer.c", IDS[2:]),
     ("kernel/trace/trace_remote.c", IDS[2:]),
+    ("kernel/trace/trace_snapshot.c", IDS[2:]),  # by its folder
     ("mm/mmap.c", IDS),                       # a file not named: every target
 ])
 def test_a_mutants_file_picks_the_targets_that_exercise_it(tmp_path: Path, file: str,
