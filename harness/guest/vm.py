@@ -8,9 +8,7 @@ itself be killed.
 """
 from __future__ import annotations
 
-import ctypes
 import logging
-import signal
 import threading
 import time
 from collections import deque
@@ -18,15 +16,10 @@ from pathlib import Path
 
 import pexpect
 
+from harness import lifetime
 from harness.kernellog import console, splats
 
 log = logging.getLogger(__name__)
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    # Runs in the child between fork and exec: QEMU gets SIGKILL if the harness dies.
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 class ConsoleLog:
@@ -117,7 +110,7 @@ class VM:
         self._console_start = self._log_file.start
         self.started_at = self.last_output_at = time.monotonic()
         self._child = pexpect.spawn(self.argv[0], self.argv[1:], logfile=None, echo=False,
-                                    timeout=None, preexec_fn=_die_with_parent,
+                                    timeout=None, preexec_fn=lifetime.kill_with_parent,
                                     dimensions=(24, 200))
         # A guest is stopped with SIGHUP, which QEMU obeys at once: pexpect's default 0.1 s
         # waits after each signal and after close are what a teardown cost.

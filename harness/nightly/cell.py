@@ -6,13 +6,11 @@ selection, and its paths are moved from the submitter's checkout to this worker'
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import io
 import json
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -22,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from harness import cache, paths
+from harness import cache, lifetime, paths
 from harness.config import (CONFIG_TARGETS, BuildKernel, NightlyExplore, NightlyKernel,
                             PathKernel, load, varied)
 from harness.errors import BuildError, LabError
@@ -37,7 +35,6 @@ REPO = paths.REPO
 PASSED, FAILED, BOOT_FAILED, ERROR = (child_run.PASSED, child_run.FAILED, child_run.BOOT_FAILED,
                                       child_run.ERROR)
 BUILD_FAILED = "build failed"
-PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -122,12 +119,6 @@ def _worker_address() -> str:
         return f"pid {os.getpid()}"
 
 
-def _die_with_worker() -> None:
-    # Between fork and exec of the child ./lab run: SIGTERM (the lab's Ctrl-C path, which
-    # stops its guests) if the thread that started it dies, i.e. the Dask worker is killed.
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-
 def pack(folder: Path) -> bytes:
     """The folder as a tar.gz, for the trip back to the submitter."""
     buf = io.BytesIO()
@@ -187,7 +178,7 @@ def explore_cell(req: RunRequest, explore: NightlyExplore, seed: int,
     log.info("cell explore: %s", " ".join(argv))
     with (run_dir / "explore.log").open("w") as out:
         code = subprocess.call(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=out,
-                               stderr=subprocess.STDOUT, preexec_fn=_die_with_worker)
+                               stderr=subprocess.STDOUT, preexec_fn=lifetime.stop_with_parent)
     if code == 0:
         return PASSED, ""
     if code == 1:
@@ -231,7 +222,7 @@ def _run(task: CellTask, result: CellResult, run_dir: Path) -> None:
         t = time.monotonic()
         with (run_dir / "run.log").open("w") as out:
             child = child_run.run(req, stdin=subprocess.DEVNULL, stdout=out,
-                                  stderr=subprocess.STDOUT, preexec_fn=_die_with_worker)
+                                  stderr=subprocess.STDOUT, preexec_fn=lifetime.stop_with_parent)
         result.run_s = time.monotonic() - t
     result.exit_code = child.exit_code
     result.status, result.why = judge(child)

@@ -17,9 +17,12 @@ add to a report (`report.ringlab`).
 from __future__ import annotations
 
 import logging
+import os
+import signal
 
 import pytest
 
+from harness import lifetime
 from harness.errors import LabError
 from harness.pytest_plugin import context, html
 from harness.pytest_plugin.gdb import GdbOnFailure
@@ -34,6 +37,7 @@ from harness.pytest_plugin.verdict import Verdict
 from harness.results import known_issues
 
 PLUGIN_PREFIX = "ringlab-"
+LAB_PID = "RINGLAB_LAB_PID"  # the pytest process whose xdist workers must not outlive it
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,6 +65,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        # An xdist worker goes when its lab goes, killed or not, the way Ctrl-C takes it
+        # (SIGINT: its guests stopped, their folders removed); it lived on ~20 s otherwise.
+        lifetime.die_with_parent_now(signal.SIGINT, int(os.environ.get(LAB_PID) or os.getppid()))
+    else:
+        os.environ[LAB_PID] = str(os.getpid())  # what the workers it starts check
     # paramiko logs a traceback for every refused attempt while a guest's sshd starts.
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)
     config.addinivalue_line("markers", "guest(cpus, memory_mb, fresh, cmdline): boot this test's "

@@ -274,3 +274,41 @@ def test_two_guests_at_once_give_one_report(tmp_path: Path, make_lab_yaml) -> No
     assert sorted(f.name for f in run.glob("console-*.log")) == [
         "console-trixie-cloud-gw0.log", "console-trixie-cloud-gw1.log"]
     assert len(_cases(run / "junit.xml")) == 4
+
+
+def test_a_killed_run_leaves_no_guest_behind(tmp_path: Path, make_lab_yaml,
+                                             running_qemus) -> None:
+    """A run with two xdist workers killed with SIGKILL while each test holds its guest busy
+    (tests/suites/suite_busy_guests.py, 120 s each): no cleanup code of the controller runs,
+    yet its workers go at once (PR_SET_PDEATHSIG: SIGINT, the way Ctrl-C takes them), and with
+    them every QEMU and guest folder (issue 44: they stayed 20-26 s, and 3 folders)."""
+    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
+    qemus_before = running_qemus()
+    folders_before = set(tmp.glob("ringlab-guest-*"))
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin",
+                             "-p", "no:cacheprovider", "-n", "2", "--dist", "load",
+                             str(REPO / "tests" / "suites" / "suite_busy_guests.py"),
+                             "--lab-config", str(make_lab_yaml()), "--lab-report-dir",
+                             str(tmp_path / "run")], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while len(running_qemus() - qemus_before) < 2:
+            assert proc.poll() is None, f"the run ended ({proc.returncode}) before 2 guests ran"
+            assert time.monotonic() < deadline, "no 2 guests at once within 300 s"
+            time.sleep(0.2)
+        time.sleep(5)  # both tests in their `sleep 120` (a restore takes 1-3 s)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    killed = time.monotonic()
+    while running_qemus() - qemus_before and time.monotonic() - killed < 60:
+        time.sleep(0.1)
+    took = time.monotonic() - killed
+    print(f"QEMUs gone {took:.1f} s after the controller's SIGKILL")
+    assert not running_qemus() - qemus_before, "QEMU outlived the killed run by 60 s"
+    assert took < 3, f"QEMU outlived the killed run by {took:.1f} s (the target: 2 s)"
+    while set(tmp.glob("ringlab-guest-*")) - folders_before and time.monotonic() - killed < 30:
+        time.sleep(0.2)
+    left = set(tmp.glob("ringlab-guest-*")) - folders_before
+    assert not left, f"guest folders left by the killed run: {sorted(map(str, left))}"
