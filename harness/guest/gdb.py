@@ -29,7 +29,8 @@ def gdb_help(k: BootableKernel, port: int, symbols: Path | None = None,
     if vmlinux is None or not vmlinux.exists():
         return (f"  gdb:   gdb {target}\n"
                 f"         (no vmlinux here: a Debian kernel's symbols are in its -dbg package, "
-                f"linux-image-{k.release}-dbg: add --symbols to fetch it)\n")
+                f"linux-image-{k.release}-dbg: `./lab boot --gdb --symbols` fetches it, "
+                "~300 MB once)\n")
     if offset:
         load = f"-ex 'add-symbol-file {vmlinux} -o {offset:#x}'"
         where = f"(the kernel runs {offset:#x} above its link address: KASLR)"

@@ -120,8 +120,11 @@ class GuestSSH:
             except (OSError, EOFError) as e:
                 last = e
             time.sleep(0.2)
-        raise SSHError(f"no SSH answer from the guest on 127.0.0.1:{self.port} "
-                       f"after {attempts} attempt(s): {last}")
+        if attempts == 0:
+            raise SSHError(f"no SSH attempt on the guest at 127.0.0.1:{self.port}: its time was "
+                           "up before the first (the boot took it all)")
+        raise SSHError(f"no SSH answer from the guest on 127.0.0.1:{self.port} in {attempts} "
+                       f"attempt{'s' if attempts > 1 else ''}; the last: {last}")
 
     def connect_on_first_use(self, within_s: float, alive: Callable[[], None] = lambda: None
                              ) -> None:

@@ -35,7 +35,7 @@ def _build(tmp_path: Path, helpers: bool) -> Path:
 def test_without_symbols_the_help_names_the_dbg_package() -> None:
     text = gdb.gdb_help(_kernel(), 1234)
     assert "gdb -ex 'target remote 127.0.0.1:1234'" in text
-    assert "linux-image-6.12.1-cloud-amd64-dbg: add --symbols" in text
+    assert "linux-image-6.12.1-cloud-amd64-dbg: `./lab boot --gdb --symbols` fetches" in text
 
 
 def test_a_build_with_its_helpers_at_a_kaslr_offset(tmp_path: Path) -> None:
@@ -64,7 +64,7 @@ def test_an_unknown_offset_asks_for_nokaslr(tmp_path: Path) -> None:
 
 def test_symbols_that_are_not_there_are_no_symbols(tmp_path: Path) -> None:
     text = gdb.gdb_help(_kernel(), 1, symbols=tmp_path / "gone", offset=0x1000)
-    assert "add-symbol-file" not in text and "-dbg: add --symbols" in text
+    assert "add-symbol-file" not in text and "-dbg: `./lab boot --gdb --symbols`" in text
 
 
 def _offset(monkeypatch: pytest.MonkeyPatch, guest_says: str, nm_says: str,

@@ -85,9 +85,18 @@ def test_no_answer_by_the_deadline_names_the_port_and_the_last_error(
     monkeypatch.setattr(ssh.time, "sleep", lambda s: None)
     ticks = iter(range(10**6))
     monkeypatch.setattr(ssh.time, "monotonic", lambda: float(next(ticks)))
-    with pytest.raises(SSHError, match="no SSH answer from the guest on 127.0.0.1:2222 after "
-                                       r"\d+ attempt\(s\): refused"):
+    with pytest.raises(SSHError, match="no SSH answer from the guest on 127.0.0.1:2222 in "
+                                       r"\d+ attempts; the last: refused"):
         g.connect(5.0)
+
+
+def test_a_deadline_gone_before_a_first_attempt_says_so(
+        key: ssh.ClientKey, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 44: it said "after 0 attempt(s): None".
+    g = _guest(key, monkeypatch, object())
+    with pytest.raises(SSHError, match=r"no SSH attempt on the guest at 127.0.0.1:2222: its "
+                                       r"time was up before the first \(the boot took it all\)"):
+        g.connect(time.monotonic() - 1)
 
 
 def test_a_wrong_host_key_is_refused_at_once(key: ssh.ClientKey,

@@ -161,7 +161,7 @@ def test_no_vmlinux_at_hand_asks_no_offset_and_says_how_to_get_symbols(
     g = _guest(tmp_path, build_dir=build if built else None)
     text = interactive.gdb_lines(FakeLab(tmp_path, g), g, 1234, symbols=False)  # type: ignore[arg-type]
     assert "gdb -ex 'target remote 127.0.0.1:1234'" in text
-    assert "add --symbols to fetch it" in text
+    assert "`./lab boot --gdb --symbols` fetches it" in text
 
 
 # --- shell and throwaway ---------------------------------------------------------------------
