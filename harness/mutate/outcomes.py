@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.errors import LAB_FAULT
-from harness.results import compare, matrix
+from harness.results import compare, known_issues, matrix
 from harness.runs.child_run import ChildRun
 
 KILLED, SURVIVED, NOT_BUILT, NOT_BOOTED, NOT_RUN = (
@@ -53,7 +53,9 @@ def _broken(baseline: ChildRun, child: ChildRun) -> list[str]:
 def judge(baseline: ChildRun, child: ChildRun) -> tuple[str, list[str], str]:
     """(outcome, killing tests, why) of a mutant's run against the unmutated run. A kill
     needs a test the mutant broke (passed, xpassed or xfailed on the unmutated kernel, failed
-    here) for a reason other than a guest that did not boot. An xfail is a known kernel issue excusing
+    here) for a reason other than a guest that did not boot, or a test that passed on the
+    unmutated kernel and xfails here: the mutant brought a known issue's symptom back (a
+    regression, not an excuse). An xfail is a known kernel issue excusing
     exactly its symptom; the same test failing means a check outside that symptom failed
     (048 on 6.12.107: the known issue drops the refused first map's error, the mutant then
     leaves resize disabled, and the test fails on that)."""
@@ -67,6 +69,15 @@ def judge(baseline: ChildRun, child: ChildRun) -> tuple[str, list[str], str]:
         # as above: ours saw nothing of it (-k picked only the kernel's own: their column)
         return SURVIVED, [], "none of our tests in the selection ran (only the kernel's own)"
     killers = [t for t in _broken(baseline, child) if matrix.SELFTEST not in t]
+    back = [t for t in compare.returned(baseline.outcomes, child.outcomes)
+            if matrix.SELFTEST not in t and not child.without_guest(t)]
+    if back and not killers:
+        # Passed unmutated, xfails here: the mutant brought a known issue's symptom back.
+        first = next(r for r in child.summary["results"] if r["test"] == back[0])
+        issue = known_issues.named_in(first.get("reason") or "") or "?"
+        return KILLED, back, (f"{back[0].split('::')[-1]}: the known issue {issue} came back "
+                              "(the test passed on the unmutated kernel)")
+    killers += back
     if killers:
         first = next(r for r in child.summary.get("results", [])
                      if r["test"] == killers[0] and r["outcome"] != "rerun")

@@ -35,6 +35,9 @@ Why these meanings:
 - broke (the stricter question of bisect and mutate): failing now after a reliable verdict
   before (pass or known), so that what changed between the two runs broke the test; a
   flaky or skipped test before is no such evidence.
+- returned (mutate's): passing before and now the known issue's xfail: the known bug's
+  symptom came back where the test had shown it gone. A regression as much as a failure
+  (DEVELOPERS.md: a known issue excuses its symptom, it does not make it welcome back).
 """
 from __future__ import annotations
 
@@ -143,3 +146,9 @@ def broke(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
     before counts: the known issue excuses exactly its symptom, and failing means a check
     outside it failed."""
     return [t for t in failing(after) if before.get(t) in HELD]
+
+
+def returned(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    """Tests that passed (or xpassed) before and xfail now under their known issue: its
+    symptom came back (NEWLY_KNOWN from pass). In the order of `after`."""
+    return [t for t, o in after.items() if o == KNOWN and before.get(t) in PASSING]

@@ -24,6 +24,7 @@ class Comparison:
     kernel: str
     previous: str | None                 # the file compared with, if any
     new_failures: list[str] = field(default_factory=list)
+    returned: list[str] = field(default_factory=list)  # passed, now its known issue's xfail
     fixed: list[str] = field(default_factory=list)
     still_failing: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
@@ -35,7 +36,8 @@ class Comparison:
             head = [f"history: first run of kernel line {self.kernel}"]
         else:
             head = [f"history: compared with {self.previous}"]
-        for label, tests in (("NEW FAILURE", self.new_failures), ("FIXED", self.fixed),
+        for label, tests in (("NEW FAILURE", self.new_failures),
+                             ("KNOWN BACK", self.returned), ("FIXED", self.fixed),
                              ("STILL FAILING", self.still_failing), ("FLAKY", self.flaky),
                              ("NEW TEST", self.new_tests), ("GONE", self.gone_tests)):
             head += [f"  {label:13s} {t}" for t in tests]
@@ -68,11 +70,19 @@ def compare(previous: dict | None, current: dict, previous_name: str | None = No
         return c
     found = changes.changes(outcomes(previous), now)
     c.new_failures = changes.of_kind(found, changes.NEW_FAILURE)
+    c.returned = changes.returned(outcomes(previous), now)
     c.fixed = changes.of_kind(found, changes.FIXED)
     c.still_failing = changes.of_kind(found, changes.STILL_FAILING)
     c.new_tests = changes.of_kind(found, changes.NEW_TEST)
     c.gone_tests = changes.of_kind(found, changes.GONE)
     return c
+
+
+def _kept_order(path: Path) -> tuple[str, int]:
+    """Kept runs oldest first: by their time stamp, then the ~N of runs in the same second
+    (a plain sort put "STEM~2.json" before "STEM.json")."""
+    stem, _, n = path.stem.partition("~")
+    return stem, int(n) if n.isdigit() else 1
 
 
 def record(history_dir: Path, summary_path: Path, line: str | None = None
@@ -91,13 +101,13 @@ def record(history_dir: Path, summary_path: Path, line: str | None = None
     except OSError as e:
         raise ConfigError(f"--history {history_dir}: cannot create {line_dir}: "
                           f"{e.strerror}") from None
-    earlier = sorted(line_dir.glob("*.json"))
+    earlier = sorted(line_dir.glob("*.json"), key=_kept_order)
     previous = json.loads(earlier[-1].read_text()) if earlier else None
     stem = time.strftime(f"%Y%m%d-%H%M%S-{summary.get('release') or 'unknown'}")
     kept, n = line_dir / f"{stem}.json", 1
-    while kept.exists():  # two runs in one second: keep both
+    while kept.exists():  # two runs in one second: keep both, in order (_kept_order)
         n += 1
-        kept = line_dir / f"{stem}-{n}.json"
+        kept = line_dir / f"{stem}~{n}.json"
     shutil.copyfile(summary_path, kept)
     comparison = compare(previous, summary, earlier[-1].name if earlier else None)
     if line:

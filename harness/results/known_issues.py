@@ -109,6 +109,16 @@ class KnownIssue:
         return f"known kernel issue {self.id}: {self.reason} ({self.link}{seen})"
 
 
+_NAMED = re.compile(r"known kernel issue ([\w.-]+):")
+
+
+def named_in(reason: str) -> str | None:
+    """The known issue an xfailed test's reason names (KnownIssue.summary's "known kernel
+    issue ID: ..."), or None."""
+    m = _NAMED.search(reason)
+    return m.group(1) if m else None
+
+
 def predicate_holds(expression: str, data: dict[str, Any]) -> bool:
     """The `when` predicate over a check's data; a name the data lacks makes it false (the
     symptom is not the one described), never an error in the middle of a run."""

@@ -51,7 +51,7 @@ import re
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from harness.results import compare as changes, history
+from harness.results import compare as changes, history, known_issues
 
 MIN_PAIRS = 3                # fewer interleaved pairs: the figure is shown, not judged
 PAIR_NOISE = 0.05            # every pair's ratio must be beyond 1 -/+ this
@@ -64,7 +64,6 @@ PATH_FILES: dict[str, tuple[str, ...]] = {
                 "include/linux/ring_buffer.h", "include/uapi/linux/trace_mmap.h"),
 }
 VERDICT_EXIT = {"REGRESSION": 1, "too noisy to judge": 4, "no regression": 0}
-_KNOWN = re.compile(r"known kernel issue ([\w.-]+):")
 _OFFSET = re.compile(r"\+0x[0-9a-f]+/0x[0-9a-f]+|:\d+\b")
 _DIFF_FILE = re.compile(r"^(?:diff --git a/\S+ b/(?P<git>\S+)|\+\+\+ b/(?P<plus>\S+))", re.M)
 
@@ -248,8 +247,8 @@ def _issue_of(summary: dict, test: str) -> str:
     """The known issue an xfailed test's reason names ("known kernel issue ID: ...")."""
     for r in summary.get("results", []):
         if r["test"] == test and r["outcome"] == "xfailed":
-            if (m := _KNOWN.search(r.get("reason") or "")):
-                return m.group(1)
+            if (issue := known_issues.named_in(r.get("reason") or "")):
+                return issue
     return "?"
 
 

@@ -151,3 +151,24 @@ def test_a_failure_for_the_lab_s_own_fault_never_kills() -> None:
     mutant = child_run.of(_summary((A, "failed", fault), (st, "failed", fault)), 1)
     assert outcomes.judge(base, mutant)[0] != KILLED
     assert outcomes.selftest_killers(base, mutant) == []
+
+
+def test_a_known_issue_that_comes_back_where_the_test_passed_kills_the_mutant() -> None:
+    # Issue 44: a 7.2 build with the known issue's bug put back turned the test from passed
+    # into XFAIL, and mutate called it SURVIVED. Passed unmutated, xfailed here: a regression.
+    run = _summary((A, "xfailed", "known kernel issue trace-mmap-first-map-error-dropped: "
+                    "a refused first mapping returns 0 (https://example)"), (C, "passed", ""))
+    assert judge(run) == (KILLED, [A], "test_one: the known issue "
+                          "trace-mmap-first-map-error-dropped came back (the test passed on "
+                          "the unmutated kernel)")
+
+
+def test_a_known_issue_seen_unmutated_too_is_no_kill() -> None:
+    # D xfailed on both: the known issue excuses exactly its symptom, on either kernel.
+    run = _summary((A, "passed", ""), (D, "xfailed", "known kernel issue k: x"))
+    assert judge(run)[:2] == (SURVIVED, [])
+
+
+def test_a_failure_names_the_kill_before_a_known_issue_that_came_back() -> None:
+    run = _summary((A, "xfailed", "known kernel issue k: x"), (C, "failed", "broken"))
+    assert judge(run) == (KILLED, [C, A], "test_three: broken")

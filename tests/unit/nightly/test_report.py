@@ -64,3 +64,26 @@ def test_the_report_has_every_cell_and_fails_unless_all_passed(tmp_path: Path) -
     assert (out / "deb" / "history.txt").exists() and not (out / "src.v" / "history.txt").exists()
     _, ok = report.write(out, results[:1], tmp_path / "history", "c" * 40, time.time(), "here")
     assert ok == 0
+
+
+def test_a_known_issue_back_where_its_test_passed_last_night_makes_the_night_red(
+        tmp_path: Path) -> None:
+    # Issue 44: every cell green (the xfail excuses the known bug), yet its test had passed.
+    out = tmp_path / "out"
+    (out / "deb").mkdir(parents=True)
+    t = "tests/kernel/test_a.py::test_x"
+
+    def night(outcome: str, reason: str = "") -> tuple[str, int]:
+        summary = {"release": "6.12", "kernel": "deb", "results": [
+            {"test": t, "outcome": outcome, "reason": reason}]}
+        (out / "deb" / "summary.json").write_text(json.dumps(summary))
+        time.sleep(0.01)  # history files are named by time
+        return report.write(out, [CellResult("deb", PASSED)], tmp_path / "history", "c" * 40,
+                            time.time(), "here")
+
+    assert night("passed")[1] == 0
+    text, code = night("xfailed", "known kernel issue k: its symptom")
+    assert code == 1
+    assert f"REGRESSION: a known issue came back where its test passed before: deb: {t}" in text
+    assert f"KNOWN BACK    {t}" in (out / "deb" / "history.txt").read_text()
+    assert night("xfailed", "known kernel issue k: its symptom")[1] == 0  # known, as last night

@@ -67,6 +67,12 @@ def test_new_failures_and_broke_keep_the_runs_order() -> None:
     assert compare.broke(before, after) == ["xp", "x", "p"]
 
 
+def test_returned_means_a_pass_before_and_the_known_issue_now() -> None:
+    before = {"p": "passed", "xp": "xpassed", "x": "xfailed", "s": "skipped", "f": "failed"}
+    after = {t: "xfailed" for t in ("f", "s", "x", "xp", "p", "new")}
+    assert compare.returned(before, after) == ["xp", "p"]
+
+
 def _summary(**outcomes: str) -> dict:
     results: list[dict] = []
     for test, o in outcomes.items():

@@ -80,3 +80,20 @@ def test_a_named_line_keeps_runs_of_one_kernel_apart(tmp_path: Path) -> None:
     assert "first run of kernel line trixie-cloud.perf" in c.lines()[0]
     _, other = history.record(hist, run, line="trixie-cloud.trace")
     assert other.previous is None
+
+
+def test_runs_in_one_second_are_compared_in_the_order_they_ran(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A plain sort put "STEM-2.json" before "STEM.json": the third run was compared with the
+    # first, not the second.
+    monkeypatch.setattr(history.time, "strftime", lambda fmt: fmt.replace("%Y%m%d-%H%M%S",
+                                                                           "20261129-020000"))
+    hist, run = tmp_path / "history", tmp_path / "summary.json"
+    for n, outcome in enumerate(("passed", "failed", "passed")):
+        run.write_text(json.dumps(summary("k", "6.12.1", a=outcome)))
+        kept, c = history.record(hist, run)
+        assert c.new_failures == (["a"] if n == 1 else []), (n, kept)
+        assert c.fixed == (["a"] if n == 2 else []), (n, kept)
+    assert sorted(p.name for p in (hist / "k").iterdir()) == [
+        "20261129-020000-6.12.1.json", "20261129-020000-6.12.1~2.json",
+        "20261129-020000-6.12.1~3.json"]
