@@ -7,6 +7,7 @@ import argparse
 from harness import config as lab_config
 from harness.bisect.session import BisectRequest, run
 from harness.commands import options
+from harness.results import known_issues
 from harness.runs import run_folder
 
 OWN_LOGGING: bool = True
@@ -21,6 +22,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.kernel(bi, "the kernel to bisect (a build kernel or a source tree, a git checkout)")
     options.selection(bi, "the tests that decide (pytest -k)")
     options.failure_policies(bi)
+    bi.add_argument("--known-issues-fail", action="store_true",
+                    help="judge each step with no known kernel issue excused, so that a known "
+                    "bug's symptom is a failure: finds the commit that brought a known issue "
+                    "(back); without it a step with the symptom xfails, and is good")
     options.pytest_args(bi)
     bi.set_defaults(func=main)
 
@@ -30,6 +35,7 @@ def main(args: argparse.Namespace) -> int:
     bisect run with a step that builds, boots and runs the selected tests."""
     cfg, spec = options.config_and_kernel(args)
     out = run_folder.open_run(cfg, args, f"bisect-{lab_config.file_safe(spec.name)}")
+    extra = ("--known-issues", known_issues.NONE) if args.known_issues_fail else ()
     return run(BisectRequest(cfg, spec, args.good, args.bad, args.k, out,
-                             tuple(args.pytest_args), args.on_build_failure,
+                             tuple(args.pytest_args) + extra, args.on_build_failure,
                              args.on_boot_failure))

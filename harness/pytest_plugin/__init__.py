@@ -52,7 +52,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="leave the guest running at the end, until Ctrl-C, to look around")
     g.addoption("--lab-report-dir", default=None, help="where reports and the console log go")
     g.addoption("--known-issues", default=str(known_issues.KNOWN_ISSUES),
-                help="the known kernel issues list (default: kernels/known-issues.yaml)")
+                help="the known kernel issues list (default: kernels/known-issues.yaml); "
+                "'none': no issue excused, a known bug's symptom fails its test")
     g.addoption("--fresh-guest-per-test", action="store_true",
                 help="give every test a guest no other test used (restored from the "
                      "profile's snapshot, so about a second each under TCG)")

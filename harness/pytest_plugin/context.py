@@ -63,7 +63,8 @@ def build(config: pytest.Config) -> RunContext:
                            gdb_on_failure=config.getoption("--gdb-on-failure"))
         cfg = request.run_config(req, cfg)
     run_folder.make(req.report_dir)  # made by ./lab run already; by hand, here
-    known = tuple(known_issues.load(Path(config.getoption("--known-issues"))))
+    listed = config.getoption("--known-issues")
+    known = () if listed == known_issues.NONE else tuple(known_issues.load(Path(listed)))
     worker = getattr(config, "workerinput", {}).get("workerid")
     lab = next((p.lab for p in config.pluginmanager.get_plugins()
                 if isinstance(p, given.Given)), None)

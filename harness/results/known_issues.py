@@ -109,6 +109,9 @@ class KnownIssue:
         return f"known kernel issue {self.id}: {self.reason} ({self.link}{seen})"
 
 
+# `--known-issues none` (pytest, bisect --known-issues-fail): no issue excused, a known bug's
+# symptom fails its test.
+NONE = "none"
 _NAMED = re.compile(r"known kernel issue ([\w.-]+):")
 
 

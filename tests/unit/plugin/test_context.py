@@ -82,6 +82,12 @@ def test_the_known_issues_of_a_test_are_those_covering_it(tmp_path: Path) -> Non
     assert ctx.issues_for("tests/kernel/test_b.py::test_x") == []
 
 
+def test_known_issues_none_excuses_nothing(tmp_path: Path) -> None:
+    # bisect --known-issues-fail: a known bug's symptom must fail its test.
+    ctx = context.build(_config(tmp_path, **{"--known-issues": "none"}))  # type: ignore[arg-type]
+    assert ctx.known == () and ctx.issues_for("tests/kernel/test_a.py::test_x") == []
+
+
 def test_no_git_is_a_question_mark(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.undo()
 
