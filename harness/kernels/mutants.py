@@ -45,6 +45,30 @@ KERNEL_FILES = ("kernel/events/core.c", "kernel/events/ring_buffer.c",
                 "kernel/trace/ring_buffer.c", "kernel/trace/trace.c",
                 "kernel/trace/trace_snapshot.c", "kernel/trace/simple_ring_buffer.c",
                 "kernel/trace/trace_remote.c")
+
+
+@dataclass(frozen=True)
+class Watchers:
+    """What can see a change to a file of a folder: the explorer's paths and the kselftest
+    targets (what `./lab mutate` runs on a mutant of it, as a Tests: header narrows ours)."""
+    explore_paths: tuple[str, ...]
+    selftest_targets: tuple[str, ...]
+
+
+# One table for both: perf_events exercises kernel/events/, ring-buffer and ftrace (remotes
+# included) kernel/trace/. A file of neither folder (a user's mutant of mm/mmap.c) gets all.
+WATCHERS_OF_FOLDER: dict[str, Watchers] = {
+    "kernel/events/": Watchers(("pinning", "perf-ring", "perf-aux"), ("perf_events",)),
+    "kernel/trace/": Watchers(("trace-mmap",), ("ring-buffer", "ftrace")),
+}
+
+
+def watchers_of_folder(file: str) -> Watchers | None:
+    """The watchers of `file`'s folder (a path in the tree); None: a folder of neither."""
+    return next((w for folder, w in WATCHERS_OF_FOLDER.items() if file.startswith(folder)),
+                None)
+
+
 # The tree the catalog's NNN-name.patch diffs are made against (the label of that variant).
 BASE_TREE = "6.12"
 _HEADER = re.compile(r"^(Rule|Fixes-revert|Tests|Trees|Since):[ \t]*(.*)$")

@@ -13,6 +13,7 @@ from harness.config import with_build
 from harness.errors import LabError
 from harness.explore import report
 from harness.explore.session import Explore, ExploreRequest
+from harness.kernels import mutants
 from harness.kernels.mutants import Mutant
 from harness.mutate import build, by_suite
 
@@ -25,14 +26,12 @@ from harness.runs.child_run import ChildRun
 from harness.selftests import catalog
 
 log = logging.getLogger(__name__)
-# The explorer's paths a kernel file serves; a file not named, those of its folder; a file
-# of neither (a user's mutant of mm/mmap.c, say), every path.
+# The explorer's paths a kernel file serves; a file not named, those of its folder
+# (mutants.WATCHERS_OF_FOLDER); a file of neither (a user's mutant of mm/mmap.c), every path.
 EXPLORE_PATHS = {"kernel/events/core.c": ("pinning", "perf-ring", "perf-aux"),
                  "kernel/events/ring_buffer.c": ("perf-ring", "perf-aux"),
                  "kernel/trace/ring_buffer.c": ("trace-mmap",),
                  "kernel/trace/trace.c": ("trace-mmap",)}
-EXPLORE_PATHS_OF_FOLDER = {"kernel/events/": ("pinning", "perf-ring", "perf-aux"),
-                           "kernel/trace/": ("trace-mmap",)}
 ALL_PATHS = ("pinning", "perf-ring", "perf-aux", "trace-mmap")
 
 
@@ -40,8 +39,8 @@ def explore_paths(file: str) -> tuple[str, ...]:
     """The explorer's paths that can see a change to `file` (a path in the tree)."""
     if file in EXPLORE_PATHS:
         return EXPLORE_PATHS[file]
-    return next((p for folder, p in EXPLORE_PATHS_OF_FOLDER.items()
-                 if file.startswith(folder)), ALL_PATHS)
+    watchers = mutants.watchers_of_folder(file)
+    return watchers.explore_paths if watchers else ALL_PATHS
 
 
 def paths_of(mutants: tuple[Mutant, ...]) -> tuple[str, ...]:

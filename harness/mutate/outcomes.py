@@ -50,6 +50,13 @@ def _broken(baseline: ChildRun, child: ChildRun) -> list[str]:
             if not child.without_guest(t) and not last.get(t, "").startswith(LAB_FAULT)]
 
 
+def _first_reason(child: ChildRun, test: str) -> str:
+    """The reason the test's first non-rerun result gives (what failed first)."""
+    first: dict = next((r for r in (child.summary or {}).get("results", [])
+                  if r["test"] == test and r["outcome"] != "rerun"), {})
+    return (first.get("reason") or "").strip()
+
+
 def judge(baseline: ChildRun, child: ChildRun) -> tuple[str, list[str], str]:
     """(outcome, killing tests, why) of a mutant's run against the unmutated run. A kill
     needs a test the mutant broke (passed, xpassed or xfailed on the unmutated kernel, failed
@@ -73,15 +80,12 @@ def judge(baseline: ChildRun, child: ChildRun) -> tuple[str, list[str], str]:
             if matrix.SELFTEST not in t and not child.without_guest(t)]
     if back and not killers:
         # Passed unmutated, xfails here: the mutant brought a known issue's symptom back.
-        first = next(r for r in child.summary["results"] if r["test"] == back[0])
-        issue = known_issues.named_in(first.get("reason") or "") or "?"
+        issue = known_issues.named_in(_first_reason(child, back[0])) or "?"
         return KILLED, back, (f"{back[0].split('::')[-1]}: the known issue {issue} came back "
                               "(the test passed on the unmutated kernel)")
     killers += back
     if killers:
-        first = next(r for r in child.summary.get("results", [])
-                     if r["test"] == killers[0] and r["outcome"] != "rerun")
-        line = (first.get("reason") or "").strip().splitlines()
+        line = _first_reason(child, killers[0]).splitlines()
         return KILLED, killers, f"{killers[0].split('::')[-1]}: {line[0] if line else ''}"
     failed = compare.failing(child.outcomes)
     if not child.booted or any(child.without_guest(t) for t in failed):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from harness.kernels import mutants
+
 # kselftest target -> its programs that map or fill ring buffers.
 PROGRAMS: dict[str, tuple[str, ...]] = {
     "perf_events": ("mmap", "watermark_signal", "sigtrap_threads", "remove_on_exec"),
@@ -44,15 +46,6 @@ MODULES: dict[str, str] = {"perf_events/mmap": "ringlab_aux"}
 # Shell commands run before an ftracetest case whose `requires:` names the key: the test
 # remote (CONFIG_TRACE_REMOTE_TEST) is a module the remotes/ cases expect loaded.
 SETUP: dict[str, str] = {"remotes/test": "modprobe remote_test"}
-# The targets whose cases can see a change to a kernel file (what `./lab mutate --selftests`
-# runs on a mutant of it, as a Tests: header narrows ours): perf_events exercises
-# kernel/events/, ring-buffer and ftrace (remotes included) kernel/trace/. A file not named
-# here gets every target.
-# The targets that can see a change to a file of a folder; a file elsewhere, all of them.
-TARGETS_OF_FOLDER: dict[str, tuple[str, ...]] = {
-    "kernel/events/": ("perf_events",),
-    "kernel/trace/": ("ring-buffer", "ftrace"),
-}
 KSELFTEST = "kselftest"   # the -k that picks the kernel's own (their pytest file's name)
 DEFAULT_TIMEOUT_S = 45
 FTRACE_LOG = "log: "   # the prefix of an ftracetest case's log lines in its output
@@ -136,8 +129,8 @@ def _column(line: str, width: int) -> tuple[str, str]:
 def targets_of(file: str) -> tuple[str, ...] | None:
     """The kselftest targets that can see a change to `file` (a path in the tree); None:
     any of them (a file outside these paths' folders)."""
-    return next((t for folder, t in TARGETS_OF_FOLDER.items() if file.startswith(folder)),
-                None)
+    watchers = mutants.watchers_of_folder(file)   # one table with the explorer's paths
+    return watchers.selftest_targets if watchers else None
 
 
 def selection_for_all(files: list[str]) -> str:
