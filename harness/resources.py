@@ -143,9 +143,13 @@ class Lab:
 
     def boot(self, kernel_name: str | None, console_log: Path, cpus: int | None = None,
              cmdline: str = "", extra_probe_dirs: tuple[Path, ...] = (),
-             memory_mb: int | None = None, gdb_port: int | None = None) -> Guest:
+             memory_mb: int | None = None, gdb_port: int | None = None,
+             restored: bool = False) -> Guest:
         """A guest: restored from its profile's snapshot, or cold booted and saved (once
-        across processes: a concurrent lab's cold boot of the profile is waited for). A boot
+        across processes: a concurrent lab's cold boot of the profile is waited for). With
+        `restored`, a guest its caller will warm-reboot: a cold-booted one is saved, stopped
+        and restored, since under TCG only a restored QEMU comes back from its first reset
+        (Guest._reset_until_the_kernel_starts); without snapshots it boots, and resets twice. A boot
         that fails has the kernel's and rootfs's cache entries checked digest by digest: one
         that changed under its mtime was the cause, and is made again and booted once more."""
         for last in (False, True):
@@ -157,7 +161,10 @@ class Lab:
             try:
                 if warm.has_snapshot(plan):
                     return boot(plan)
-                with warm.cold_boot_lock(plan):
+                with warm.cold_boot_lock(plan) as cold:
+                    if cold and restored and plan.snapshots is not None:
+                        with boot(plan):  # saved as the profile's snapshot, and stopped
+                            pass
                     return boot(plan)
             except BootError:
                 if last or not any([kernel.recheck(plan.kernel), rootfs.recheck(plan.rootfs)]):

@@ -74,9 +74,11 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[LAB_PID] = str(os.getpid())  # what the workers it starts check
     # paramiko logs a traceback for every refused attempt while a guest's sshd starts.
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)
-    config.addinivalue_line("markers", "guest(cpus, memory_mb, fresh, cmdline): boot this test's "
-                            "guest with N vCPUs and/or M MB of memory and/or these kernel "
-                            "arguments; fresh=True: a guest no other test used")
+    config.addinivalue_line("markers", "guest(cpus, memory_mb, fresh, cmdline, warm_reboot): "
+                            "boot this test's guest with N vCPUs and/or M MB of memory and/or "
+                            "these kernel arguments; fresh=True: a guest no other test used; "
+                            "warm_reboot=True: one restored from a snapshot (its first reset "
+                            "boots)")
     config.addinivalue_line("markers", "kconfig(*options): skip unless the guest's kernel has "
                             "each CONFIG_ option (=y or =m), naming the one it lacks")
     if context.RUN_KEY in config.stash:

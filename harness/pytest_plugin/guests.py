@@ -24,10 +24,12 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Profile:
     """A machine profile a test asks for with @pytest.mark.guest(cpus=N, memory_mb=M,
-    cmdline="..."): the kernel command line is added to the lab's and the kernel's own."""
+    cmdline="...", warm_reboot=True): the kernel command line is added to the lab's and the
+    kernel's own; a guest its tests warm-reboot comes from a snapshot's restore (Lab.boot)."""
     cpus: int
     memory_mb: int
     cmdline: str = ""
+    warm_reboot: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,10 +78,10 @@ class GuestPool:
         self._ahead_started = False
 
     def get(self, cpus: int | None, memory_mb: int | None = None, fresh: bool = False,
-            cmdline: str = "") -> Guest:
+            cmdline: str = "", warm_reboot: bool = False) -> Guest:
         """The pooled guest of this profile; with `fresh`, a new one no other test used."""
         m = self.lab.config.machine
-        p = Profile(cpus or m.cpus, memory_mb or m.memory_mb, cmdline)
+        p = Profile(cpus or m.cpus, memory_mb or m.memory_mb, cmdline, warm_reboot)
         if fresh or p in self.spent:
             self.discard(p)
             self.spent.discard(p)
@@ -111,7 +113,7 @@ class GuestPool:
             self.lab.boot_ahead(self.kernel, self.console_log,
                                 [(q.cpus, q.memory_mb, q.cmdline) for q in self.wanted if q != p])
         return self.lab.boot(self.kernel, self.console_log, cpus=p.cpus, memory_mb=p.memory_mb,
-                             cmdline=p.cmdline)
+                             cmdline=p.cmdline, restored=p.warm_reboot)
 
     def discard(self, profile: Profile) -> None:
         g = self.guests.pop(profile, None)
@@ -201,7 +203,8 @@ class Guests:
             g = self.get_pool().get(kwargs.get("cpus"), kwargs.get("memory_mb"),
                                     fresh=bool(kwargs.get("fresh")) or
                                     self.config.getoption("--fresh-guest-per-test"),
-                                    cmdline=str(kwargs.get("cmdline", "")))
+                                    cmdline=str(kwargs.get("cmdline", "")),
+                                    warm_reboot=bool(kwargs.get("warm_reboot")))
         except LabError as e:
             if getattr(e, "console_tail", None) is None:  # not a boot failure: same for all
                 self.error = e
@@ -266,5 +269,5 @@ def wanted_profiles(items: list[pytest.Item], machine: MachineSpec) -> tuple[Pro
         marker = item.get_closest_marker("guest")
         kw = marker.kwargs if marker else {}
         seen[Profile(kw.get("cpus") or machine.cpus, kw.get("memory_mb") or machine.memory_mb,
-                     str(kw.get("cmdline", "")))] = None
+                     str(kw.get("cmdline", "")), bool(kw.get("warm_reboot")))] = None
     return tuple(seen)

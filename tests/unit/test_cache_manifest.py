@@ -4,11 +4,12 @@ per kind of entry (prepared kernels, build outputs, test modules, the rootfs, sn
 Lab.boot, which asks for every digest after a failed boot. No QEMU: tmp_path and fakes."""
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -461,6 +462,19 @@ def test_a_snapshot_from_before_manifests_is_trusted_and_recorded(tmp_path: Path
 
 # --- Lab.boot: every digest after a failed boot (harness/resources.py) ----------------------
 
+@dataclass
+class FakeBooted:
+    """A booted guest as a context manager: what `with boot(plan): pass` stops."""
+    name: str
+    stopped: bool = False
+
+    def __enter__(self) -> FakeBooted:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped = True
+
+
 def lab(monkeypatch: pytest.MonkeyPatch, boots: list[object], changed: list[bool]) -> Lab:
     """A Lab whose plan() is a stub and whose boots raise or return what `boots` holds;
     kernel.recheck answers from `changed` (rootfs.recheck: False)."""
@@ -489,6 +503,22 @@ def test_a_failed_boot_over_a_changed_entry_is_booted_again_once_remade(
     the_lab = lab(monkeypatch, [BootError("guest stalled"), "guest"], [True])
     assert the_lab.boot(None, tmp_path / "console.log") == "guest"
     assert the_lab._kernels == {} and the_lab._rootfs == {}  # prepared again by plan()
+
+
+def test_a_guest_to_be_warm_rebooted_is_saved_stopped_and_restored(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Under TCG only a restored QEMU's first reset boots: a profile without a snapshot is
+    cold booted (and saved) in a guest that is stopped, and the caller gets the restore."""
+    cold = FakeBooted("cold")
+    the_lab = lab(monkeypatch, [cold, "restored"], [])
+    monkeypatch.setattr("harness.resources.warm.has_snapshot", lambda plan: False)
+    monkeypatch.setattr("harness.resources.warm.cold_boot_lock",
+                        lambda plan: contextlib.nullcontext(True))
+    the_lab.plan = lambda *a, **k: SimpleNamespace(  # type: ignore[method-assign]
+        kernel=SimpleNamespace(name="k", arch=arches.DEFAULT), rootfs=None,
+        snapshots=tmp_path)
+    assert the_lab.boot(None, tmp_path / "console.log", restored=True) == "restored"
+    assert cold.stopped
 
 
 def test_a_failed_boot_over_an_intact_cache_is_the_kernels(monkeypatch: pytest.MonkeyPatch,

@@ -99,7 +99,7 @@ class FakeLab:
         self.config = config
 
     def boot(self, kernel: str, console_log: Path, cpus: int, memory_mb: int,
-             cmdline: str = "") -> FakeGuest:
+             cmdline: str = "", restored: bool = False) -> FakeGuest:
         g = FakeGuest(len(FakeLab.booted) + 1)
         g.plan.cmdline = cmdline
         FakeLab.booted.append(g)
