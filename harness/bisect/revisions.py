@@ -52,9 +52,14 @@ def check_revisions(tree: Path, good: str, bad: str) -> tuple[str, str]:
     return g, b
 
 
+def worktree_path(tree: Path, cache_root: Path) -> Path:
+    """Where the cache keeps `tree`'s worktree (one per tree, kept for incremental builds)."""
+    return cache.Layout(cache_root).bisect(hashlib.sha256(str(tree).encode()).hexdigest()[:16])
+
+
 def worktree(tree: Path, cache_root: Path, start: str) -> Path:
     """The cache's worktree of `tree` (made on first use), detached at `start`."""
-    wt = cache.Layout(cache_root).bisect(hashlib.sha256(str(tree).encode()).hexdigest()[:16])
+    wt = worktree_path(tree, cache_root)
     if not (wt / ".git").exists():
         wt.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "-C", str(tree), "worktree", "prune"], capture_output=True)

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
 from harness import cache
+from harness.bisect import revisions
 from harness.kernels import trees
 from harness.mutate.workspace import Workspace
 
@@ -90,15 +93,33 @@ def _git(repo: Path, *args: str) -> str:
                           capture_output=True, text=True).stdout.strip()
 
 
-def test_bisect_names_the_commit_that_breaks_a_mapping_rule(tmp_path: Path, make_lab_yaml,
-                                                            ) -> None:
+@pytest.fixture
+def bisect_leaves_no_worktree(tmp_path: Path) -> Iterator[Path]:
+    """The test's git repo; afterwards the cache's worktree of it (a full checkout, 1.6 GB with
+    its build) and the kernels built there are removed: the repo is gone with tmp_path, so
+    nothing could reuse them, and every run used to leave one behind."""
+    repo = tmp_path / "linux"
+    yield repo
+    root = cache.cache_root()
+    wt = revisions.worktree_path(repo, root)
+    for made in cache.Layout(root).kernel("").glob("build-*/kernel.json"):
+        build = json.loads(made.read_text()).get("build") or {}
+        if build.get("tree") == str(wt):
+            shutil.rmtree(Path(build["out"]).parent, ignore_errors=True)
+            shutil.rmtree(made.parent, ignore_errors=True)
+    shutil.rmtree(wt, ignore_errors=True)
+    assert not wt.exists()
+
+
+def test_bisect_names_the_commit_that_breaks_a_mapping_rule(
+        tmp_path: Path, make_lab_yaml, bisect_leaves_no_worktree: Path) -> None:
     # The Debian tree as the first commit of a new git history (a hard-link copy: fast).
     cfg = make_lab_yaml(kernels={"src-min": {"build": MINIMAL}})
     env = dict(os.environ, RINGLAB_CONFIG=str(cfg))
     p = lab("build", "--kernel", "src-min", env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     tree = _tree()
-    repo = tmp_path / "linux"
+    repo = bisect_leaves_no_worktree
     repo.mkdir()
     trees.link_farm(tree, repo)  # hard links where the filesystem allows
     _git(repo, "init", "-q")
