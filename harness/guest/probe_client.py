@@ -20,13 +20,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import paramiko
+from typing import TYPE_CHECKING, Any
 
 from harness import paths
 from harness.errors import GuestHang, ProbeCrashed, ProbeError, ProbeOutputError, ProbeTimeout
 from harness.guest.ssh import GuestSSH
+
+if TYPE_CHECKING:
+    import paramiko  # an SSH channel's type; paramiko is loaded where SSH is (guest/ssh.py)
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +238,7 @@ class ProbeRunner:
             if not data:
                 self._eof = True
                 err = chan.recv_stderr(65536).decode(errors="replace") if \
-                    isinstance(chan, paramiko.Channel) and chan.recv_stderr_ready() else ""
+                    not isinstance(chan, socket.socket) and chan.recv_stderr_ready() else ""
                 raise GuestHang("the guest's probe runner went away" +
                                 (f": {err.strip()}" if err.strip() else ""))
             self._buf += data

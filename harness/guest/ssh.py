@@ -11,11 +11,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import paramiko
+from typing import TYPE_CHECKING
 
 from harness import cache
 from harness.errors import GuestHang, SSHError
+
+if TYPE_CHECKING:  # paramiko (0.1 s of imports) is loaded where SSH is used: a throw-away
+    import paramiko  # guest talks to its probe runner through QEMU's forward, never SSH
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +38,12 @@ class CommandResult:
 
 
 def client_key(cache_root: Path) -> ClientKey:
-    """The lab's client key, made on first use; private key 0600 in the user's cache."""
+    """The lab's client key, made on first use; private key 0600 in the user's cache, its
+    public line beside it (id_ecdsa.pub: read without loading paramiko)."""
     path = cache.Layout(cache_root).client_key()
+    public = path.with_name(path.name + ".pub")
     if not path.exists():
+        import paramiko
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         key = paramiko.ECDSAKey.generate(bits=256)
         tmp = path.with_suffix(".tmp")
@@ -49,11 +54,17 @@ def client_key(cache_root: Path) -> ClientKey:
     if mode & 0o077:
         raise SSHError(f"{path} is readable by others (mode {mode:o}); ssh refuses such keys",
                        hint=f"chmod 600 {path}")
-    key = paramiko.ECDSAKey.from_private_key_file(str(path))
-    return ClientKey(private=path, public_line=f"{key.get_name()} {key.get_base64()} ringlab")
+    if not public.exists() or public.stat().st_mtime < path.stat().st_mtime:
+        import paramiko
+        key = paramiko.ECDSAKey.from_private_key_file(str(path))
+        tmp = public.with_suffix(".tmp")
+        tmp.write_text(f"{key.get_name()} {key.get_base64()} ringlab\n")
+        tmp.rename(public)
+    return ClientKey(private=path, public_line=public.read_text().strip())
 
 
 def _host_key(line: str) -> paramiko.PKey:
+    import paramiko
     kind, blob = line.split()[:2]
     return paramiko.PKey.from_type_string(kind, base64.b64decode(blob))
 
@@ -78,6 +89,7 @@ class GuestSSH:
         self._connecting = threading.Lock()
 
     def _connect_once(self, timeout: float) -> paramiko.SSHClient:
+        import paramiko
         client = paramiko.SSHClient()
         # Pin the host key made at rootfs build time; refuse anything else.
         client.get_host_keys().add(f"[127.0.0.1]:{self.port}", self.host_key_line.split()[0],
@@ -92,6 +104,7 @@ class GuestSSH:
     def connect(self, deadline: float, alive: Callable[[], None] = lambda: None) -> None:
         """Connect, retrying until `deadline` (time.monotonic()); `alive()` raises if the guest
         died meanwhile, so a crashed guest is reported as such rather than as an SSH timeout."""
+        import paramiko
         last: Exception | None = None
         attempts = 0
         while time.monotonic() < deadline:
@@ -164,6 +177,7 @@ class GuestSSH:
     def open_forward(self, port: int, timeout: float = 10.0) -> paramiko.Channel | None:
         """A channel to 127.0.0.1:`port` inside the guest (SSH's direct-tcpip, made by sshd as
         root); None when nothing listens there."""
+        import paramiko
         transport = self.client.get_transport()
         if transport is None or not transport.is_active():
             raise GuestHang("the SSH connection to the guest is gone")

@@ -1,11 +1,13 @@
 """harness/guest/ssh.py: SSH to a guest. The lab's key is made once and refused when others can
 read it; connecting retries while sshd starts but stops at once, with the reason, on a wrong
-host key or a refused key; a lazy connection connects on first use and never after a close; a
+host key or a refused key; paramiko is not loaded until SSH is used; a lazy connection connects on first use and never after a close; a
 command's output and status are collected, and a hang or a dropped connection is a GuestHang
 naming the command; push copies a tree without __pycache__. paramiko's transport is faked."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,6 +31,23 @@ def test_the_client_key_is_made_once_private_and_kept(tmp_path: Path,
     kind, blob, comment = key.public_line.split()
     assert (kind, comment) == ("ecdsa-sha2-nistp256", "ringlab") and blob.startswith("AAAA")
     assert ssh.client_key(tmp_path) == key
+
+
+def test_a_key_made_before_its_public_line_was_kept_gets_it_from_the_private_key(
+        tmp_path: Path, key: ssh.ClientKey) -> None:
+    """Caches from before id_ecdsa.pub: the public line is derived once from the key."""
+    public = key.private.with_name(key.private.name + ".pub")
+    public.unlink()
+    assert ssh.client_key(tmp_path) == key and public.read_text().strip() == key.public_line
+
+
+def test_a_throw_away_guest_command_does_not_load_paramiko() -> None:
+    """`./lab ssh -- true` reaches a restored guest through its probe runner: paramiko's 0.1 s
+    of imports is paid only where SSH is used (issue 44.3)."""
+    code = "import sys, harness.commands.ssh; print('paramiko' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[3]).stdout
+    assert out.strip() == "False"
 
 
 def test_a_client_key_others_can_read_is_refused_naming_it(tmp_path: Path,
