@@ -1,13 +1,15 @@
 """Progress on screen for anything that takes more than a few seconds.
 
 rich draws bars and spinners on a terminal; when stderr is not a terminal (CI, pytest capture)
-the same calls log one line at the start and one at the end, with the elapsed time.
+the same calls log one line at the start and one at the end, with the elapsed time; so does
+work in a background thread.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -19,7 +21,12 @@ log = logging.getLogger("ringlab")
 
 
 def _console() -> Console | None:
-    return Console(stderr=True) if sys.stderr.isatty() else None
+    """A terminal's console for the main thread; None elsewhere: work in a background thread
+    (the rootfs made ahead) logs its start and end lines, as it would without a terminal,
+    rather than draw a second spinner over the main thread's."""
+    if not sys.stderr.isatty() or threading.current_thread() is not threading.main_thread():
+        return None
+    return Console(stderr=True)
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import threading
 from pathlib import Path
 
 from harness import arch as arches, cache, host
@@ -29,6 +30,7 @@ class Lab:
         self.layout = cache.Layout(self.cache_root)
         self._kernels: dict[str, BootableKernel] = {}
         self._rootfs: dict[str, rootfs.RootfsImage] = {}  # per arch
+        self._rootfs_lock = threading.Lock()  # rootfs() from a thread of rootfs_ahead() too
         self._key: ssh.ClientKey | None = None
         self._accel: tuple[str, str] | None = None
         self._qemu_versions: dict[str, str] = {}  # per qemu-system binary
@@ -68,15 +70,33 @@ class Lab:
         return self._key
 
     def rootfs(self, arch: str = arches.DEFAULT) -> rootfs.RootfsImage:
-        """The guest image for kernels of `arch` (one recipe, built per arch)."""
-        if arch not in self._rootfs:
-            a = arches.get(arch)
-            host.require(host.ROOTFS_TOOLS + host.foreign_rootfs_tools(a))
-            self._rootfs[arch] = rootfs.ensure(self.config.rootfs,
-                                               lambda: mirror.resolve(self.config.mirror),
-                                               self.cache_root, self.client_key().public_line,
-                                               arch=a)
-        return self._rootfs[arch]
+        """The guest image for kernels of `arch` (one recipe, built per arch); a call while
+        rootfs_ahead() makes it waits for that."""
+        with self._rootfs_lock:
+            if arch not in self._rootfs:
+                a = arches.get(arch)
+                host.require(host.ROOTFS_TOOLS + host.foreign_rootfs_tools(a))
+                self._rootfs[arch] = rootfs.ensure(self.config.rootfs,
+                                                   lambda: mirror.resolve(self.config.mirror),
+                                                   self.cache_root, self.client_key().public_line,
+                                                   arch=a)
+            return self._rootfs[arch]
+
+    def rootfs_ahead(self, arch: str) -> threading.Thread:
+        """Make the guest image in the background while the kernel is fetched or built and
+        the test modules' build root made (a first run paid them one after the other). A
+        failure is only logged: the first boot's own rootfs() call meets it again and says it."""
+        self.client_key()  # made here once, not by two threads at the same time
+
+        def make() -> None:
+            try:
+                self.rootfs(arch)
+            except Exception as e:  # noqa: BLE001 - the boot's own call reports it
+                log.debug("the rootfs made ahead failed (%s); the first boot makes it", e)
+
+        t = threading.Thread(target=make, name="rootfs-ahead", daemon=True)
+        t.start()
+        return t
 
     def debug_vmlinux(self, kernel_name: str | None = None) -> Path:
         """The kernel's vmlinux with debug info: a build kernel's own, a Debian kernel's from

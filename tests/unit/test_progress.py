@@ -1,10 +1,12 @@
 """harness/progress.py: progress for long work. Off a terminal (CI, pytest capture) the same
 calls log one line at the start and one at the end; on one, rich draws, and the caller's
-update functions reach the status/bar. A step that fails does not claim it was done."""
+update functions reach the status/bar, from the main thread only. A step that fails does not
+claim it was done."""
 from __future__ import annotations
 
 import io
 import logging
+import threading
 
 import pytest
 from rich.console import Console
@@ -86,3 +88,16 @@ def test_on_a_terminal_a_transfer_advances_its_bar(monkeypatch: pytest.MonkeyPat
         step(4)
         step(6)
     assert seen == [4, 10]
+
+
+def test_only_the_main_thread_draws_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rootfs made ahead in a thread logs its lines instead of drawing a spinner over the
+    main thread's (two rich displays on one terminal line garble each other)."""
+    monkeypatch.setattr(progress.sys, "stderr", type("Tty", (io.StringIO,), {
+        "isatty": lambda self: True})())
+    assert progress._console() is not None
+    seen: list[object] = []
+    t = threading.Thread(target=lambda: seen.append(progress._console()))
+    t.start()
+    t.join()
+    assert seen == [None]
