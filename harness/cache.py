@@ -89,8 +89,12 @@ class Layout:
         """The static busybox of `debian_arch`, unpacked from busybox-static `version`."""
         return self.root / "debs" / f"busybox-static_{version}_{debian_arch}" / "busybox"
 
+    def kernels(self) -> Path:
+        """The prepared kernels' folder (debian-*, build-*, path-*)."""
+        return self.root / "kernels"
+
     def kernel(self, key: str) -> Path:
-        return self.root / "kernels" / key
+        return self.kernels() / key
 
     def debug_symbols(self, release: str) -> Path:
         """A Debian kernel's vmlinux with debug info, from its -dbg package (gdb)."""

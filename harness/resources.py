@@ -85,8 +85,10 @@ class Lab:
     def rootfs_ahead(self, arch: str) -> threading.Thread:
         """Make the guest image in the background while the kernel is fetched or built and
         the test modules' build root made (a first run paid them one after the other). A
-        failure is only logged: the first boot's own rootfs() call meets it again and says it."""
-        self.client_key()  # made here once, not by two threads at the same time
+        failure is only logged: the first boot's own rootfs() call meets it again and says it.
+        Not a daemon: a lab that stops early (its kernel failed, Ctrl-C, which mmdebstrap gets
+        too) lets the image finish or clean its scratch folder before it exits."""
+        self.client_key()  # here, before the thread: Lab._key is set by one thread only
 
         def make() -> None:
             try:
@@ -94,7 +96,7 @@ class Lab:
             except Exception as e:  # noqa: BLE001 - the boot's own call reports it
                 log.debug("the rootfs made ahead failed (%s); the first boot makes it", e)
 
-        t = threading.Thread(target=make, name="rootfs-ahead", daemon=True)
+        t = threading.Thread(target=make, name="rootfs-ahead")
         t.start()
         return t
 
@@ -167,9 +169,10 @@ class Lab:
              restored: bool = False) -> Guest:
         """A guest: restored from its profile's snapshot, or cold booted and saved (once
         across processes: a concurrent lab's cold boot of the profile is waited for). With
-        `restored`, a guest its caller will warm-reboot: a cold-booted one is saved, stopped
-        and restored, since under TCG only a restored QEMU comes back from its first reset
-        (Guest._reset_until_the_kernel_starts); without snapshots it boots, and resets twice. A boot
+        `restored`, a guest its caller will warm-reboot: a cold-booted one that was saved is
+        stopped and restored, since under TCG only a restored QEMU comes back from its first
+        reset (Guest._reset_until_the_kernel_starts); one that could not be saved (or with
+        RINGLAB_NO_SNAPSHOT) is kept, and its warm reboot resets twice. A boot
         that fails has the kernel's and rootfs's cache entries checked digest by digest: one
         that changed under its mtime was the cause, and is made again and booted once more."""
         for last in (False, True):
@@ -182,9 +185,10 @@ class Lab:
                 if warm.has_snapshot(plan):
                     return boot(plan)
                 with warm.cold_boot_lock(plan) as cold:
-                    if cold and restored and plan.snapshots is not None:
-                        with boot(plan):  # saved as the profile's snapshot, and stopped
-                            pass
+                    g = boot(plan)
+                    if not (cold and restored and g.record.snapshot and not g.record.restored):
+                        return g
+                    g.stop()  # saved as the profile's snapshot: the caller gets its restore
                     return boot(plan)
             except BootError:
                 if last or not any([kernel.recheck(plan.kernel), rootfs.recheck(plan.rootfs)]):

@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import hashlib
+import json
 import logging
 import os
 import select
 import stat
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -39,28 +43,39 @@ class CommandResult:
 
 def client_key(cache_root: Path) -> ClientKey:
     """The lab's client key, made on first use; private key 0600 in the user's cache, its
-    public line beside it (id_ecdsa.pub: read without loading paramiko)."""
+    public line beside it (read without loading paramiko), both made under one lock: two labs
+    starting on a new cache make one key."""
     path = cache.Layout(cache_root).client_key()
-    public = path.with_name(path.name + ".pub")
-    if not path.exists():
-        import paramiko
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        key = paramiko.ECDSAKey.generate(bits=256)
-        tmp = path.with_suffix(".tmp")
-        key.write_private_key_file(str(tmp))
-        os.chmod(tmp, 0o600)
-        tmp.rename(path)
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        raise SSHError(f"{path} is readable by others (mode {mode:o}); ssh refuses such keys",
-                       hint=f"chmod 600 {path}")
-    if not public.exists() or public.stat().st_mtime < path.stat().st_mtime:
-        import paramiko
-        key = paramiko.ECDSAKey.from_private_key_file(str(path))
-        tmp = public.with_suffix(".tmp")
-        tmp.write_text(f"{key.get_name()} {key.get_base64()} ringlab\n")
-        tmp.rename(public)
-    return ClientKey(private=path, public_line=public.read_text().strip())
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with cache.exclusive(path.with_name(f".{path.name}.lock")):
+        if not path.exists():
+            import paramiko
+            key = paramiko.ECDSAKey.generate(bits=256)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            os.close(fd)  # mkstemp's file is 0600 already
+            key.write_private_key_file(tmp)
+            os.replace(tmp, path)
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            raise SSHError(f"{path} is readable by others (mode {mode:o}); ssh refuses such "
+                           "keys", hint=f"chmod 600 {path}")
+        return ClientKey(private=path, public_line=_public_line(path))
+
+
+def _public_line(private: Path) -> str:
+    """The key's public line, kept in PRIVATE.public with the private key's sha256: a key
+    replaced by hand gets its line derived again (paramiko loaded only then)."""
+    kept = private.with_name(private.name + ".public")
+    digest = hashlib.sha256(private.read_bytes()).hexdigest()
+    with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
+        known = json.loads(kept.read_text())
+        if known["private_sha256"] == digest:
+            return str(known["line"])
+    import paramiko
+    key = paramiko.ECDSAKey.from_private_key_file(str(private))
+    line = f"{key.get_name()} {key.get_base64()} ringlab"
+    cache.write_atomic(kept, json.dumps({"private_sha256": digest, "line": line}).encode())
+    return line
 
 
 def _host_key(line: str) -> paramiko.PKey:

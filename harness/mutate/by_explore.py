@@ -13,8 +13,7 @@ from harness.config import with_build
 from harness.errors import LabError
 from harness.explore import report
 from harness.explore.session import Explore, ExploreRequest
-from harness.kernels import mutants
-from harness.kernels.mutants import Mutant
+from harness.kernels.mutants import Mutant, watchers_of_folder
 from harness.mutate import build, by_suite
 
 from harness.mutate.outcomes import (KILLED, NOT_BOOTED, NOT_RUN, SURVIVED, Judged,
@@ -39,7 +38,7 @@ def explore_paths(file: str) -> tuple[str, ...]:
     """The explorer's paths that can see a change to `file` (a path in the tree)."""
     if file in EXPLORE_PATHS:
         return EXPLORE_PATHS[file]
-    watchers = mutants.watchers_of_folder(file)
+    watchers = watchers_of_folder(file)
     return watchers.explore_paths if watchers else ALL_PATHS
 
 

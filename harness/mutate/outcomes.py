@@ -4,6 +4,7 @@ kernel, failing on the mutant) on a guest that booted."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness.errors import LAB_FAULT
 from harness.results import compare, known_issues, matrix
@@ -51,9 +52,10 @@ def _broken(baseline: ChildRun, child: ChildRun) -> list[str]:
 
 
 def _first_reason(child: ChildRun, test: str) -> str:
-    """The reason the test's first non-rerun result gives (what failed first)."""
-    first: dict = next((r for r in (child.summary or {}).get("results", [])
-                  if r["test"] == test and r["outcome"] != "rerun"), {})
+    """The reason the test's first result that is not a rerun gives: its failure's, or the
+    known issue an xfail names."""
+    results: list[dict[str, Any]] = (child.summary or {}).get("results", [])
+    first = next((r for r in results if r["test"] == test and r["outcome"] != "rerun"), {})
     return (first.get("reason") or "").strip()
 
 

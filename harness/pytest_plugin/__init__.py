@@ -77,8 +77,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "guest(cpus, memory_mb, fresh, cmdline, warm_reboot): "
                             "boot this test's guest with N vCPUs and/or M MB of memory and/or "
                             "these kernel arguments; fresh=True: a guest no other test used; "
-                            "warm_reboot=True: one restored from a snapshot (its first reset "
-                            "boots)")
+                            "warm_reboot=True: one restored from its snapshot where one can be "
+                            "saved (a restored QEMU's first reset boots under TCG)")
     config.addinivalue_line("markers", "kconfig(*options): skip unless the guest's kernel has "
                             "each CONFIG_ option (=y or =m), naming the one it lacks")
     if context.RUN_KEY in config.stash:

@@ -96,6 +96,7 @@ class GuestPool:
             self.guests[p] = g
             self.boots.append({"cpus": p.cpus, "memory_mb": p.memory_mb,
                                **({"cmdline": p.cmdline} if p.cmdline else {}),
+                               **({"warm_reboot": True} if p.warm_reboot else {}),
                                "boot_s": round(g.record.boot_s, 2), "accel": g.plan.accel,
                                "attempts": g.record.attempts, "restored": g.record.restored,
                                **({"snapshot_fallback": g.record.fallback}

@@ -38,8 +38,8 @@ def prepare_kernel(cfg: lab_config.LabConfig, req: request.RunRequest) -> Lab:
     test. A multi-kernel table and a nightly cell say "not run: why" from the summary.json
     left here."""
     lab = Lab(cfg, refresh=req.refresh)
-    lab.rootfs_ahead(cfg.kernel(req.kernel.name).arch)
     try:
+        lab.rootfs_ahead(cfg.kernel(req.kernel.name).arch)
         lab.kernel(req.kernel.name)
     except LabError as e:
         _not_run(req, e.message)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from harness.kernels import mutants
+from harness.kernels.mutants import watchers_of_folder
 
 # kselftest target -> its programs that map or fill ring buffers.
 PROGRAMS: dict[str, tuple[str, ...]] = {
@@ -129,7 +129,7 @@ def _column(line: str, width: int) -> tuple[str, str]:
 def targets_of(file: str) -> tuple[str, ...] | None:
     """The kselftest targets that can see a change to `file` (a path in the tree); None:
     any of them (a file outside these paths' folders)."""
-    watchers = mutants.watchers_of_folder(file)   # one table with the explorer's paths
+    watchers = watchers_of_folder(file)   # one table with the explorer's paths
     return watchers.selftest_targets if watchers else None
 
 

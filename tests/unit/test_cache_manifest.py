@@ -464,14 +464,16 @@ def test_a_snapshot_from_before_manifests_is_trusted_and_recorded(tmp_path: Path
 
 @dataclass
 class FakeBooted:
-    """A booted guest as a context manager: what `with boot(plan): pass` stops."""
+    """A booted guest: whether it was saved as a snapshot, and whether it was stopped."""
     name: str
+    saved: bool = True
     stopped: bool = False
 
-    def __enter__(self) -> FakeBooted:
-        return self
+    @property
+    def record(self) -> SimpleNamespace:
+        return SimpleNamespace(snapshot="snap" if self.saved else None, restored=False)
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
         self.stopped = True
 
 
@@ -514,11 +516,21 @@ def test_a_guest_to_be_warm_rebooted_is_saved_stopped_and_restored(
     monkeypatch.setattr("harness.resources.warm.has_snapshot", lambda plan: False)
     monkeypatch.setattr("harness.resources.warm.cold_boot_lock",
                         lambda plan: contextlib.nullcontext(True))
-    the_lab.plan = lambda *a, **k: SimpleNamespace(  # type: ignore[method-assign]
-        kernel=SimpleNamespace(name="k", arch=arches.DEFAULT), rootfs=None,
-        snapshots=tmp_path)
     assert the_lab.boot(None, tmp_path / "console.log", restored=True) == "restored"
     assert cold.stopped
+
+
+def test_a_guest_to_be_warm_rebooted_that_could_not_be_saved_is_kept(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No snapshot to restore: the cold guest is the caller's (its reset is tried twice), not
+    stopped for a second cold boot."""
+    cold = FakeBooted("cold", saved=False)
+    the_lab = lab(monkeypatch, [cold, "a second boot"], [])
+    monkeypatch.setattr("harness.resources.warm.has_snapshot", lambda plan: False)
+    monkeypatch.setattr("harness.resources.warm.cold_boot_lock",
+                        lambda plan: contextlib.nullcontext(True))
+    assert the_lab.boot(None, tmp_path / "console.log", restored=True) is cold
+    assert not cold.stopped
 
 
 def test_a_failed_boot_over_an_intact_cache_is_the_kernels(monkeypatch: pytest.MonkeyPatch,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,7 +16,7 @@ from harness.guest.ssh import ClientKey
 from harness.resources import Lab
 
 
-def lab(monkeypatch: pytest.MonkeyPatch, ensure) -> Lab:
+def lab(monkeypatch: pytest.MonkeyPatch, ensure: Callable[..., str]) -> Lab:
     the_lab = object.__new__(Lab)
     the_lab._rootfs = {}
     the_lab._rootfs_lock = threading.Lock()
@@ -30,15 +31,17 @@ def lab(monkeypatch: pytest.MonkeyPatch, ensure) -> Lab:
 def test_the_boot_waits_for_the_image_made_ahead_and_it_is_made_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
+    making = threading.Event()
 
     def ensure(*a: object, **k: object) -> str:
         calls.append(threading.current_thread().name)
+        making.set()
         time.sleep(0.2)
         return "image"
 
     the_lab = lab(monkeypatch, ensure)
     ahead = the_lab.rootfs_ahead(arches.DEFAULT)
-    time.sleep(0.05)  # the thread holds the lock
+    assert making.wait(10)  # the thread holds the lock, making it
     assert the_lab.rootfs(arches.DEFAULT) == "image"
     ahead.join()
     assert calls == ["rootfs-ahead"]

@@ -1,8 +1,9 @@
 """harness/guest/ssh.py: SSH to a guest. The lab's key is made once and refused when others can
-read it; connecting retries while sshd starts but stops at once, with the reason, on a wrong
-host key or a refused key; paramiko is not loaded until SSH is used; a lazy connection connects on first use and never after a close; a
-command's output and status are collected, and a hang or a dropped connection is a GuestHang
-naming the command; push copies a tree without __pycache__. paramiko's transport is faked."""
+read it, its public line kept beside it; connecting retries while sshd starts but stops at
+once, with the reason, on a wrong host key or a refused key; paramiko is not loaded until SSH
+is used; a lazy connection connects on first use and never after a close; a command's output
+and status are collected, and a hang or a dropped connection is a GuestHang naming the
+command; push copies a tree without __pycache__. paramiko's transport is faked."""
 from __future__ import annotations
 
 import os
@@ -35,10 +36,17 @@ def test_the_client_key_is_made_once_private_and_kept(tmp_path: Path,
 
 def test_a_key_made_before_its_public_line_was_kept_gets_it_from_the_private_key(
         tmp_path: Path, key: ssh.ClientKey) -> None:
-    """Caches from before id_ecdsa.pub: the public line is derived once from the key."""
-    public = key.private.with_name(key.private.name + ".pub")
-    public.unlink()
-    assert ssh.client_key(tmp_path) == key and public.read_text().strip() == key.public_line
+    """Caches from before id_ecdsa.public: the public line is derived once from the key."""
+    kept = key.private.with_name(key.private.name + ".public")
+    kept.unlink()
+    assert ssh.client_key(tmp_path) == key and key.public_line in kept.read_text()
+
+
+def test_a_key_replaced_by_hand_gets_its_own_public_line(tmp_path: Path,
+                                                         key: ssh.ClientKey) -> None:
+    other = ssh.client_key(tmp_path / "other")
+    key.private.write_bytes(other.private.read_bytes())
+    assert ssh.client_key(tmp_path).public_line == other.public_line != key.public_line
 
 
 def test_a_throw_away_guest_command_does_not_load_paramiko() -> None:

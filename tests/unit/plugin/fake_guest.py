@@ -102,6 +102,7 @@ class FakeLab:
              cmdline: str = "", restored: bool = False) -> FakeGuest:
         g = FakeGuest(len(FakeLab.booted) + 1)
         g.plan.cmdline = cmdline
+        g.asked_restored = restored  # what Lab.boot was asked for (warm_reboot=True)
         FakeLab.booted.append(g)
         return g
 

@@ -72,6 +72,22 @@ def test_b(guest):
     assert len(booted) == 1 and len(doc["boots"]) == 1
 
 
+def test_a_test_that_warm_reboots_gets_a_guest_of_its_own_asked_restored(lab_run) -> None:
+    """warm_reboot=True is a profile of its own, whose boot asks Lab.boot for a restore."""
+    result, doc, text, booted = lab_run('''
+import pytest
+
+def test_a(guest):
+    pass
+
+@pytest.mark.guest(warm_reboot=True)
+def test_b(guest):
+    pass
+''')
+    result.assert_outcomes(passed=2)
+    assert [g.asked_restored for g in booted] == [False, True]
+
+
 def test_a_guest_a_failed_test_left_changed_is_replaced_after_its_teardown(lab_run) -> None:
     result, doc, text, booted = lab_run('''
 def test_a(guest):

@@ -19,9 +19,11 @@ def _item(**kw: object) -> SimpleNamespace:
 
 def test_each_profile_once_the_unmarked_on_lab_yamls_machine() -> None:
     m = config.MachineSpec(cpus=1, memory_mb=1024)
-    items = [_item(), _item(cpus=2), _item(), _item(memory_mb=256), _item(cpus=2)]
+    items = [_item(), _item(cpus=2), _item(), _item(memory_mb=256), _item(cpus=2),
+             _item(warm_reboot=True)]
     assert wanted_profiles(items, m) == (  # type: ignore[arg-type]
-        Profile(1, 1024, ""), Profile(2, 1024, ""), Profile(1, 256, ""))
+        Profile(1, 1024, ""), Profile(2, 1024, ""), Profile(1, 256, ""),
+        Profile(1, 1024, "", warm_reboot=True))
 
 
 def test_collection_finish_sees_only_what_k_left(tmp_path: Path) -> None:

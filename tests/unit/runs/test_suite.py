@@ -40,7 +40,11 @@ class FakeLab:
                  why: str | None = None) -> None:
         self.config, self.refresh, self.why = cfg, refresh, why
         self.asked: list[str] = []
+        self.rootfs_for: list[str] = []  # rootfs_ahead()'s arches
         FakeLab.made.append(self)
+
+    def rootfs_ahead(self, arch: str) -> None:
+        self.rootfs_for.append(arch)
 
     def kernel(self, name: str) -> object:
         self.asked.append(name)
@@ -73,6 +77,7 @@ def test_a_kernel_had_is_asked_for_once_and_leaves_no_summary(
     lab = suite.prepare_kernel(_cfg(tmp_path), req)
     assert FakeLab.made == [lab]
     assert (lab.asked, lab.refresh) == (["trixie"], True)  # type: ignore[attr-defined]
+    assert lab.rootfs_for == ["x86_64"]  # type: ignore[attr-defined]  # made meanwhile
     assert not (req.report_dir / "summary.json").exists()
 
 
