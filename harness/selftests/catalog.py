@@ -46,6 +46,10 @@ MODULES: dict[str, str] = {"perf_events/mmap": "ringlab_aux"}
 # Shell commands run before an ftracetest case whose `requires:` names the key: the test
 # remote (CONFIG_TRACE_REMOTE_TEST) is a module the remotes/ cases expect loaded.
 SETUP: dict[str, str] = {"remotes/test": "modprobe remote_test"}
+# vCPUs a case needs to test what it is for, by its pytest id: remotes/hotplug.tc offlines a
+# CPU and skips itself on fewer than 2 ("[ $(get_cpu_ids | wc -l) -ge 2 ] || return 1"), and
+# reset.tc leaves out its second CPU's part; the guest marker gives them a 2-vCPU guest.
+CPUS: dict[str, int] = {"ftrace/remotes/hotplug": 2, "ftrace/remotes/reset": 2}
 KSELFTEST = "kselftest"   # the -k that picks the kernel's own (their pytest file's name)
 DEFAULT_TIMEOUT_S = 45
 FTRACE_LOG = "log: "   # the prefix of an ftracetest case's log lines in its output
@@ -69,6 +73,11 @@ class SelftestCase:
     def setup(self) -> str | None:
         """The SETUP command this case wants first, if any."""
         return next((c for need, c in SETUP.items() if need in self.requires.split()), None)
+
+    @property
+    def cpus(self) -> int | None:
+        """The vCPUs the case needs (CPUS), None: the lab's default guest."""
+        return CPUS.get(self.id)
 
     @property
     def id(self) -> str:
