@@ -77,7 +77,7 @@ def run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path,
     the kernel's own that `selftests` (a -k) picks run too, but for the `left_out` node ids
     (pytest --deselect)."""
     if plan.selftests and selection:
-        selection = f"({selection}) or ({selftests})"
+        selection = catalog.with_selftests(selection, selftests)
     req = request.make(plan.cfg, plan.spec, run_dir, selection=selection, tree=tree,
                        selftests=plan.selftests, jobs=str(plan.jobs),
                        pytest_args=plan.pytest_args + tuple(f"--deselect={t}" for t in left_out))

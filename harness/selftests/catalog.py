@@ -152,6 +152,15 @@ def selection_for_all(files: list[str]) -> str:
     return f"{KSELFTEST} and ({' or '.join(chosen)})"
 
 
+def with_selftests(selection: str, selftests: str) -> str:
+    """The -k of a run of `selection` (the user's) with the kernel's selftests `selftests`
+    picks: added to ours; or, where the user's -k names the kernel's own itself, narrowing
+    them (a `-k "kselftest and trace_pipe"` ran every trace case on the unmutated kernel)."""
+    if KSELFTEST not in selection:
+        return f"({selection}) or ({selftests})"
+    return f"({selection}) and (({selftests}) or not {KSELFTEST})"
+
+
 def selection_for(file: str) -> str:
     """The pytest -k of the kernel's own selftests that can see a change to `file` (a path
     in the tree): their ids start with the target (SelftestCase.id)."""

@@ -15,17 +15,21 @@ IDS = ["perf_events/mmap/perf_mmap.rb.map", "perf_events/watermark_signal/global
        "ftrace/remotes/trace"]
 
 
-def picked(tmp_path: Path, expr: str) -> list[str]:
-    """The case ids pytest's -k `expr` selects from a test file named as ours."""
+def picked(tmp_path: Path, expr: str, ours: bool = False) -> list[str]:
+    """The case ids pytest's -k `expr` selects from a test file named as ours (with `ours`,
+    the names of our own tests it selects too)."""
     (tmp_path / "test_kselftest.py").write_text(
         "import pytest\n"
         f"@pytest.mark.parametrize('case', {IDS!r}, ids={IDS!r})\n"
-        "def test_selftest(case):\n    pass\n"
-        "def test_ours():\n    pass\n")
+        "def test_selftest(case):\n    pass\n")
+    (tmp_path / "test_mapping.py").write_text("def test_ours():\n    pass\n")
     out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
-                          "no:cacheprovider", "-k", expr, "test_kselftest.py"],
+                          "no:cacheprovider", "-k", expr, "test_kselftest.py",
+                          "test_mapping.py"],
                          cwd=tmp_path, capture_output=True, text=True, check=True).stdout
-    return [line.split("[", 1)[1].rstrip("]") for line in out.splitlines() if "[" in line]
+    ids = [line.split("[", 1)[1].rstrip("]") for line in out.splitlines() if "[" in line]
+    return ids + ([line.split("::")[-1] for line in out.splitlines()
+                   if line.endswith("::test_ours")] if ours else [])
 
 
 @pytest.mark.parametrize("file, want", [
@@ -57,3 +61,18 @@ def test_a_case_that_offlines_a_cpu_asks_for_a_guest_with_two() -> None:
     hotplug = catalog.SelftestCase("ftrace", "ftracetest", "remotes/hotplug.tc")
     trace = catalog.SelftestCase("ftrace", "ftracetest", "remotes/trace.tc")
     assert (hotplug.id, hotplug.cpus, trace.cpus) == ("ftrace/remotes/hotplug", 2, None)
+
+
+@pytest.mark.parametrize("user, want", [
+    ("test_ours", ["perf_events/mmap/perf_mmap.rb.map",
+                   "perf_events/watermark_signal/global.watermark_signal", "test_ours"]),
+    ("kselftest and watermark", ["perf_events/watermark_signal/global.watermark_signal"]),
+    ("test_ours or (kselftest and rb)", ["perf_events/mmap/perf_mmap.rb.map", "test_ours"]),
+])
+def test_the_users_k_adds_ours_or_narrows_the_kernels_own(tmp_path: Path, user: str,
+                                                          want: list[str]) -> None:
+    """With --selftests, a mutant of kernel/events/ runs perf_events' cases beside ours; a -k
+    naming the kernel's own picks among them (round 8: "kselftest and ... trace_pipe" ran
+    all 27 trace cases)."""
+    expr = catalog.with_selftests(user, catalog.selection_for("kernel/events/core.c"))
+    assert sorted(picked(tmp_path, expr, ours=True)) == sorted(want)
