@@ -68,12 +68,22 @@ def run(req: BisectRequest) -> int:
     finally:
         trees.git(wt, "bisect", "reset", "--quiet", check=False)
     (req.report_dir / "git-bisect-log.txt").write_text(bisect_log + "\n")
-    done = steps.read(steps_log)
     first = FIRST_BAD.search(output)
+    bad_end_passes = first is not None and _bad_end_passes(req, wt, b, first.group(1),
+                                                          steps_log)
+    done = steps.read(steps_log)
     lines = [f"bisect of {req.spec.name} ({tree}): good {g[:12]}, bad {b[:12]}, "
              f"{len(done)} step(s) in {time.monotonic() - start:.0f} s"]
     lines += ["  " + s.line() for s in done]
-    if first:
+    if bad_end_passes:
+        lines.append(f"no first bad commit: --bad {req.bad} ({b[:12]}) passes the selected "
+                     "tests too, so git bisect's answer (the --bad end, never tested by it) "
+                     "is not one")
+        if any(s.why.startswith(steps.EXCUSED) for s in done):
+            lines.append("  steps passed with known issues excused (above): to find where a "
+                         "known issue came in, add --known-issues-fail")
+        first = None
+    elif first:
         sha = first.group(1)
         subject = trees.git(tree, "show", "-s", "--format=%s", sha, check=False)
         lines.append(f"first bad commit: {sha} {subject}")
@@ -86,6 +96,19 @@ def run(req: BisectRequest) -> int:
     print(text, end="")
     log.info("bisect reports in %s", req.report_dir)
     return 0 if first else 1
+
+
+def _bad_end_passes(req: BisectRequest, wt: Path, bad: str, first: str,
+                    steps_log: Path) -> bool:
+    """git bisect run never tests the --bad end: when it names that commit first bad with no
+    step of its own, the answer is only the user's word. Test it now (one more step, in
+    steps.jsonl); whether it passed (a bisect of a symptom the tests excuse, or of none)."""
+    if first != bad or any(s.commit == bad for s in steps.read(steps_log)):
+        return False
+    log.info("bisect: testing the --bad end %s itself (git bisect run never does)", bad[:12])
+    trees.git(wt, "checkout", "--quiet", "--force", "--detach", bad)
+    code = subprocess.run(step_command(req, wt, steps_log), cwd=paths.REPO).returncode
+    return code == steps.GOOD
 
 
 def _bisect_run(wt: Path, step_cmd: list[str], log_file: Path) -> tuple[int, str]:

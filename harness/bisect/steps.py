@@ -42,11 +42,17 @@ def status(child: ChildRun, on_boot_failure: str) -> int:
     return ABORT
 
 
+EXCUSED = "excused as known issues: "
+
+
 def why(child: ChildRun) -> str:
-    """What steps.jsonl says of a step that was not good: the tests that failed, or why the
-    run could not judge the commit."""
+    """What steps.jsonl says of a step: the tests that failed, or why the run could not judge
+    the commit; of a good one, the tests a known issue excused (xfailed), if any: a bisect
+    for the return of a known issue wants --known-issues-fail."""
     if child.exit_code == 0:
-        return ""
+        excused = sorted({t.split("::")[-1] for t, o in child.outcomes.items()
+                          if o == "xfailed"})
+        return EXCUSED + ", ".join(excused[:5]) if excused else ""
     if child.exit_code == 1 and child.boot_failed_only:
         return (f"the kernel did not boot ({len(child.no_guest)} test(s) without a guest; see "
                 f"{child.run_dir})")

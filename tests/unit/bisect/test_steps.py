@@ -46,3 +46,15 @@ def test_steps_jsonl_is_read_back_as_written(tmp_path: Path) -> None:
     assert steps.read(log) == done
     assert done[1].line().startswith("bbbbbbbbbbbb skip  build    4.0 s")
     assert done[1].line().endswith("two  [build failed: x]")
+
+
+def test_a_good_step_names_what_a_known_issue_excused() -> None:
+    """The 7.2 demo (docs/results round 9): the commit bringing a known issue back passed
+    as xfailed; its line says so, for --known-issues-fail."""
+    outcomes = {"tests/kernel/test_trace_mmap.py::test_refused_mappings_fail": "xfailed",
+                "tests/kernel/test_trace_mmap.py::test_other": "passed"}
+    run = child_run.ChildRun(Path("run"), 0, {}, outcomes, frozenset(), frozenset(), None)
+    assert steps.why(run) == steps.EXCUSED + "test_refused_mappings_fail"
+    clean = child_run.ChildRun(Path("run"), 0, {}, {"t::a": "passed"}, frozenset(),
+                               frozenset(), None)
+    assert steps.why(clean) == ""
