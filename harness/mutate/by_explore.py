@@ -27,10 +27,8 @@ from harness.selftests import catalog
 log = logging.getLogger(__name__)
 # The explorer's paths a kernel file serves; a file not named, those of its folder
 # (mutants.WATCHERS_OF_FOLDER); a file of neither (a user's mutant of mm/mmap.c), every path.
-EXPLORE_PATHS = {"kernel/events/core.c": ("pinning", "perf-ring", "perf-aux"),
-                 "kernel/events/ring_buffer.c": ("perf-ring", "perf-aux"),
-                 "kernel/trace/ring_buffer.c": ("trace-mmap",),
-                 "kernel/trace/trace.c": ("trace-mmap",)}
+# Only where a file serves fewer paths than its folder: perf's ring_buffer.c is no pinning path.
+EXPLORE_PATHS = {"kernel/events/ring_buffer.c": ("perf-ring", "perf-aux")}
 ALL_PATHS = ("pinning", "perf-ring", "perf-aux", "trace-mmap")
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from harness import config
-from harness.kernels.mutants import KERNEL_FILES, Mutant
+from harness.kernels.mutants import KERNEL_FILES, Mutant, watchers_of_folder
 from harness.mutate import build, by_explore, by_suite
 from harness.mutate.by_explore import EXPLORE_PATHS, explore_paths, paths_of
 from harness.mutate.outcomes import SURVIVED
@@ -26,6 +26,13 @@ def _mutant(file: str) -> Mutant:
 
 def test_explorer_paths_are_named_only_for_files_of_the_catalog() -> None:
     assert set(EXPLORE_PATHS) <= set(KERNEL_FILES)
+
+
+def test_a_file_is_named_only_where_its_folder_would_say_otherwise() -> None:
+    # One home: a row that repeats WATCHERS_OF_FOLDER would drift from it.
+    for file, paths in EXPLORE_PATHS.items():
+        folder = watchers_of_folder(file)
+        assert folder is None or folder.explore_paths != paths, file
 
 
 @pytest.mark.parametrize("file, want", [
