@@ -19,6 +19,8 @@ tracing_arm_snapshot_locked()):
 - while any CPU buffer of the instance is mapped: buffer_size_kb EBUSY, a new
   buffer_subbuf_size_kb EBUSY (the same size: nothing to do, 0), a snapshot (echo 1 >
   snapshot) EBUSY; after the last munmap all of them work again;
+- a snapshot trigger armed (registered on an event) and a mapping exclude each other: EBUSY
+  either way (get_snapshot_map(), tracing_arm_snapshot_locked());
 - TRACE_MMAP_IOCTL_GET_READER: ENODEV on a CPU not mapped, else 0; after it the meta page's
   `entries` counts every event written to that CPU, and `subbuf_size` is the one in use;
 - a mapping is VM_DONTCOPY: a child of fork() has it only after MADV_DOFORK (which 7.x
@@ -104,6 +106,7 @@ class TraceModel(Model):
     refused: bool = False     # a mapping was refused since the last one taken
     meta_fresh: bool = False  # a GET_READER on CPU 0 was the last step
     percent: int = 50         # tr->buffer_percent: how full a poll() waits for (0: not empty)
+    armed: bool = False       # a snapshot trigger is registered (tr->snapshot held by it)
     sized: bool = False       # the last step wrote buffer_subbuf_size_kb (taken or refused)
     took: int | None = None   # the last step took events: through this fd or mapping
     traits: set[str] = field(default_factory=set)
@@ -359,6 +362,8 @@ def _expect_mmap(m: TraceModel, a: Args) -> frozenset[str]:
     prot, share = a["prot"], a["share"]
     if prot == "rw" and share == "shared" and ref_id(a["fd"]) not in m.writable_fds:
         return frozenset({"EACCES"})
+    if m.armed:         # get_snapshot_map() comes before ring_buffer_map()'s own checks
+        return frozenset({"EBUSY"})
     if share != "shared" or prot != "r":
         return frozenset({"EPERM"})
     if a["what"] == "past":
@@ -819,6 +824,49 @@ def _call_rmdir(w: TraceWorld, sid: int, a: Args) -> str:
     return _rmdir(w.inst)
 
 
+# A snapshot trigger that never fires (no task has a negative pid): it arms the instance's
+# snapshot (tr->snapshot) as long as it is registered, which is what a mapping must not meet.
+TRIGGER_FILE = "events/sched/sched_switch/trigger"
+TRIGGER = {"arm": "snapshot if prev_pid < 0", "disarm": "!snapshot"}
+
+
+def _expect_trigger(m: TraceModel, a: Args) -> frozenset[str]:
+    """Arming: EBUSY while mapped (tracing_arm_snapshot_locked(): tr->mapped), else EEXIST when
+    one is registered (register_trigger(): one trigger of a type per event); disarming:
+    always 0, registered or not (event_trigger_parse(): a removal returns 0)."""
+    if a["action"] == "disarm":
+        return frozenset({"ok"})
+    return frozenset({"EBUSY" if m.mapped() else "EEXIST" if m.armed else "ok"})
+
+
+def _apply_trigger(m: TraceModel, sid: int, a: Args) -> None:
+    m.armed = a["action"] == "arm"
+
+
+def _draw_trigger(m: TraceModel, rng: random.Random) -> list[tuple[float, Args]]:
+    """Mostly the change of state: arming when not armed, disarming when armed."""
+    want = "disarm" if m.armed else "arm"
+    return [(0.8, {"action": want}), (0.15, {"action": "arm" if m.armed else "disarm"})]
+
+
+def _call_trigger(w: TraceWorld, sid: int, a: Args) -> str:
+    return _write(f"{w.inst}/{TRIGGER_FILE}", TRIGGER[a["action"]])
+
+
+TRIGGER_OP = Op(
+    "trigger", ("action",),
+    draw=_draw_trigger,
+    pre=lambda m, a: a["action"] in TRIGGER and bool(m.setup.get("has_trigger", False)),
+    expect=_expect_trigger, apply=_apply_trigger, call=_call_trigger,
+    py=lambda s: [f"got = write({TRIGGER_FILE!r}, {TRIGGER[s['action']]!r})"],
+    c=lambda s: [f'got = tw("{TRIGGER_FILE}", "{TRIGGER[s["action"]]}\\n");'],
+    simpler=lambda a: [],
+    rule="a snapshot trigger (sched_switch's `snapshot if ...`) arms the instance's snapshot: "
+         "refused while mapped (EBUSY), and while armed every mmap() of its buffers is EBUSY "
+         "(tracing_arm_snapshot_locked(), get_snapshot_map(); map_test.c snapshot); "
+         "one per event (EEXIST); `!snapshot` removes it, 0 whether or not there was one")
+
+
 RMDIR = Op(
     "rmdir", (),
     draw=lambda m, rng: [(0.3, {})],
@@ -836,7 +884,7 @@ OPENING = ({"op": "open", "args": {"cpu": 0, "mode": "r"}},
            {"op": "mmap", "args": {"fd": "@0", "what": "all", "prot": "r", "share": "shared"}})
 
 OPS = table(OPEN, CLOSE, MMAP, MPROTECT, IOCTL, GET_READER, DRAIN, READ, WRITE, RESIZE,
-            SUBBUF, SNAPSHOT, PERCENT, POLL, RMDIR)
+            SUBBUF, SNAPSHOT, PERCENT, POLL, TRIGGER_OP, RMDIR)
 TraceModel.OPS = OPS
 
 
@@ -892,6 +940,8 @@ class TraceWorld(World):
             yield {"instance": inst, "ncpus": os.sysconf("SC_NPROCESSORS_ONLN"),
                    "page_size": os.sysconf("SC_PAGE_SIZE"),
                    "has_snapshot": os.path.exists(f"{inst}/snapshot"),
+                   "has_trigger": os.path.exists(f"{inst}/snapshot") and
+                   os.path.exists(f"{inst}/{TRIGGER_FILE}"),
                    "has_subbuf": os.path.exists(sub)}
         finally:
             if os.path.isdir(inst):

@@ -540,6 +540,37 @@ def test_an_instance_is_not_removed_while_its_buffer_is_open_or_mapped() -> None
     assert not explore_trace.RMDIR.pre(m, {})
 
 
+def test_an_armed_snapshot_trigger_and_a_mapping_exclude_each_other() -> None:
+    """map_test.c's snapshot case both ways (mutants 061, 062): a mapping while armed is
+    EBUSY before any check of its own (EACCES is the VFS's, before the driver), arming while
+    mapped is EBUSY, a second trigger EEXIST, a removal 0 whether or not one is there."""
+    m = trace(has_trigger=True)
+    assert run(m, [("trigger", "disarm"), ("trigger", "arm"), ("trigger", "arm")]) == \
+        [{"ok"}, {"ok"}, {"EEXIST"}]
+    run(m, [("open", 0, "r"), ("open", 0, "rw")])
+    assert expect(m, {"id": 5, "op": "mmap", "args": ["@3", "all", "r", "shared"]}) == {"EBUSY"}
+    assert expect(m, {"id": 5, "op": "mmap", "args": ["@3", "past", "r", "private"]}) == \
+        {"EBUSY"}
+    assert expect(m, {"id": 5, "op": "mmap", "args": ["@3", "meta", "rw", "shared"]}) == \
+        {"EACCES"}
+    assert expect(m, {"id": 5, "op": "mmap", "args": ["@4", "meta", "rw", "shared"]}) == \
+        {"EBUSY"}
+    run(m, [("trigger", "disarm"), ("mmap", "@3", "meta", "r", "shared")])
+    assert run(m, [("trigger", "arm")]) == [{"EBUSY"}]
+    run(m, [("munmap", "@6")])
+    assert run(m, [("trigger", "arm")]) == [{"ok"}]
+
+
+def test_a_snapshot_trigger_is_drawn_only_where_the_instance_has_one() -> None:
+    assert not trace().valid({"id": 0, "op": "trigger", "args": {"action": "arm"}})
+    m = trace(has_trigger=True)
+    assert m.valid({"id": 0, "op": "trigger", "args": {"action": "arm"}})
+    rng = random.Random(1)
+    assert max(explore_trace.TRIGGER_OP.draw(m, rng))[1] == {"action": "arm"}
+    run(m, [("trigger", "arm")])
+    assert max(explore_trace.TRIGGER_OP.draw(m, rng))[1] == {"action": "disarm"}
+
+
 def test_a_trace_poll_is_readable_with_events_and_buffer_percent_0() -> None:
     m = trace()
     run(m, [("open", 0), ("open", 1)])

@@ -24,7 +24,7 @@ PATHS = probe_explore.PATHS
 PERF_ENV = {"page_size": 4096, "ncpus": 2, "mlock_kb": 36 * 4, "has_pmu": True, "has_tp": True,
             "mlock_pages": 36, "rlimit_pages": 8, "who": "user"}
 TRACE_ENV = {"buffer_kb": 8, "subbuf_kb": 4, "ncpus": 2, "page_size": 4096, "has_snapshot": True,
-             "has_subbuf": True, "instance": "x"}
+             "has_subbuf": True, "has_trigger": True, "instance": "x"}
 
 
 def env(path: str) -> dict:
