@@ -94,12 +94,14 @@ class Op:
 
 
 def polled(fd: int) -> str:
-    """poll() of an fd without waiting, as both worlds' poll step says it: "hup", "in",
-    "none", or the events in hex."""
+    """poll() of an fd without waiting, as both worlds' poll step says it: "err", "hup",
+    "in", "none", or the events in hex."""
     import select
     p = select.poll()
     p.register(fd, select.POLLIN)
     got = dict(p.poll(0)).get(fd, 0)
+    if got & select.POLLERR:
+        return "err"
     if got & select.POLLHUP:
         return "hup"
     if got & select.POLLIN:

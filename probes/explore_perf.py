@@ -64,6 +64,7 @@ AUX_WHERE = ("after",) * 6 + ("overlap", "gap", "unaligned")
 FIRES = (1, 4, 20, 150)
 WAKEUPS = (0, 0, 0, 256, 1000, 3000)   # wakeup_watermark bytes of a tracepoint event
 TEST_PMU = "ringlab_aux"   # the lab's AUX-capable PMU (kernels/modules/ringlab_aux)
+TEST_PMU_KO = f"/tmp/{TEST_PMU}.ko"     # where the host's Guest.insmod() left it
 # The test PMU's AUX writes (kernels/modules/ringlab_aux): chunk bytes and a budget of chunks
 # (attr.config bits 0-23 and 40-55; a budget of 0 never stops, which `aux-run` cannot wait for).
 PMU_CHUNKS = (1024, 3000)
@@ -170,6 +171,7 @@ class Event:
     chunk: int = 4096         # test PMU: bytes a chunk
     budget: int = 0           # test PMU: chunks it writes at the most (0: no end)
     ran: bool = False         # test PMU: aux-run done (its budget is the kernel's to count)
+    revoked: bool = False     # test PMU: unregistered under it (PERF_EVENT_STATE_REVOKED)
 
 
 @dataclass
@@ -198,6 +200,7 @@ class PerfModel(Model):
     vmas: dict[int, Vma] = field(default_factory=dict)
     perf_mlock: int = 0       # the sequence's own user: it starts at 0
     pinned: int = 0
+    revoked: bool = False     # the test PMU was unregistered (`revoke`): its type is gone
     traits: set[str] = field(default_factory=set)   # what the sequence did, for known issues
 
     @property
@@ -390,13 +393,15 @@ def _expect_open(m: PerfModel, a: Args) -> frozenset[str]:
     """perf_event_open() with PERF_FLAG_FD_OUTPUT (and FD_NO_GROUP) runs
     perf_event_set_output() on the new event: EINVAL when the target has no mapped buffer
     (the other refusals need another task, CPU, clock or direction, which no sequence has)."""
-    if a["output"] != "none" and m.ev(a["output"]).rb is None:
+    if a["kind"] == "pmu" and m.revoked:    # perf_init_event(): no PMU of that type
+        return frozenset({"ENOENT"})
+    if a["output"] != "none" and (m.ev(a["output"]).rb is None or m.ev(a["output"]).revoked):
         return frozenset({"EINVAL"})
     return frozenset({"ok"})
 
 
 def _call_open(w: PerfWorld, sid: int, a: Args) -> str:
-    from perf_events import SAMPLE_TYPE, test_pmu_type
+    from perf_events import SAMPLE_TYPE
     quiet = perf_abi.ATTR_DISABLED | perf_abi.ATTR_EXCLUDE_KERNEL | perf_abi.ATTR_EXCLUDE_HV
     if a["kind"] == "tp":   # the id was read as root: tracefs is root's
         at = perf_abi.attr(perf_abi.PERF_TYPE_TRACEPOINT, w.cfg["tp_id"], 0)
@@ -406,8 +411,8 @@ def _call_open(w: PerfWorld, sid: int, a: Args) -> str:
             at.flags |= perf_abi.ATTR_WATERMARK
             at.wakeup_events = a["wakeup"]     # the union's wakeup_watermark
     elif a["kind"] == "pmu":    # a budget of chunks, or 4 KiB ones without end
-        at = perf_abi.attr(test_pmu_type(TEST_PMU),
-                           a["chunk"] | a["budget"] << PMU_BUDGET_SHIFT, quiet)
+        at = perf_abi.attr(w.cfg["pmu_type"], a["chunk"] | a["budget"] << PMU_BUDGET_SHIFT,
+                           quiet)
     else:
         at = perf_abi.attr(perf_abi.PERF_TYPE_SOFTWARE, perf_abi.PERF_COUNT_SW_DUMMY, quiet)
     group, flags = -1, perf_abi.PERF_FLAG_FD_CLOEXEC
@@ -513,9 +518,13 @@ def _draw_mmap(m: PerfModel, rng: random.Random) -> list[tuple[float, Args]]:
 
 def _expect_mmap(m: PerfModel, a: Args) -> frozenset[str]:
     pages = a["pages"]
-    if a["share"] == "private" or (pages - 1 != 0 and not pow2(pages - 1)):
+    if a["share"] == "private":
         return frozenset({"EINVAL"})
     e = m.ev(a["event"])
+    if e.revoked:       # perf_mmap(), under mmap_mutex, before perf_mmap_rb()'s checks
+        return frozenset({"ENODEV"})
+    if pages - 1 != 0 and not pow2(pages - 1):
+        return frozenset({"EINVAL"})
     if e.rb is not None:
         return frozenset({"ok" if m.rb(e).pages == pages else "EINVAL"})
     return frozenset({"ok" if m.charge(pages)[0] else "EPERM"})
@@ -609,6 +618,8 @@ def aux_offset(end: int, page: int, where: str, mapped: bool = False) -> int:
 
 
 def _expect_aux(m: PerfModel, a: Args) -> frozenset[str]:
+    if m.ev(a["event"]).revoked:    # perf_mmap(), before perf_mmap_aux()
+        return frozenset({"ENODEV"})
     rb, pages = m.rb(m.ev(a["event"])), a["pages"]
     offset = aux_offset(rb.pages * m.page, m.page, a["where"])
     if offset < rb.pages * m.page or offset != aux_offset(rb.pages * m.page, m.page, a["where"],
@@ -705,6 +716,8 @@ AUX = Op(
 def _expect_pause(m: PerfModel, a: Args) -> frozenset[str]:
     # perf_ioctl(): an event with no buffer, or one with no data pages: EINVAL
     e = m.ev(a["event"])
+    if e.revoked:       # _perf_ioctl(): every ioctl of a revoked event
+        return frozenset({"ENODEV"})
     return frozenset({"ok" if e.rb is not None and m.rb(e).pages > 1 else "EINVAL"})
 
 
@@ -847,6 +860,8 @@ def _poll_weight(m: PerfModel, sid: int) -> float:
 
 def _expect_poll(m: PerfModel, a: Args) -> frozenset[str]:
     e = m.ev(a["event"])
+    if e.revoked:
+        return frozenset({"err"})       # perf_poll(): EPOLLERR, not EPOLLHUP
     if e.rb is None:
         return frozenset({"hup"})       # perf_poll(): EPOLLHUP until there is a buffer
     rb = m.rb(e)
@@ -862,16 +877,16 @@ def _apply_poll(m: PerfModel, sid: int, a: Args) -> None:
 
 
 POLL = Op(
-    "poll", ("event",), refs=("event",), answers=("in", "none", "hup"),
+    "poll", ("event",), refs=("event",), answers=("in", "none", "hup", "err"),
     draw=lambda m, rng: [(_poll_weight(m, s), {"event": f"@{s}"}) for s in m.open_events()],
     pre=lambda m, a: m.open_event(a["event"]) is not None,
     expect=_expect_poll, apply=_apply_poll, call=lambda w, sid, a: polled(w.fd(a["event"])),
     py=lambda s: ["p = select.poll()", f"p.register(fd[{s.ref('event')}], select.POLLIN)",
                   f"ev = dict(p.poll(0)).get(fd[{s.ref('event')}], 0)",
-                  "got = 'hup' if ev & select.POLLHUP else 'in' if ev & select.POLLIN else "
-                  "'none' if not ev else f'events {ev:#x}'"],
+                  "got = 'err' if ev & select.POLLERR else 'hup' if ev & select.POLLHUP else "
+                  "'in' if ev & select.POLLIN else 'none' if not ev else f'events {ev:#x}'"],
     c=lambda s: [f"got = polled(fd[{s.ref('event')}]);"],
-    rule="poll() without waiting: EPOLLHUP with no buffer; else POLLIN once a record took "
+    rule="poll() without waiting: EPOLLERR for a revoked event; EPOLLHUP with no buffer; else POLLIN once a record took "
          "the head more than the watermark (wakeup_watermark, or half the data) past the last "
          "wake-up, or an AUX wake-up (aux-run's rule), and a poll takes it (atomic_xchg); a "
          "lost or paused sample wakes nobody (perf_poll(), __perf_output_begin(), "
@@ -884,10 +899,13 @@ def _draw_set_output(m: PerfModel, rng: random.Random) -> list[tuple[float, Args
 
 
 def _expect_set_output(m: PerfModel, a: Args) -> frozenset[str]:
+    if m.ev(a["event"]).revoked:    # _perf_ioctl()
+        return frozenset({"ENODEV"})
     if a["target"] == "none":     # detach: refused while the event has its own mapping
         return frozenset({"EINVAL" if m.own_maps(a["event"]) else "ok"})
     target = m.ev(a["target"])
-    if a["target"] == a["event"] or m.own_maps(a["event"]) or target.rb is None:
+    if a["target"] == a["event"] or m.own_maps(a["event"]) or target.rb is None or \
+            target.revoked:
         return frozenset({"EINVAL"})
     return frozenset({"ok"})
 
@@ -941,7 +959,8 @@ def _can_run(m: PerfModel, ref: object) -> bool:
     """A test PMU event with a budget, not run before, its buffer's data pages and AUX area
     mapped, the buffer not paused and no tracepoint writing into it."""
     e = m.open_event(ref)
-    if e is None or e.kind != "pmu" or not e.budget or e.ran or e.rb is None or e.redirected:
+    if e is None or e.kind != "pmu" or not e.budget or e.ran or e.rb is None or e.redirected \
+            or e.revoked:
         return False
     rb = m.rb(e)
     return rb.pages > 1 and not rb.paused and _aux_vma(m, e.rb) is not None and \
@@ -1052,7 +1071,61 @@ AUX_RUN = Op(
          "(perf_aux_output_begin(), perf_aux_output_end(), rb_need_aux_wakeup(), "
          "rb_alloc_aux(), kernels/modules/ringlab_aux)")
 
-OPS = table(OPEN, CLOSE, MMAP, AUX, PAUSE, POKE, FIRE, CONSUME, POLL, SET_OUTPUT, AUX_RUN)
+UNREGISTER = f"/sys/module/{TEST_PMU}/parameters/unregister"
+
+
+def _apply_revoke(m: PerfModel, sid: int, a: Args) -> None:
+    m.revoked = True
+    for e in m.events.values():
+        if e.kind == "pmu":
+            e.revoked = True
+    m.traits.add("revoked")
+
+
+def _call_revoke(w: PerfWorld, sid: int, a: Args) -> str:
+    """A child as root (the saved uid: setresuid(0, 0, 0) is allowed) writes the parameter,
+    so that this process keeps its user and capabilities."""
+    from probelib import errname
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.setresuid(0, 0, 0)
+            with open(UNREGISTER, "w") as f:
+                f.write("1")
+        except OSError as e:
+            code = e.errno or 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return "ok" if code == 0 else errname(OSError(code, ""))
+
+
+REVOKE = Op(
+    "revoke", (),
+    draw=lambda m, rng: [(0.5, {})] if any(e.kind == "pmu" for e in m.events.values()) else [],
+    pre=lambda m, a: bool(m.setup.get("has_revoke")) and not m.revoked,
+    expect=lambda m, a: frozenset({"ok"}), apply=_apply_revoke, call=_call_revoke,
+    py=lambda s: ["pid = os.fork()  # a child as root (the saved uid) unregisters the test PMU",
+                  "if pid == 0:",
+                  "    code = 1",
+                  "    try:",
+                  "        os.setresuid(0, 0, 0)",
+                  f"        open({UNREGISTER!r}, 'w').write('1')",
+                  "        code = 0",
+                  "    finally:",
+                  "        os._exit(code)",
+                  "got = 'ok' if os.waitpid(pid, 0)[1] == 0 else 'unregister failed'"],
+    c=lambda s: ["got = unregister_pmu();"],
+    rule="the test PMU unregistered under its events, as a driver's unbind does (ringlab_aux's "
+         "`unregister`, 7.x): every event of it revoked (PERF_EVENT_STATE_REVOKED), its "
+         "buffers left mapped; then mmap() ENODEV (MAP_PRIVATE still EINVAL first), every "
+         "ioctl ENODEV, poll() EPOLLERR, an output set to it EINVAL, a new event of its type "
+         "ENOENT (perf_pmu_unregister(), __pmu_detach_event(), perf_mmap(), _perf_ioctl(), "
+         "perf_poll(), perf_event_set_output(); mutant 059)")
+
+OPS = table(OPEN, CLOSE, MMAP, AUX, PAUSE, POKE, FIRE, CONSUME, POLL, SET_OUTPUT, AUX_RUN,
+            REVOKE)
 PerfModel.OPS = OPS
 
 
@@ -1088,11 +1161,16 @@ class PerfWorld(World):
         """The sysctls a sequence needs (as root, put back after): perf_event_mlock_kb, and
         paranoid 1 (a user may sample a tracepoint in its own task, and is still charged)."""
         page = os.sysconf("SC_PAGE_SIZE")
+        _reload_revoked_pmu()
         env = {"page_size": page, "ncpus": os.sysconf("SC_NPROCESSORS_ONLN"),
                "mlock_kb": setup["mlock_pages"] * page // 1024,
                "has_pmu": os.path.exists(f"/sys/bus/event_source/devices/{TEST_PMU}"),
                "tp_id": _tracepoint_id()}
         env["has_tp"] = env["tp_id"] is not None
+        env["has_revoke"] = env["has_pmu"] and os.path.exists(UNREGISTER)
+        if env["has_pmu"]:      # read as root, before a step may unregister it
+            from perf_events import test_pmu_type
+            env["pmu_type"] = test_pmu_type(TEST_PMU)
         with sysctls({"perf_event_mlock_kb": env["mlock_kb"], "perf_event_paranoid": 1}):
             yield env
 
@@ -1258,6 +1336,24 @@ def sysctls(values: dict[str, object]) -> Iterator[None]:
         for path, value in reversed(saved.items()):
             with open(path, "w") as f:
                 f.write(value)
+
+
+def _reload_revoked_pmu() -> None:
+    """A sequence that unregistered the test PMU (`revoke`) leaves its module loaded and the
+    PMU gone: with every event of that sequence freed, the module is unloaded and loaded
+    again, so the next sequence has the PMU. Where that fails the PMU stays gone (has_pmu
+    False) and the sequences go on without it."""
+    import subprocess
+    import time
+    if not os.path.exists(UNREGISTER) or \
+            os.path.exists(f"/sys/bus/event_source/devices/{TEST_PMU}"):
+        return
+    for _ in range(20):     # the last event's free may still be on its way (RCU)
+        if subprocess.run(["rmmod", TEST_PMU], capture_output=True).returncode == 0:
+            break
+        time.sleep(0.05)
+    if os.path.exists(TEST_PMU_KO):
+        subprocess.run(["insmod", TEST_PMU_KO], capture_output=True)
 
 
 def _tracepoint_id() -> int | None:

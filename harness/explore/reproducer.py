@@ -228,11 +228,10 @@ def open_event(kind, wakeup=0, chunk=4096, budget=0, output=-1):
             sys.exit(4)
         return perf_event_open(2, TP_ID, (1 << 14) if wakeup else 0, 1,
                                1 << 16 | 1 << 1 | 1 << 2, wakeup, output)
-    if not os.path.exists("/sys/bus/event_source/devices/ringlab_aux"):
+    if PMU_TYPE is None:
         print("# the test PMU ringlab_aux is not loaded (ringlab's kernels/modules/ringlab_aux)")
         sys.exit(4)
-    pmu = int(open("/sys/bus/event_source/devices/ringlab_aux/type").read())
-    return perf_event_open(pmu, chunk | budget << {budget_shift}, 1 | 1 << 5 | 1 << 6,
+    return perf_event_open(PMU_TYPE, chunk | budget << {budget_shift}, 1 | 1 << 5 | 1 << 6,
                            output=output)
 
 
@@ -263,6 +262,8 @@ def aux_run(f, ctl, budget):
 TP = "/sys/kernel/tracing/events/syscalls/sys_enter_getppid/id"
 TP_ID = int(open(TP).read()) if os.path.exists(TP) else None   # as root: tracefs is root's
 PMU_REFS = "/sys/module/ringlab_aux/refcnt"   # the test PMU module's references
+PMU = "/sys/bus/event_source/devices/ringlab_aux/type"   # read before a step unregisters it
+PMU_TYPE = int(open(PMU).read()) if os.path.exists(PMU) else None
 
 
 def pmu_refs():

@@ -45,16 +45,17 @@ static long open_attr(struct perf_event_attr *a)
 /* ringlab's test PMU (kernels/modules/ringlab_aux), which has an AUX area: it writes
  * `chunk`-byte chunks, `budget` of them at the most (0: no end), the budget in attr.config
  * from bit 40 (probes/explore_perf.py PMU_BUDGET_SHIFT). */
+static int pmu_type = -1;	/* read by perf_begin(), before a step may unregister it */
+
 static int open_event_aux(unsigned int chunk, unsigned int budget)
 {
 	struct perf_event_attr a;
-	int id;
 
-	if (read_int(TEST_PMU_TYPE, &id))
+	if (pmu_type < 0)
 		skip_all("the test PMU ringlab_aux is not loaded");
 	memset(&a, 0, sizeof(a));
 	a.size = sizeof(a);
-	a.type = id;
+	a.type = pmu_type;
 	a.config = chunk | (__u64)budget << 40;
 	a.disabled = a.exclude_kernel = a.exclude_hv = 1;
 	return open_attr(&a);
@@ -205,6 +206,24 @@ static void set_ipc_lock(int on)
 	syscall(SYS_capset, &hdr, data);
 }
 
+/* The test PMU unregistered as a driver's unbind would (ringlab_aux's `unregister`): by a
+ * child as root (the saved uid), so that this process keeps its user and capabilities. */
+static __attribute__((unused)) const char *unregister_pmu(void)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		if (setresuid(0, 0, 0))
+			_exit(errno);
+		_exit(write_file("/sys/module/ringlab_aux/parameters/unregister", "1") ? errno : 0);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) < 0)
+		return res(0);
+	errno = WIFEXITED(status) ? WEXITSTATUS(status) : EIO;
+	return res(!errno);
+}
+
 /* As root: the sequence's sysctls, then a fresh user (its perf_mlock starts at 0). */
 static void perf_begin(int plan, long mlock_kb, long rlimit, int uid, int ipc_lock)
 {
@@ -218,6 +237,8 @@ static void perf_begin(int plan, long mlock_kb, long rlimit, int uid, int ipc_lo
 		tp_id = -1;
 	if (read_int(PMU_REFS, &pmu_refs_before))
 		pmu_refs_before = 0;
+	if (read_int(TEST_PMU_TYPE, &pmu_type))
+		pmu_type = -1;
 	ktap_begin(plan);
 	kmsg_start();
 	snprintf(value, sizeof(value), "%ld\n", mlock_kb);

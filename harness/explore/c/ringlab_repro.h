@@ -154,7 +154,7 @@ static void __attribute__((unused)) check_end(const char *what)
 	result(check_ok, what);
 }
 
-/* poll() of an fd, without waiting: "hup", "in", "none", or the events in hex. */
+/* poll() of an fd, without waiting: "err", "hup", "in", "none", or the events in hex. */
 static __attribute__((unused)) const char *polled(int f)
 {
 	static char buf[32];
@@ -162,6 +162,8 @@ static __attribute__((unused)) const char *polled(int f)
 
 	if (poll(&p, 1, 0) < 0)
 		return res(0);
+	if (p.revents & POLLERR)
+		return "err";
 	if (p.revents & POLLHUP)
 		return "hup";
 	if (p.revents & POLLIN)

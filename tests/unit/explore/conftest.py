@@ -45,7 +45,8 @@ PERF_STEPS = [
     step(16, "fork"), step(17, "mremap", "@3", "move"), step(18, "mremap", "@3", "grow"),
     step(19, "mremap", "@4", "shrink"), step(20, "mremap", "@4", "dontunmap"),
     step(21, "munmap-part", "@5"), step(22, "munmap", "@3"), step(23, "close", "@0"),
-    step(24, "open", "tp", 0, 4096, 0, "@2"), step(25, "aux", "@2", 4, "after", "r")]
+    step(24, "open", "tp", 0, 4096, 0, "@2"), step(25, "aux", "@2", 4, "after", "r"),
+    step(26, "revoke")]
 TRACE_STEPS = [
     step(0, "open", 0), step(1, "open", 1, "rw"),
     step(2, "mmap", "@0", "meta", "r", "shared"), step(3, "mmap", "@0", "off", "rw", "private"),
@@ -57,7 +58,8 @@ TRACE_STEPS = [
     step(16, "munmap-part", "@4"), step(17, "resize", 32), step(18, "subbuf", 8),
     step(19, "snapshot", 1), step(20, "munmap", "@2"), step(21, "close", "@0"),
     step(22, "percent", 0), step(23, "poll", "@1"), step(24, "read", "@1"),
-    step(25, "get-reader", "@1", "@4"), step(26, "drain", "@1", "@4")]
+    step(25, "get-reader", "@1", "@4"), step(26, "drain", "@1", "@4"),
+    step(27, "trigger", "arm"), step(28, "trigger", "disarm")]
 STEPS = {"pinning": named_steps("pinning", PERF_STEPS),
          "trace-mmap": named_steps("trace-mmap", TRACE_STEPS)}
 

@@ -99,6 +99,42 @@ def test_the_aux_area_is_charged_and_refused_by_a_pmu_without_one() -> None:
     assert m.perf_mlock == 3
 
 
+def test_a_revoked_pmus_events_refuse_everything_but_keep_their_buffers() -> None:
+    """perf_pmu_unregister() under mapped events (7.x, mutant 059): mmap ENODEV (private still
+    EINVAL first), ioctls ENODEV, poll EPOLLERR, an output set to one EINVAL, the type gone;
+    the other events and every charge stay as they were."""
+    m = perf(mlock_kb=64 * 4, has_revoke=True)
+    run(m, [("open", "pmu", 0, 1024, 2), ("mmap", "@0", 3, "rw", "shared"), ("aux", "@0", 4),
+            ("open", "dummy"), ("mmap", "@3", 3, "rw", "shared")])
+    locked = m.perf_mlock
+    assert run(m, [("revoke",)]) == [{"ok"}]
+    assert not m.valid({"id": 9, "op": "revoke", "args": {}}), "once: the PMU is gone"
+    assert m.events[0].revoked and not m.events[3].revoked and m.perf_mlock == locked
+    assert expect(m, {"id": 9, "op": "mmap", "args": ["@0", 3, "rw", "shared"]}) == {"ENODEV"}
+    assert expect(m, {"id": 9, "op": "mmap", "args": ["@0", 3, "rw", "private"]}) == {"EINVAL"}
+    assert expect(m, {"id": 9, "op": "aux", "args": ["@0", 4]}) == {"ENODEV"}
+    assert expect(m, {"id": 9, "op": "poll", "args": ["@0"]}) == {"err"}
+    assert expect(m, {"id": 9, "op": "set-output", "args": ["@0", "none"]}) == {"ENODEV"}
+    assert expect(m, {"id": 9, "op": "set-output", "args": ["@3", "@0"]}) == {"EINVAL"}
+    assert expect(m, {"id": 9, "op": "open", "args": ["pmu"]}) == {"ENOENT"}
+    assert expect(m, {"id": 9, "op": "open", "args": ["dummy"]}) == {"ok"}
+    assert not m.valid({"id": 9, "op": "aux-run", "args": {"event": "@0"}})
+    assert expect(m, {"id": 9, "op": "mmap", "args": ["@3", 3, "rw", "shared"]}) == {"ok"}
+    m.unmap(1)
+    m.unmap(2)
+    assert m.perf_mlock == 3, "a revoked event's buffer gives its charge back at munmap"
+
+
+def test_revoke_is_drawn_only_with_a_test_pmu_event_where_the_module_can_unregister() -> None:
+    m = perf(has_revoke=False)
+    run(m, [("open", "pmu")])
+    assert not m.valid({"id": 1, "op": "revoke", "args": {}})
+    m = perf(has_revoke=True)
+    assert explore_perf.REVOKE.draw(m, random.Random(0)) == []
+    run(m, [("open", "pmu")])
+    assert explore_perf.REVOKE.draw(m, random.Random(0)) == [(0.5, {})]
+
+
 def test_an_aux_area_goes_past_the_data_at_the_offset_it_names() -> None:
     m = perf(mlock_kb=64 * 4)
     run(m, [("open", "pmu"), ("mmap", "@0", 3, "rw", "shared")])
