@@ -39,6 +39,9 @@ class Arch:
     named_in_keys: bool  # False for the lab's first arch only: the cache keys of its rootfs, module
     #                      build roots and kernel builds (and a snapshot's accel) name no arch, so
     #                      what was cached before there were arches keeps its name
+    fixed_ram: str      # memmap= of a range of a 1 GiB guest's RAM the kernel leaves alone, for a
+    #                     trace buffer at a fixed address (SIZE$ADDR, below the initramfs QEMU
+    #                     loads at the top of RAM); "" where the arch has no memmap=
     ssh_ready_target_s: float  # `./lab bench boot`'s target, QEMU start to SSH ready under TCG
     #                            on a 2-core host (issue 16: arm64 is emulated whole on x86)
 
@@ -52,7 +55,7 @@ X86_64 = Arch(name="x86_64", debian="amd64", uname="x86_64", qemu="qemu-system-x
               image="arch/x86/boot/bzImage", image_magic=(0x202, b"HdrS"),
               release_in_header=True, cross_compile="x86_64-linux-gnu-",
               qemu_user="qemu-x86_64-static", qemu_user_package="qemu-user-static",
-              named_in_keys=False, ssh_ready_target_s=10.0)
+              named_in_keys=False, fixed_ram="4M$0x30000000", ssh_ready_target_s=10.0)
 ARM64 = Arch(name="arm64", debian="arm64", uname="aarch64", qemu="qemu-system-aarch64",
              qemu_package="qemu-system-arm",
              machine="virt",  # a PL011 UART, PSCI and a generic PCI host
@@ -64,7 +67,7 @@ ARM64 = Arch(name="arm64", debian="arm64", uname="aarch64", qemu="qemu-system-aa
              image="arch/arm64/boot/Image", image_magic=(0x38, b"ARM\x64"),
              release_in_header=False, cross_compile="aarch64-linux-gnu-",
              qemu_user="qemu-aarch64-static", qemu_user_package="qemu-user-static",
-             named_in_keys=True, ssh_ready_target_s=30.0)
+             named_in_keys=True, fixed_ram="", ssh_ready_target_s=30.0)
 ARCHES: dict[str, Arch] = {a.name: a for a in (X86_64, ARM64)}
 DEFAULT = X86_64.name
 

@@ -1144,6 +1144,7 @@ class PerfWorld(World):
     def missing(path: str) -> str | None:
         if not os.path.exists("/proc/sys/kernel/perf_event_paranoid"):
             return "this kernel has no perf events (CONFIG_PERF_EVENTS)"
+        _reload_revoked_pmu()   # the last sequence of a slice may have unregistered it
         if path == "perf-aux" and not os.path.exists(
                 f"/sys/bus/event_source/devices/{TEST_PMU}"):
             return f"the test PMU {TEST_PMU} is not loaded (kernels/modules/{TEST_PMU})"

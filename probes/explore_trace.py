@@ -21,6 +21,8 @@ tracing_arm_snapshot_locked()):
   snapshot) EBUSY; after the last munmap all of them work again;
 - a snapshot trigger armed (registered on an event) and a mapping exclude each other: EBUSY
   either way (get_snapshot_map(), tracing_arm_snapshot_locked());
+- a boot-time persistent buffer user space may not map is ENODEV: one at a fixed address
+  (memmap=; 6.12 every boot-mapped one, TRACE_ARRAY_FL_BOOT) and a backup copy (7.x);
 - TRACE_MMAP_IOCTL_GET_READER: ENODEV on a CPU not mapped, else 0; after it the meta page's
   `entries` counts every event written to that CPU, and `subbuf_size` is the one in use;
 - a mapping is VM_DONTCOPY: a child of fork() has it only after MADV_DOFORK (which 7.x
@@ -867,6 +869,62 @@ TRIGGER_OP = Op(
          "one per event (EEXIST); `!snapshot` removes it, 0 whether or not there was one")
 
 
+# The boot-time instances the explorer's guest is booted with (persistent_cmdline()): a buffer
+# on memory at a fixed address, and (7.x) a backup copy of one on reserve_mem= memory.
+PERSISTENT = {"fixed": "ringlab_x_fixed", "copy": "ringlab_x_copy"}
+
+
+def persistent_cmdline(fixed_ram: str) -> str:
+    """The kernel command line that makes PERSISTENT's instances, tracing off; `fixed_ram` is
+    memmap='s SIZE$ADDR of RAM the kernel leaves alone (harness/arch.py); "" where the arch
+    has no memmap=: none then."""
+    if not fixed_ram:
+        return ""
+    size, addr = fixed_ram.split("$")
+    return (f"memmap={fixed_ram} trace_instance={PERSISTENT['fixed']}^traceoff@{addr}:{size} "
+            f"reserve_mem=4M:4096:ringlab_x trace_instance=ringlab_x_boot^traceoff@ringlab_x "
+            f"trace_instance={PERSISTENT['copy']}=ringlab_x_boot")
+
+
+def _call_persistent(w: TraceWorld, sid: int, a: Args) -> str:
+    import tracefs
+    fd = os.open(f"{tracefs.find_root()}/instances/{PERSISTENT[a['which']]}/per_cpu/cpu0/"
+                 "trace_pipe_raw", os.O_RDONLY)
+    try:
+        import ctypes
+        from probelib import libc
+        libc.munmap(ctypes.c_void_p(_map(fd, w.page, mmap.PROT_READ, mmap.MAP_SHARED)), w.page)
+        return "ok"
+    finally:
+        os.close(fd)
+
+
+def _py_persistent(s: Step) -> list[str]:
+    name = PERSISTENT[s["which"]]
+    return [f"p = f'{{root}}/instances/{name}/per_cpu/cpu0/trace_pipe_raw'",
+            "if not os.path.exists(p):",
+            f"    print('# no instance {name}: boot with {persistent_cmdline('4M$0x30000000')}')",
+            "f_ = os.open(p, os.O_RDONLY)",
+            "addr = libc.mmap(None, PAGE, 1, 1, f_, 0)",
+            "got = res(mapping(addr))",
+            "if got == 'ok': libc.munmap(addr, PAGE)",
+            "os.close(f_)"]
+
+
+PERSISTENT_OP = Op(
+    "persistent", ("which",),
+    draw=lambda m, rng: [(0.3, {"which": w}) for w in PERSISTENT if m.setup.get(f"has_{w}")],
+    pre=lambda m, a: a["which"] in PERSISTENT and bool(m.setup.get(f"has_{a['which']}")),
+    expect=lambda m, a: frozenset({"ENODEV"}), apply=lambda m, sid, a: None,
+    call=_call_persistent, py=_py_persistent,
+    c=lambda s: [f'got = map_persistent("{PERSISTENT[s["which"]]}", '
+                 f'"{persistent_cmdline("4M$0x30000000")}");'],
+    rule="mmap() of a boot-time persistent buffer user space may not map: ENODEV for one at "
+         "a fixed address (memmap=, TRACE_ARRAY_FL_MEMMAP; 6.12: every boot-mapped buffer, "
+         "TRACE_ARRAY_FL_BOOT) and for a backup copy (TRACE_ARRAY_FL_VMALLOC, 7.x) "
+         "(tracing_buffers_mmap(); mutant 055)")
+
+
 RMDIR = Op(
     "rmdir", (),
     draw=lambda m, rng: [(0.3, {})],
@@ -884,7 +942,7 @@ OPENING = ({"op": "open", "args": {"cpu": 0, "mode": "r"}},
            {"op": "mmap", "args": {"fd": "@0", "what": "all", "prot": "r", "share": "shared"}})
 
 OPS = table(OPEN, CLOSE, MMAP, MPROTECT, IOCTL, GET_READER, DRAIN, READ, WRITE, RESIZE,
-            SUBBUF, SNAPSHOT, PERCENT, POLL, TRIGGER_OP, RMDIR)
+            SUBBUF, SNAPSHOT, PERCENT, POLL, TRIGGER_OP, PERSISTENT_OP, RMDIR)
 TraceModel.OPS = OPS
 
 
@@ -942,6 +1000,8 @@ class TraceWorld(World):
                    "has_snapshot": os.path.exists(f"{inst}/snapshot"),
                    "has_trigger": os.path.exists(f"{inst}/snapshot") and
                    os.path.exists(f"{inst}/{TRIGGER_FILE}"),
+                   **{f"has_{w}": os.path.isdir(f"{root}/instances/{name}")
+                      for w, name in PERSISTENT.items()},
                    "has_subbuf": os.path.exists(sub)}
         finally:
             if os.path.isdir(inst):

@@ -17,7 +17,8 @@ from harness.errors import LabError, ModuleError, ProbeError, ProbeTimeout, SSHE
 from harness.explore import reproducer
 from harness.guest.guest import Guest
 from harness.kernellog import splats
-from harness.probe_modules import explore_paths
+from harness import arch as arches
+from harness.probe_modules import explore_paths, probe_module
 from harness.results import known_issues
 from harness.resources import Lab
 
@@ -118,6 +119,12 @@ def _failure(path: str, seed: int, rec: dict) -> Failure:
                    splat=_splat_title(rec.get("kmsg", [])))
 
 
+def explore_cmdline(arch_name: str) -> str:
+    """The explorer's guests boot with the persistent trace buffers its trace-mmap model maps
+    (probes/explore_trace.py PERSISTENT), where the arch can place one."""
+    return probe_module("explore_trace").persistent_cmdline(arches.get(arch_name).fixed_ram)
+
+
 def parse_budget(text: str) -> float:
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*", text)
     if not m:
@@ -144,7 +151,8 @@ class Explore:
     def fresh_guest(self) -> Guest:
         self.stop_guest()
         self.guest = self.lab.boot(self.kernel.name, self.console_log,
-                                   cpus=2 if self.req.actors == 2 else None)
+                                   cpus=2 if self.req.actors == 2 else None,
+                                   cmdline=explore_cmdline(self.kernel.arch))
         self.boots += 1
         try:
             self.guest.insmod(self.lab.module("ringlab_aux", self.kernel.name))
@@ -186,6 +194,10 @@ class Explore:
             except (ProbeError, SSHError, GuestHang) as e:
                 first = self._crashed(path, res, first, e)
                 continue
+            if "skip" in out:   # the path went away between two slices
+                res.skipped = f"{out['skip']} (after {res.sequences} sequences)"
+                self.say(f"{path}: stopped: {res.skipped}")
+                return
             first = out["next"]
             res.add_answers(out.get("answers", {}))
             res.sequences += out["sequences"]

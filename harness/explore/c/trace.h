@@ -212,6 +212,30 @@ static long long __attribute__((unused)) tally_unaccounted(void)
 	return left > 0 ? left : 0;
 }
 
+/* A page of CPU 0's buffer of the boot-time instance `name` mapped and unmapped again: "ok"
+ * or the errno's name (probes/explore_trace.py PERSISTENT says the command line it needs). */
+static __attribute__((unused)) const char *map_persistent(const char *name, const char *boot)
+{
+	char path[512];
+	const char *got;
+	void *a;
+	int f;
+
+	snprintf(path, sizeof(path), "/sys/kernel/tracing/instances/%s/per_cpu/cpu0/trace_pipe_raw",
+		 name);
+	f = open(path, O_RDONLY);
+	if (f < 0) {
+		printf("# no instance %s: boot with %s\n", name, boot);
+		return res(0);
+	}
+	a = mmap(NULL, page, PROT_READ, MAP_SHARED, f, 0);
+	got = res(a != MAP_FAILED);
+	if (a != MAP_FAILED)
+		munmap(a, page);
+	close(f);
+	return got;
+}
+
 static void trace_begin(int plan, const char *buffer_kb, const char *subbuf_kb)
 {
 	cpu_set_t cpus;

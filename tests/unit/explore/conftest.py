@@ -59,7 +59,7 @@ TRACE_STEPS = [
     step(19, "snapshot", 1), step(20, "munmap", "@2"), step(21, "close", "@0"),
     step(22, "percent", 0), step(23, "poll", "@1"), step(24, "read", "@1"),
     step(25, "get-reader", "@1", "@4"), step(26, "drain", "@1", "@4"),
-    step(27, "trigger", "arm"), step(28, "trigger", "disarm")]
+    step(27, "trigger", "arm"), step(28, "trigger", "disarm"), step(29, "persistent", "fixed")]
 STEPS = {"pinning": named_steps("pinning", PERF_STEPS),
          "trace-mmap": named_steps("trace-mmap", TRACE_STEPS)}
 

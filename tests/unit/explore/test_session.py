@@ -209,6 +209,15 @@ def test_a_new_failure_of_a_check_is_kept_beside_the_known_issue_of_that_check()
             "traits": ["mapped-again", "aux-mapped-again"], "splats": []} in excuses
 
 
+def test_a_path_that_goes_away_between_slices_stops_with_its_reason() -> None:
+    one = {"next": 3, "sequences": 3, "steps": 30, "seconds": 0.2, "failures": []}
+    run, calls = _explore([one, {"path": "pinning", "skip": "the test PMU is gone"}])
+    res = PathResult("pinning")
+    run.run_path("pinning", res, known_issues.load())
+    assert res.sequences == 3 and res.skipped == "the test PMU is gone (after 3 sequences)"
+    assert len(calls) == 3
+
+
 def test_a_probe_stuck_in_the_kernel_is_a_hang_of_the_marked_sequence() -> None:
     from harness.errors import ProbeTimeout
 

@@ -607,6 +607,22 @@ def test_a_snapshot_trigger_is_drawn_only_where_the_instance_has_one() -> None:
     assert max(explore_trace.TRIGGER_OP.draw(m, rng))[1] == {"action": "disarm"}
 
 
+def test_a_persistent_buffer_at_a_fixed_address_or_a_backup_copy_never_maps() -> None:
+    """mutant 055: each is ENODEV, drawn only where the guest was booted with it."""
+    m = trace(has_fixed=True)
+    assert run(m, [("persistent", "fixed")]) == [{"ENODEV"}]
+    assert not m.valid({"id": 1, "op": "persistent", "args": {"which": "copy"}})
+    assert explore_trace.PERSISTENT_OP.draw(m, random.Random(0)) == [(0.3, {"which": "fixed"})]
+    assert explore_trace.PERSISTENT_OP.draw(trace(), random.Random(0)) == []
+
+
+def test_the_explorers_guests_boot_with_the_persistent_buffers_where_the_arch_can() -> None:
+    line = explore_trace.persistent_cmdline("4M$0x30000000")
+    assert "memmap=4M$0x30000000 trace_instance=ringlab_x_fixed^traceoff@0x30000000:4M" in line
+    assert "trace_instance=ringlab_x_copy=ringlab_x_boot" in line
+    assert explore_trace.persistent_cmdline("") == ""
+
+
 def test_a_trace_poll_is_readable_with_events_and_buffer_percent_0() -> None:
     m = trace()
     run(m, [("open", 0), ("open", 1)])

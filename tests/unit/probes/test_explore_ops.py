@@ -25,7 +25,8 @@ PERF_ENV = {"page_size": 4096, "ncpus": 2, "mlock_kb": 36 * 4, "has_pmu": True, 
             "mlock_pages": 36, "rlimit_pages": 8, "who": "user", "has_revoke": True,
             "pmu_type": 9}
 TRACE_ENV = {"buffer_kb": 8, "subbuf_kb": 4, "ncpus": 2, "page_size": 4096, "has_snapshot": True,
-             "has_subbuf": True, "has_trigger": True, "instance": "x"}
+             "has_subbuf": True, "has_trigger": True, "has_fixed": True, "has_copy": True,
+             "instance": "x"}
 
 
 def env(path: str) -> dict:
