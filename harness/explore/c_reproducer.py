@@ -40,7 +40,10 @@ def program(f: Any, title: str, expectations: list[dict]) -> str:
     for e in expectations:
         body += [""] + _c_step(e["step"], e["allowed"], e["vm_pin_kb"], f.path, made)
         body += reproducer.check_lines(f, e.get("checks", {}), "c")
-    if f.path == "trace-mmap":
+    frame = getattr(reproducer.world(f.path), "c_frame", None)
+    if frame is not None:   # the path's own file frames its reproducers
+        begin, end = frame(s, plan)
+    elif f.path == "trace-mmap":
         begin = f'trace_begin({plan}, "{s["buffer_kb"]}\\n", "{s["subbuf_kb"]}\\n");'
         end = f'trace_end("{s["buffer_kb"] + 4}\\n");'
     else:

@@ -74,6 +74,9 @@ def end_checks(f: FailureLike) -> int:
     """The end checks a reproducer numbers: the path's two (VmPin and the allowance; the
     resize and the rmdir), the test PMU's module references where it has one, the kernel
     log."""
+    own = getattr(world(f.path), "END_CHECKS", None)   # a path that frames its own reproducers
+    if own is not None:
+        return own
     return 3 + int(f.path != "trace-mmap" and bool(f.env.get("has_pmu")))
 
 
@@ -568,7 +571,11 @@ def python_script(f: FailureLike, title: str) -> str:
     banners = probe_module("splat_banners").PREFIXES
     head = _PY_HEAD.format(title=title, path=f.path, banners=banners,
                            plan=plan(exp, end_checks(f)))
-    if f.path == "trace-mmap":
+    frame = getattr(world(f.path), "py_frame", None)
+    if frame is not None:   # the path's own file frames its reproducers
+        own_head, own_end = frame(s)
+        head += own_head
+    elif f.path == "trace-mmap":
         head += _PY_TRACE_OBSERVE if any(e.get("checks") for e in exp) else ""
         head += _PY_TRACE.format(buffer_kb=s["buffer_kb"], subbuf_kb=s["subbuf_kb"],
                                  get_reader=probe_module("trace_abi").TRACE_MMAP_IOCTL_GET_READER)
@@ -592,7 +599,9 @@ def python_script(f: FailureLike, title: str) -> str:
     for n, e in enumerate([] if body else exp):
         body += [""] + _py_step(n, e["step"], e["allowed"], e["vm_pin_kb"], f.path)
         body += check_lines(f, e.get("checks", {}), "py")
-    if f.path == "trace-mmap":
+    if frame is not None:
+        end = own_end
+    elif f.path == "trace-mmap":
         end = _PY_TRACE_END.format(buffer_kb=s["buffer_kb"])
     else:
         drop = ("libc.syscall(126 if os.uname().machine == 'x86_64' else 91, hdr, "

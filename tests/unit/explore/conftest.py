@@ -60,8 +60,14 @@ TRACE_STEPS = [
     step(22, "percent", 0), step(23, "poll", "@1"), step(24, "read", "@1"),
     step(25, "get-reader", "@1", "@4"), step(26, "drain", "@1", "@4"),
     step(27, "trigger", "arm"), step(28, "trigger", "disarm"), step(29, "persistent", "fixed")]
+REMOTE_STEPS = [
+    step(0, "size", 0), step(1, "size", 16), step(2, "enable", 1), step(3, "on", 1),
+    step(4, "write", 8), step(5, "open", "all"), step(6, "open", "cpu0"), step(7, "read", "@5"),
+    step(8, "show"), step(9, "reset"), step(10, "mmap"), step(11, "close", "@6"),
+    step(12, "on", 0)]
 STEPS = {"pinning": named_steps("pinning", PERF_STEPS),
-         "trace-mmap": named_steps("trace-mmap", TRACE_STEPS)}
+         "trace-mmap": named_steps("trace-mmap", TRACE_STEPS),
+         "trace-remote": named_steps("trace-remote", REMOTE_STEPS)}
 
 
 def expectations(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -79,6 +85,8 @@ def failure(path: str, who: str = "user", steps: list | None = None) -> SimpleNa
         {"mlock_pages": 9, "rlimit_pages": 8, "who": who}
     env = {"ncpus": 1, "instance": "x", "has_snapshot": True, "has_subbuf": True} if trace else \
         {"page_size": 4096, "ncpus": 1, "mlock_kb": 36, "has_pmu": True, "has_tp": True}
+    if path == "trace-remote":
+        setup, env = {"size_kb": 7}, {"ncpus": 1}
     return SimpleNamespace(path=path, check="allowance", setup=setup, env=env,
                            steps=STEPS[path] if steps is None else steps)
 

@@ -139,20 +139,20 @@ def rendered_c_steps(path: str) -> str:
     return "\n".join(out + [f"// made {sorted(made.items())}"])
 
 
-@pytest.mark.parametrize("path", ["pinning", "trace-mmap"])
+@pytest.mark.parametrize("path", ["pinning", "trace-mmap", "trace-remote"])
 def test_the_cases_are_operations_the_model_knows(path: str) -> None:
     """Every operation of the issue-41 tables is among the cases; one added later is held to
     its forms by tests/unit/probes/test_explore_ops.py, which draws it from the model."""
     assert {s["op"] for s in STEPS[path]} <= model_ops(path)
 
 
-@pytest.mark.parametrize("path", ["pinning", "trace-mmap"])
+@pytest.mark.parametrize("path", ["pinning", "trace-mmap", "trace-remote"])
 def test_every_operation_renders_as_it_did(path: str) -> None:
     same_as_kept(f"c-steps-{path}.txt", rendered_c_steps(path))
 
 
 @pytest.mark.parametrize("path, who", [("pinning", "user"), ("pinning", "user+ipc_lock"),
-                                       ("trace-mmap", "user")])
+                                       ("trace-mmap", "user"), ("trace-remote", "user")])
 def test_a_whole_program_of_every_operation_renders_as_it_did(path: str, who: str,
                                                               tmp_path: Path) -> None:
     f = failure(path, who)

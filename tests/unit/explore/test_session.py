@@ -31,6 +31,12 @@ PERF_ENV = {"page_size": 4096, "ncpus": 1, "mlock_kb": 36, "has_pmu": False, "ha
 def failure(path: str = "pinning", check: str = "allowance", steps: list | None = None,
             traits: tuple = ("mapped-again",), splat: str | None = None) -> Failure:
     trace = path == "trace-mmap"
+    if path == "trace-remote":     # 057: buffer_size_kb taken while loaded
+        return Failure(path=path, check="result:size", expected=["EBUSY"], got="ok", at=1,
+                       seed=1, sequence=0, setup={"size_kb": 7}, env={"ncpus": 1},
+                       steps=[{"id": 0, "op": "on", "args": {"value": 1}},
+                              {"id": 1, "op": "size", "args": {"kb": 16}}],
+                       shrunk=True, traits=[], splat=splat)
     return Failure(path=path, check=check, expected="ok", got="EPERM", at="end", seed=1,
                    sequence=0, setup={"buffer_kb": 8, "subbuf_kb": 4} if trace else
                    {"mlock_pages": 9, "rlimit_pages": 8, "who": "user"},
@@ -100,7 +106,7 @@ def test_the_model_says_what_each_step_of_a_reproducer_must_give() -> None:
     assert [e["vm_pin_kb"] for e in exp] == [0, 0, 0]
 
 
-@pytest.mark.parametrize("path", ["pinning", "trace-mmap"])
+@pytest.mark.parametrize("path", ["pinning", "trace-mmap", "trace-remote"])
 def test_reproducers_compile(tmp_path: Path, path: str) -> None:
     f = failure(path)
     py, c = reproducer.write(tmp_path, f, report.title(f))

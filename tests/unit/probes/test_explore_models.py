@@ -8,6 +8,7 @@ import random
 import pytest
 
 import explore_ops
+import explore_remote
 import explore_perf  # from probes/ (pytest's pythonpath): guest-side, stdlib only
 import explore_trace
 import probe_explore
@@ -931,3 +932,64 @@ def test_the_test_pmus_module_references_are_an_end_check_only_where_it_exists()
     # with everything undone none is left (mutant 058 keeps one per munmap).
     assert perf().end() == {"vm_pin_kb": 0, "allowance": "ok", "pmu_refs": 0}
     assert "pmu_refs" not in perf(has_pmu=False).end()
+
+
+# --- trace-remote (probes/explore_remote.py) -----------------------------------------------
+
+def remote(**kw: object) -> explore_remote.RemoteModel:
+    return explore_remote.RemoteModel("trace-remote", {"size_kb": 7, "ncpus": 2, **kw})
+
+
+def test_a_remote_buffer_loads_on_demand_and_goes_once_off_empty_and_unread() -> None:
+    """tests/kernel/test_trace_remote.py's life cycle, as the model says it after each step."""
+    m = remote()
+    assert m.observe() == {"state@0": {"kb": 7, "loaded": False}}
+    assert run(m, [("write", 1)]) == [{"ENODEV"}], "tracing off, event disabled"
+    run(m, [("enable", 1), ("on", 1)])
+    assert m.loaded and run(m, [("write", 8)]) == [{"ok"}]
+    run(m, [("on", 0)])
+    assert m.loaded is True, "off with events left: still loaded"
+    run(m, [("reset",)])
+    assert m.loaded is False and m.unread == 0
+    run(m, [("open", "all")])
+    assert m.loaded is True, "a reader loads it"
+    assert run(m, [("read", "@6")]) == [{"empty"}], "nothing written since the reset"
+    run(m, [("close", "@6")])
+    assert m.loaded is False
+
+
+def test_a_remote_size_is_refused_while_loaded_and_zero_never() -> None:
+    """mutant 057: EBUSY while loaded; unknown whether loaded, either answer."""
+    m = remote()
+    assert run(m, [("size", 0), ("size", 16)]) == [{"EINVAL"}, {"ok"}]
+    assert m.size_kb == 16
+    run(m, [("on", 1)])
+    assert run(m, [("size", 7)]) == [{"EBUSY"}] and m.size_kb == 16
+    run(m, [("enable", 1), ("write", 8), ("open", "cpu0"), ("read", "@6"), ("close", "@6"),
+            ("on", 0)])
+    assert m.loaded is None, "a read took what the kernel had polled: empty or not, unknown"
+    assert run(m, [("size", 7)]) == [{"ok", "EBUSY"}]
+    assert "state@0" not in m.observe()
+
+
+def test_a_consuming_read_is_judged_by_each_event_once_and_every_gap_said_lost() -> None:
+    """mutant 056: the Tally of the world and both reproducers."""
+    t = explore_remote.Tally(marks=6)
+    assert t.took(["[000]\t  1.000001: selftest id=1", "[000]\t  1.000002: selftest id=2"])
+    assert (t.twice, t.missing) == (0, 0)
+    t.took(["CPU:0 [LOST 2 EVENTS]", "[000]\t  1.000005: selftest id=5"])
+    assert (t.missing, t.lost, t.unaccounted()) == (2, 2, 0)
+    t.took(["[000]\t  1.000006: selftest id=6", "[000]\t  1.000006: selftest id=6"])
+    assert t.twice == 1
+    skipped = explore_remote.Tally(marks=9)
+    skipped.took(["[000]\t  1.0: selftest id=1", "[000]\t  1.5: selftest id=9"])
+    assert skipped.unaccounted() == 7, "a gap no LOST line counts"
+    m = remote()
+    run(m, [("open", "all"), ("read", "@0")])
+    assert m.observe()["events@0"] == {"twice": 0, "unaccounted": 0}
+
+
+def test_user_space_maps_no_remote_buffer_and_show_loads_nothing() -> None:
+    m = remote()
+    assert run(m, [("mmap",), ("show",)]) == [{"ENODEV"}, {"ok"}]
+    assert m.observe() == {"state@0": {"kb": 7, "loaded": False}, "shown@0": {"in_order": True}}

@@ -29,8 +29,12 @@ TRACE_ENV = {"buffer_kb": 8, "subbuf_kb": 4, "ncpus": 2, "page_size": 4096, "has
              "instance": "x"}
 
 
+REMOTE_ENV = {"size_kb": 7, "ncpus": 2}
+ENVS = {"trace-mmap": TRACE_ENV, "trace-remote": REMOTE_ENV}
+
+
 def env(path: str) -> dict:
-    return TRACE_ENV if path == "trace-mmap" else PERF_ENV
+    return ENVS.get(path, PERF_ENV)
 
 
 def drawn(path: str, seeds: int = 40, length: int = 30) -> dict[str, list[dict]]:
@@ -52,13 +56,13 @@ def drawn(path: str, seeds: int = 40, length: int = 30) -> dict[str, list[dict]]
 
 
 def test_every_path_is_found_from_its_file() -> None:
-    assert set(PATHS) >= {"perf-ring", "perf-aux", "pinning", "trace-mmap"}
+    assert set(PATHS) >= {"perf-ring", "perf-aux", "pinning", "trace-mmap", "trace-remote"}
     assert probe_explore.world_of("trace-mmap") is explore_trace.TraceWorld
     with pytest.raises(ValueError, match="unknown path 'nope'"):
         probe_explore.world_of("nope")
 
 
-@pytest.mark.parametrize("path", ["pinning", "trace-mmap"])
+@pytest.mark.parametrize("path", PATHS)
 def test_every_operation_is_one_whole_record(path: str) -> None:
     ops = probe_explore.world_of(path).OPS
     for name, op in ops.items():
@@ -69,7 +73,7 @@ def test_every_operation_is_one_whole_record(path: str) -> None:
         assert set(op.refs) <= set(op.params) and set(dict(op.defaults)) <= set(op.params)
 
 
-@pytest.mark.parametrize("path", ["perf-ring", "perf-aux", "pinning", "trace-mmap"])
+@pytest.mark.parametrize("path", PATHS)
 def test_the_model_draws_every_operation_and_both_reproducers_render_it(path: str,
                                                                        tmp_path: Path) -> None:
     """A new operation the model cannot draw on any path of its table, or without a Python
@@ -81,9 +85,7 @@ def test_the_model_draws_every_operation_and_both_reproducers_render_it(path: st
     seen = drawn(path)
     for name, steps in sorted(seen.items()):
         f = kept.KeptFailure(path, "allowance", {}, steps, "t", env=dict(env(path)))
-        f.setup = {k: env(path)[k] for k in
-                   (("buffer_kb", "subbuf_kb") if path == "trace-mmap" else
-                    ("mlock_pages", "rlimit_pages", "who"))}
+        f.setup = {k: env(path)[k] for k in world.setup(path, random.Random(0))}
         py = reproducer.python_script(f, name)
         compile(py, "repro.py", "exec")
         c = c_reproducer.program(f, name, reproducer.expectations(f))
