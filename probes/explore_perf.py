@@ -390,12 +390,16 @@ def _apply_open(m: PerfModel, sid: int, a: Args) -> None:
 
 
 def _expect_open(m: PerfModel, a: Args) -> frozenset[str]:
-    """perf_event_open() with PERF_FLAG_FD_OUTPUT (and FD_NO_GROUP) runs
+    """A revoked event as group_fd (the output's carrier): ENODEV, before anything else
+    (perf_event_open(): group_leader->state <= PERF_EVENT_STATE_EXIT). perf_event_open()
+    with PERF_FLAG_FD_OUTPUT (and FD_NO_GROUP) runs
     perf_event_set_output() on the new event: EINVAL when the target has no mapped buffer
     (the other refusals need another task, CPU, clock or direction, which no sequence has)."""
+    if a["output"] != "none" and m.ev(a["output"]).revoked:
+        return frozenset({"ENODEV"})    # a group_fd at PERF_EVENT_STATE_EXIT or below
     if a["kind"] == "pmu" and m.revoked:    # perf_init_event(): no PMU of that type
         return frozenset({"ENOENT"})
-    if a["output"] != "none" and (m.ev(a["output"]).rb is None or m.ev(a["output"]).revoked):
+    if a["output"] != "none" and m.ev(a["output"]).rb is None:
         return frozenset({"EINVAL"})
     return frozenset({"ok"})
 
@@ -1120,8 +1124,8 @@ REVOKE = Op(
     rule="the test PMU unregistered under its events, as a driver's unbind does (ringlab_aux's "
          "`unregister`, 7.x): every event of it revoked (PERF_EVENT_STATE_REVOKED), its "
          "buffers left mapped; then mmap() ENODEV (MAP_PRIVATE still EINVAL first), every "
-         "ioctl ENODEV, poll() EPOLLERR, an output set to it EINVAL, a new event of its type "
-         "ENOENT (perf_pmu_unregister(), __pmu_detach_event(), perf_mmap(), _perf_ioctl(), "
+         "ioctl ENODEV, poll() EPOLLERR, an output set to it EINVAL (SET_OUTPUT) or ENODEV (an "
+         "open with it as group_fd), a new event of its type ENOENT (perf_pmu_unregister(), __pmu_detach_event(), perf_mmap(), _perf_ioctl(), "
          "perf_poll(), perf_event_set_output(); mutant 059)")
 
 OPS = table(OPEN, CLOSE, MMAP, AUX, PAUSE, POKE, FIRE, CONSUME, POLL, SET_OUTPUT, AUX_RUN,

@@ -273,8 +273,10 @@ class Tally:
 
     def forget(self) -> None:
         """The events written so far are judged no more: a step may have taken or dropped
-        them unseen."""
+        them unseen. What was skipped before goes too: the counts of it lost may have gone
+        with the buffer (a snapshot swaps per_cpu/cpu0/stats' buffer out; 7.2.13, round 10)."""
         self.forgot = self.marks
+        self.missing = 0
 
     def unaccounted(self, stats: dict[str, str]) -> int:
         """Events skipped beyond what the CPU's stats (tracefs.cpu_stats()) count lost."""

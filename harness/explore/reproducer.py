@@ -449,7 +449,7 @@ def write_mark():
 
 
 def forget():
-    tally["forgot"] = tally["marks"]
+    tally["forgot"], tally["missing"] = tally["marks"], 0
 
 
 def seen(n, strict):

@@ -280,16 +280,29 @@ class Explore:
                 if self.req.stop_at_new and f.known_issue:   # only the new one is asked
                     continue
                 self.confirm(f)
+                if f.known_issue is None:   # the sequence as run may have more traits
+                    self.bind(f, issues)
                 self.say(f"{res.path}: {f.key}: "
                          f"{'confirmed' if f.confirmed else 'NOT confirmed'} on a fresh guest"
                          f"{' (known issue ' + f.known_issue + ')' if f.known_issue else ' (new)'}")
 
     # --- after the explore ---
     def bind(self, f: Failure, issues: Sequence[known_issues.KnownIssue]) -> None:
+        """The known issue that explains the failure's check (and its splat); or two at once,
+        one the check's and the other the splat's (each by a trait of the sequence: a fork's
+        closed reader and a moved mapping's WARN, 7.2.13 round 10), named "A+B"."""
         for issue in issues:
             if issue.explains_explore(f.path, f.check, f.traits, f.splat, f.got):
                 f.known_issue = issue.id
                 return
+        if f.splat is None or f.check == "splat":
+            return
+        by_check = next((i for i in issues
+                         if i.explains_explore(f.path, f.check, f.traits, None, f.got)), None)
+        by_splat = next((i for i in issues
+                         if i.explains_explore(f.path, "splat", f.traits, f.splat)), None)
+        if by_check is not None and by_splat is not None:
+            f.known_issue = f"{by_check.id}+{by_splat.id}"
 
     def confirm(self, f: Failure) -> None:
         """The shortest sequence once more, on a fresh guest: the same check must fail."""
@@ -338,6 +351,8 @@ class Explore:
             return
         f.confirmed, f.confirm_got, f.shrunk = True, title, False
         f.steps = [{k: v for k, v in s.items() if k != "result"} for s in runs[0]["steps"]]
+        f.traits = sorted(probe_module("probe_explore").traits(
+            reproducer.world(f.path), f.path, dict(f.setup, **f.env), f.steps))
 
     def _as_run(self, f: Failure) -> list[str]:
         """The probe's arguments that run f's sequence again as the seed drew it, unshrunk."""

@@ -94,6 +94,7 @@ static const char __attribute__((unused)) *tally_write(void)
 static void __attribute__((unused)) tally_forget(void)
 {
 	tally.forgot = tally.marks;
+	tally.missing = 0;
 }
 
 static void tally_seen(long long n, int strict)

@@ -90,6 +90,20 @@ def test_a_splat_binds_by_its_title() -> None:
                                       "BUG at mm/page_alloc.c:1 free_pages")
 
 
+def test_two_known_issues_at_once_bind_as_both_and_not_one_alone() -> None:
+    """A fork's closed reader (read EOF) and a moved mapping's WARN in one sequence (7.2.13,
+    round 10): each issue explains its own symptom only."""
+    from harness.explore.session import Explore
+    run = Explore.__new__(Explore)
+    warn = "WARNING at kernel/trace/trace_snapshot.c:831 put_snapshot_map"
+    f = failure("trace-mmap", check="result:read", traits=("forked", "moved"), splat=warn)
+    run.bind(f, known_issues.load())
+    assert f.known_issue == "trace-pipe-raw-closed-by-another-close+trace-mmap-dofork-mapped-count"
+    alone = failure("trace-mmap", check="result:read", traits=("forked",), splat=warn)
+    run.bind(alone, known_issues.load())
+    assert alone.known_issue is None, "no moved mapping: the WARN is not that issue's"
+
+
 def test_a_kept_failures_replay_is_covered_by_its_issue_only() -> None:
     issues = {i.id: i for i in known_issues.load()}
     node = f"{known_issues.EXPLORE_REPLAY}[perf-mmap-second-mapping-charged--pinning-allowance]"

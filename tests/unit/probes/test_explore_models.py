@@ -119,6 +119,9 @@ def test_a_revoked_pmus_events_refuse_everything_but_keep_their_buffers() -> Non
     assert expect(m, {"id": 9, "op": "set-output", "args": ["@3", "@0"]}) == {"EINVAL"}
     assert expect(m, {"id": 9, "op": "open", "args": ["pmu"]}) == {"ENOENT"}
     assert expect(m, {"id": 9, "op": "open", "args": ["dummy"]}) == {"ok"}
+    assert expect(m, {"id": 9, "op": "open", "args": ["dummy", 0, 4096, 0, "@0"]}) == \
+        {"ENODEV"}, "a revoked group_fd, before anything else (7.2.13 perf_event_open())"
+    assert expect(m, {"id": 9, "op": "open", "args": ["pmu", 0, 4096, 0, "@0"]}) == {"ENODEV"}
     assert not m.valid({"id": 9, "op": "aux-run", "args": {"event": "@0"}})
     assert expect(m, {"id": 9, "op": "mmap", "args": ["@3", 3, "rw", "shared"]}) == {"ok"}
     m.unmap(1)
@@ -575,6 +578,18 @@ def test_an_instance_is_not_removed_while_its_buffer_is_open_or_mapped() -> None
     assert explore_trace.RMDIR.pre(m, {}) and run(m, [("rmdir",)]) == [{"EBUSY"}]
     run(m, [("munmap", "@2")])
     assert not explore_trace.RMDIR.pre(m, {})
+
+
+def test_a_forgotten_tally_drops_what_it_skipped_with_the_buffer_that_counted_it() -> None:
+    """write 1000, read (events skipped, counted in stats' overrun), snapshot (the stats are
+    now the swapped-in buffer's), write 1, read: nothing unaccounted (7.2.13, round 10)."""
+    t = explore_trace.Tally(marks=1000)
+    t.seen(683, True)
+    assert t.unaccounted({"overrun": "682"}) == 0
+    t.forget()
+    t.marks += 1
+    t.seen(1001, True)
+    assert t.unaccounted({"overrun": "0"}) == 0 and t.twice == 0
 
 
 def test_an_armed_snapshot_trigger_and_a_mapping_exclude_each_other() -> None:
