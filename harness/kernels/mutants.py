@@ -59,7 +59,7 @@ class Watchers:
 # included) kernel/trace/. A file of neither folder (a user's mutant of mm/mmap.c) gets all.
 WATCHERS_OF_FOLDER: dict[str, Watchers] = {
     "kernel/events/": Watchers(("pinning", "perf-ring", "perf-aux"), ("perf_events",)),
-    "kernel/trace/": Watchers(("trace-mmap",), ("ring-buffer", "ftrace")),
+    "kernel/trace/": Watchers(("trace-mmap", "trace-remote"), ("ring-buffer", "ftrace")),
 }
 
 

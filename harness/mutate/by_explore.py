@@ -20,6 +20,7 @@ from harness.mutate.outcomes import (KILLED, NOT_BOOTED, NOT_RUN, SURVIVED, Judg
                                      selftest_killers, selftests_that_cannot_kill)
 from harness.mutate.plan import Plan
 from harness.mutate.workspace import Workspace
+from harness.probe_modules import explore_paths as explore_paths_of_probes
 from harness.resources import Lab
 from harness.runs.child_run import ChildRun
 from harness.selftests import catalog
@@ -29,7 +30,6 @@ log = logging.getLogger(__name__)
 # (mutants.WATCHERS_OF_FOLDER); a file of neither (a user's mutant of mm/mmap.c), every path.
 # Only where a file serves fewer paths than its folder: perf's ring_buffer.c is no pinning path.
 EXPLORE_PATHS = {"kernel/events/ring_buffer.c": ("perf-ring", "perf-aux")}
-ALL_PATHS = ("pinning", "perf-ring", "perf-aux", "trace-mmap")
 
 
 def explore_paths(file: str) -> tuple[str, ...]:
@@ -37,7 +37,7 @@ def explore_paths(file: str) -> tuple[str, ...]:
     if file in EXPLORE_PATHS:
         return EXPLORE_PATHS[file]
     watchers = watchers_of_folder(file)
-    return watchers.explore_paths if watchers else ALL_PATHS
+    return watchers.explore_paths if watchers else explore_paths_of_probes()
 
 
 def paths_of(mutants: tuple[Mutant, ...]) -> tuple[str, ...]:
