@@ -24,11 +24,13 @@ def test_paths_are_judged_on_median_steps_and_a_missing_path_is_said() -> None:
 
 
 def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, samples: list[Sample],
-         paths: tuple[str, ...]) -> int:
-    """explore.run with the guest's samples given and the report folder in tmp_path."""
+         paths: tuple[str, ...], config: dict[str, str] | None = None) -> int:
+    """explore.run with the guest's samples given, the kernel's .config options `config`, and
+    the report folder in tmp_path."""
     out = tmp_path / "out"
     out.mkdir()
-    monkeypatch.setattr(explore, "Lab", lambda cfg: None)
+    kernel = SimpleNamespace(config_option=(config or {}).get)
+    monkeypatch.setattr(explore, "Lab", lambda cfg: SimpleNamespace(kernel=lambda name: kernel))
     monkeypatch.setattr(explore.report, "folder", lambda cfg, kind, kernel: out)
     monkeypatch.setattr(explore.samples_of, "measure",
                         lambda lab, name, paths, runs, seconds, out: ("6.12.1-test", samples))
@@ -53,6 +55,21 @@ def test_a_median_under_the_target_fails_the_bench(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     samples = [Sample("pinning", 0, steps, 1, 10.0) for steps in (490, 499, 2000)]  # 49.9
     assert _run(tmp_path, monkeypatch, samples, ("pinning",)) == 1
+
+
+def test_a_debug_kernel_is_held_to_20_steps_per_s_as_its_config_says(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    samples = [Sample("pinning", 0, steps, 1, 10.0) for steps in (210, 250, 300)]  # 25/s
+    assert _run(tmp_path, monkeypatch, samples, ("pinning",), {"KASAN": "y"}) == 0
+    text = (tmp_path / "out" / "bench.txt").read_text()
+    assert "target 20 steps/s: a debug kernel (CONFIG_KASAN)" in text and "MISSED" not in text
+    assert json.loads((tmp_path / "out" / "bench.json").read_text())["target"] == 20.0
+
+
+def test_the_same_figures_miss_on_a_kernel_without_debug_options(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    samples = [Sample("pinning", 0, steps, 1, 10.0) for steps in (210, 250, 300)]
+    assert _run(tmp_path, monkeypatch, samples, ("pinning",), {"KASAN": "n"}) == 1
 
 
 def test_a_kernel_with_none_of_the_paths_is_an_error(tmp_path: Path,
