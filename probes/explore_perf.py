@@ -1092,14 +1092,16 @@ def _call_revoke(w: PerfWorld, sid: int, a: Args) -> str:
     from probelib import errname
     pid = os.fork()
     if pid == 0:
-        code = 0
+        code = 1
         try:
             os.setresuid(0, 0, 0)
             with open(UNREGISTER, "w") as f:
                 f.write("1")
+            code = 0
         except OSError as e:
             code = e.errno or 1
-        os._exit(code)
+        finally:
+            os._exit(code)      # whatever happened, the child goes no further
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     return "ok" if code == 0 else errname(OSError(code, ""))
@@ -1115,11 +1117,15 @@ REVOKE = Op(
                   "    code = 1",
                   "    try:",
                   "        os.setresuid(0, 0, 0)",
-                  f"        open({UNREGISTER!r}, 'w').write('1')",
+                  f"        with open({UNREGISTER!r}, 'w') as f_:",
+                  "            f_.write('1')",
                   "        code = 0",
+                  "    except OSError as e:",
+                  "        code = e.errno",
                   "    finally:",
                   "        os._exit(code)",
-                  "got = 'ok' if os.waitpid(pid, 0)[1] == 0 else 'unregister failed'"],
+                  "code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])",
+                  "got = errno.errorcode.get(code, str(code)) if code else 'ok'"],
     c=lambda s: ["got = unregister_pmu();"],
     rule="the test PMU unregistered under its events, as a driver's unbind does (ringlab_aux's "
          "`unregister`, 7.x): every event of it revoked (PERF_EVENT_STATE_REVOKED), its "

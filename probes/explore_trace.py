@@ -228,6 +228,7 @@ class Tally:
     last: int = 0           # the newest one taken
     twice: int = 0
     missing: int = 0
+    lost_base: int = 0          # what the stats counted lost when the tally last forgot
     read_since: bool = False    # read() took events since the last GET_READER
 
     def seen(self, n: int, strict: bool) -> None:
@@ -271,18 +272,22 @@ class Tally:
         self.read_since = False
         return (rid, meta.reader_read) != before
 
-    def forget(self) -> None:
+    def forget(self, stats: dict[str, str]) -> None:
         """The events written so far are judged no more: a step may have taken or dropped
-        them unseen. What was skipped before goes too: the counts of it lost may have gone
-        with the buffer (a snapshot swaps per_cpu/cpu0/stats' buffer out; 7.2.13, round 10)."""
-        self.forgot = self.marks
-        self.missing = 0
+        them unseen. What was skipped before goes too, and the losses are counted from the
+        CPU's stats as they are now (`stats`, read after the step): a snapshot swaps the
+        buffer whose stats counted them out, a resize keeps its counts (7.2.13, round 10)."""
+        self.forgot, self.missing, self.lost_base = self.marks, 0, lost_of(stats)
 
     def unaccounted(self, stats: dict[str, str]) -> int:
-        """Events skipped beyond what the CPU's stats (tracefs.cpu_stats()) count lost."""
-        lost = sum(int(stats.get(k, 0)) for k in ("overrun", "commit overrun",
-                                                   "dropped events"))
-        return max(0, self.missing - lost)
+        """Events skipped beyond what the CPU's stats (tracefs.cpu_stats()) count lost since
+        the tally last forgot."""
+        return max(0, self.missing - (lost_of(stats) - self.lost_base))
+
+
+def lost_of(stats: dict[str, str]) -> int:
+    """Events per_cpu/cpuN/stats counts lost: overrun, commit overrun, dropped events."""
+    return sum(int(stats.get(k, 0)) for k in ("overrun", "commit overrun", "dropped events"))
 
 
 # --- the operations: each one's draw, rule, model update, call and reproducer forms --------
@@ -553,7 +558,7 @@ def _call_get_reader(w: TraceWorld, sid: int, a: Args) -> str:
         w.tally.take(w.fd(a["fd"]), w.region(a["via"]).addr)
         return "ok"
     fcntl.ioctl(w.fd(a["fd"]), trace_abi.TRACE_MMAP_IOCTL_GET_READER)
-    w.tally.forget()    # what it took, nobody saw
+    w.tally.forget(_stats(w))    # what it took, nobody saw
     return "ok"
 
 
@@ -746,7 +751,7 @@ def _tracefs_op(name: str, param: str, choices: tuple[int, ...], weight: float,
     def call(w: TraceWorld, sid: int, a: Args) -> str:
         got = _write(f"{w.inst}/{file}", a[param])
         if drops and got == "ok":
-            w.tally.forget()
+            w.tally.forget(_stats(w))
         return got
     def draw(m: TraceModel, rng: random.Random) -> list[tuple[float, Args]]:
         # 3x after a refused mapping with nothing mapped: a refusal must give back what the
@@ -1096,6 +1101,11 @@ class TraceWorld(World):
 
 
 PATHS = {"trace-mmap": TraceWorld}
+
+
+def _stats(w: TraceWorld) -> dict[str, str]:
+    import tracefs
+    return tracefs.cpu_stats(w.inst, 0)
 
 
 def _write(path: str, value: object) -> str:

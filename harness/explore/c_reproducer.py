@@ -42,7 +42,7 @@ def program(f: Any, title: str, expectations: list[dict]) -> str:
         body += reproducer.check_lines(f, e.get("checks", {}), "c")
     frame = getattr(reproducer.world(f.path), "c_frame", None)
     if frame is not None:   # the path's own file frames its reproducers
-        begin, end = frame(s, plan)
+        begin, end = frame(s, plan, reproducer.model_end(f))
     elif f.path == "trace-mmap":
         begin = f'trace_begin({plan}, "{s["buffer_kb"]}\\n", "{s["subbuf_kb"]}\\n");'
         end = f'trace_end("{s["buffer_kb"] + 4}\\n");'

@@ -45,7 +45,7 @@ def write(out_dir: Path, request: ExploreRequest, kernel: str, release: str,
                 d["reproducers"] = [str(p.relative_to(out_dir))
                                     for p in reproducer.write(folder, f, title(f))]
             failures.append(d)
-        doc["paths"].append({"path": res.path, "skipped": res.skipped,
+        doc["paths"].append({"path": res.path, "skipped": res.skipped, "stopped": res.stopped,
                              "sequences": res.sequences, "steps": res.steps,
                              "answers": res.answers,
                              "seconds": round(res.seconds, 1),
@@ -104,6 +104,8 @@ def lines(results: list[PathResult]) -> list[str]:
         out.append(f"{res.path}: {res.sequences} sequences, {res.steps} steps in "
                    f"{res.seconds:.0f} s ({res.steps_per_s:.0f} steps/s), "
                    f"{len(res.failures)} distinct failure(s), {res.crashes} crash(es)")
+        if res.stopped:
+            out.append(f"  stopped before its budget: {res.stopped}")
         if res.answers:
             out.append("  reached: " + answers_text(res.answers))
         for f in res.failures.values():

@@ -61,6 +61,17 @@ def expectations(f: FailureLike) -> list[dict[str, Any]]:
     return out
 
 
+def model_end(f: FailureLike) -> dict:
+    """What the model says the end checks must see after the failure's steps (a step may
+    have changed it: a remote's size taken while unloaded)."""
+    ops = probe_module("explore_ops")
+    model = world(f.path).model(f.path, dict(f.setup, **f.env))
+    for _ in ops.replay(model, steps_of(f)):
+        pass
+    model.release()
+    return dict(model.end())
+
+
 def check_lines(f: FailureLike, checks: dict[str, dict], language: str) -> list[str]:
     """The lines of a step's observation checks, in Python or C (the world's forms)."""
     w, out = world(f.path), []
@@ -349,9 +360,7 @@ META = ("meta_page_size", "meta_struct_len", "subbuf_size", "nr_subbufs", "reade
 
 
 def observe_events():      # what the readers took so far (take(), read_taking())
-    stats = dict(line.split(":", 1) for line in
-                 open(f"{inst}/per_cpu/cpu0/stats").read().splitlines() if ":" in line)
-    lost = sum(int(stats.get(k, 0)) for k in ("overrun", "commit overrun", "dropped events"))
+    lost = lost_now() - tally["lost_base"]
     got = {"twice": tally["twice"], "unaccounted": max(0, tally["missing"] - lost)}
     if any(got.values()):
         print(f"# {tally['marks']} written, the last taken {tally['last']}, "
@@ -440,7 +449,8 @@ fd, m = {{}}, {{}}
 # N"; a reader must take each one once, in order, and skip none that the kernel does not count
 # lost. `forgot`: written before a step that may take or drop events unseen.
 _PY_TALLY = '''
-tally = {"marks": 0, "forgot": 0, "last": 0, "twice": 0, "missing": 0, "read_since": False}
+tally = {"marks": 0, "forgot": 0, "last": 0, "twice": 0, "missing": 0, "lost_base": 0,
+         "read_since": False}
 
 
 def write_mark():
@@ -448,8 +458,16 @@ def write_mark():
     return write("trace_marker", f"ringlab {tally['marks']}")
 
 
+def lost_now():
+    """What per_cpu/cpu0/stats counts lost: overrun, commit overrun, dropped events."""
+    stats = dict(line.split(":", 1) for line in
+                 open(f"{inst}/per_cpu/cpu0/stats").read().splitlines() if ":" in line)
+    return sum(int(stats.get(k, 0)) for k in ("overrun", "commit overrun", "dropped events"))
+
+
 def forget():
-    tally["forgot"], tally["missing"] = tally["marks"], 0
+    """Judged no more: what was written and skipped so far; losses counted from now on."""
+    tally["forgot"], tally["missing"], tally["lost_base"] = tally["marks"], 0, lost_now()
 
 
 def seen(n, strict):
@@ -573,7 +591,7 @@ def python_script(f: FailureLike, title: str) -> str:
                            plan=plan(exp, end_checks(f)))
     frame = getattr(world(f.path), "py_frame", None)
     if frame is not None:   # the path's own file frames its reproducers
-        own_head, own_end = frame(s)
+        own_head, own_end = frame(s, model_end(f))
         head += own_head
     elif f.path == "trace-mmap":
         head += _PY_TRACE_OBSERVE if any(e.get("checks") for e in exp) else ""

@@ -83,6 +83,7 @@ class Failure:
 class PathResult:
     path: str
     skipped: str | None = None
+    stopped: str | None = None      # why the path ended before its budget (it went away)
     sequences: int = 0
     steps: int = 0
     seconds: float = 0.0
@@ -194,9 +195,9 @@ class Explore:
             except (ProbeError, SSHError, GuestHang) as e:
                 first = self._crashed(path, res, first, e)
                 continue
-            if "skip" in out:   # the path went away between two slices
-                res.skipped = f"{out['skip']} (after {res.sequences} sequences)"
-                self.say(f"{path}: stopped: {res.skipped}")
+            if "skip" in out:   # the path went away between two slices: what it found stays
+                res.stopped = f"{out['skip']} (after {res.sequences} sequences)"
+                self.say(f"{path}: stopped: {res.stopped}")
                 return
             first = out["next"]
             res.add_answers(out.get("answers", {}))

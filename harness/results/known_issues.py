@@ -112,7 +112,7 @@ class KnownIssue:
 # `--known-issues none` (pytest, bisect --known-issues-fail): no issue excused, a known bug's
 # symptom fails its test.
 NONE = "none"
-_NAMED = re.compile(r"known kernel issue ([\w.-]+):")
+_NAMED = re.compile(r"known kernel issue ([\w.+-]+):")    # "A+B": two at once (explore)
 
 
 def named_in(reason: str) -> str | None:

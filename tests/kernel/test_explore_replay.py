@@ -23,6 +23,9 @@ def test_kept_failure(probe_check, check, kept_file: Path) -> None:
     if doc.path == "perf-aux" or any(s["op"] == "open" and s["args"].get("kind") == "pmu"
                                      for s in doc.steps):
         pytest.skip("the kept sequence needs the test PMU, which this test does not load")
+    if any(s["op"] in ("persistent", "revoke") for s in doc.steps):
+        pytest.skip("the kept sequence needs the explorer's guest (persistent buffers on its "
+                    "command line, the test PMU): replay it with ./lab explore")
     out = probe_check("probe_explore", "replay", doc.path,
                       json.dumps({"setup": doc.setup, "steps": doc.steps}), once=False)
     run = out["replays"][0]

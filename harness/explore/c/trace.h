@@ -80,8 +80,28 @@ static long long __attribute__((unused)) tr_read_int(const char *name)
  */
 static struct {
 	long long marks, forgot, last, twice, missing;
+	long long lost_base;	/* what the stats counted lost when the tally last forgot */
 	int read_since;		/* read() took events since the last GET_READER */
 } tally;
+
+/* What per_cpu/cpu0/stats counts lost: overrun, commit overrun, dropped events. */
+static __attribute__((unused)) long long stats_lost(void)
+{
+	char path[512], line[128];
+	long long lost = 0, v;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/per_cpu/cpu0/stats", inst);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "overrun: %lld", &v) == 1 ||
+		    sscanf(line, "commit overrun: %lld", &v) == 1 ||
+		    sscanf(line, "dropped events: %lld", &v) == 1)
+			lost += v;
+	if (f)
+		fclose(f);
+	return lost;
+}
 
 static const char __attribute__((unused)) *tally_write(void)
 {
@@ -95,6 +115,7 @@ static void __attribute__((unused)) tally_forget(void)
 {
 	tally.forgot = tally.marks;
 	tally.missing = 0;
+	tally.lost_base = stats_lost();
 }
 
 static void tally_seen(long long n, int strict)
@@ -188,23 +209,11 @@ static const char __attribute__((unused)) *tally_take(int fd, const char *a, int
 	return "ok";
 }
 
-/* Events skipped beyond what per_cpu/cpu0/stats counts lost (overrun, commit overrun,
- * dropped events). */
+/* Events skipped beyond what per_cpu/cpu0/stats counts lost since the tally last forgot. */
 static long long __attribute__((unused)) tally_unaccounted(void)
 {
-	char path[512], line[128];
-	long long lost = 0, v, left;
-	FILE *f;
+	long long lost = stats_lost() - tally.lost_base, left;
 
-	snprintf(path, sizeof(path), "%s/per_cpu/cpu0/stats", inst);
-	f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "overrun: %lld", &v) == 1 ||
-		    sscanf(line, "commit overrun: %lld", &v) == 1 ||
-		    sscanf(line, "dropped events: %lld", &v) == 1)
-			lost += v;
-	if (f)
-		fclose(f);
 	left = tally.missing - lost;
 	if (left > 0)
 		printf("# %lld written, the last taken %lld, %lld skipped, %lld counted lost, "

@@ -19,8 +19,8 @@ import pytest
 
 from harness.explore import reproducer
 
-from .conftest import (PERF_STEPS, STEPS, expectations, failure, model_ops, same_as_kept,
-                       step as _s)
+from .conftest import (PERF_STEPS, STEPS, expectations, failure, model_ops, named_steps,
+                       same_as_kept, step as _s)
 
 
 def rendered_steps(path: str) -> str:
@@ -91,3 +91,13 @@ def test_an_actors_step_is_only_said() -> None:
     lines = reproducer._py_step(1, dict(_s(7, "close", "@3"), actor=1), None, None, "pinning")
     assert lines[1] == "    os.close(fd.pop(3))"
     assert lines[-1] == "print(f'# actor 1 step 1: close @3 -> {got}')"
+
+
+def test_a_remote_reproducers_end_check_is_the_models_end_after_its_steps() -> None:
+    """A size taken while unloaded is the size the end must read (review, round 10)."""
+    from harness.explore import c_reproducer
+    steps = named_steps("trace-remote", [_s(0, "size", 16), _s(1, "open", "all"),
+                                         _s(2, "read", "@1")])
+    f = failure("trace-remote", steps=steps)
+    assert '{"kb": 16, "loaded": False}' in reproducer.python_script(f, "t")
+    assert "remote_end(16);" in c_reproducer.program(f, "t", reproducer.expectations(f))

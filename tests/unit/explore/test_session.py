@@ -234,7 +234,10 @@ def test_a_path_that_goes_away_between_slices_stops_with_its_reason() -> None:
     run, calls = _explore([one, {"path": "pinning", "skip": "the test PMU is gone"}])
     res = PathResult("pinning")
     run.run_path("pinning", res, known_issues.load())
-    assert res.sequences == 3 and res.skipped == "the test PMU is gone (after 3 sequences)"
+    assert res.sequences == 3 and res.skipped is None
+    assert res.stopped == "the test PMU is gone (after 3 sequences)"
+    assert "  stopped before its budget: the test PMU is gone (after 3 sequences)" in \
+        report.lines([res])
     assert len(calls) == 3
 
 

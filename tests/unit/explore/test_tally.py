@@ -111,7 +111,7 @@ def world_tally(story: Story, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int
     for marks, what, arg in story:
         t.marks = marks
         if what == "forget":
-            t.forget()
+            t.forget({})        # the stats count nothing lost here
         elif what.startswith("read"):
             t.read(page_of(what, arg))
         else:
@@ -127,6 +127,7 @@ def python_tally(story: Story) -> tuple[int, int, int]:
     ns: dict[str, Any] = {"os": os, "struct": struct, "ctypes": ctypes, "GET_READER": 0x5220,
                           "write": lambda name, value: "ok"}
     exec(reproducer._PY_TALLY, ns)  # noqa: S102 - the generated text under test
+    ns["lost_now"] = lambda: 0      # no instance's stats here: nothing counted lost
     t = ns["tally"]
     for marks, what, arg in story:
         t["marks"] = marks

@@ -586,10 +586,21 @@ def test_a_forgotten_tally_drops_what_it_skipped_with_the_buffer_that_counted_it
     t = explore_trace.Tally(marks=1000)
     t.seen(683, True)
     assert t.unaccounted({"overrun": "682"}) == 0
-    t.forget()
+    t.forget({"overrun": "0"})
     t.marks += 1
     t.seen(1001, True)
     assert t.unaccounted({"overrun": "0"}) == 0 and t.twice == 0
+
+
+def test_after_a_resize_losses_are_counted_from_what_the_stats_said_then() -> None:
+    """A resize keeps the buffer's counts: the 682 lost before it excuse no gap after it."""
+    t = explore_trace.Tally(marks=1000)
+    t.seen(683, True)
+    t.forget({"overrun": "682"})
+    t.marks += 10
+    t.seen(1010, True)      # 1001-1009 skipped, none counted since
+    assert t.unaccounted({"overrun": "682"}) == 9
+    assert t.unaccounted({"overrun": "691"}) == 0
 
 
 def test_an_armed_snapshot_trigger_and_a_mapping_exclude_each_other() -> None:

@@ -259,3 +259,9 @@ def test_recorded_outputs_are_not_changed_by_the_tests() -> None:
     before = copy.deepcopy(r)
     run_kernel_test(first_mapping_test(), r["probe"])
     assert r == before
+
+
+def test_the_issue_a_reason_names_is_read_back_also_when_two_are_named() -> None:
+    assert known_issues.named_in("known kernel issue perf-x: it did") == "perf-x"
+    assert known_issues.named_in("known kernel issue a-b+c.d: two at once") == "a-b+c.d"
+    assert known_issues.named_in("no issue here") is None
