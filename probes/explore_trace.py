@@ -258,16 +258,18 @@ class Tally:
     def take(self, fd: int, addr: int) -> bool:
         """GET_READER on fd, then the reader sub-buffer through the whole mapping at addr:
         on the same one as before the call, from where the meta page said the reader was
-        (reader.read: what GET_READER consumed; a read() since moved it on unsaid, so then
-        its events are not strictly new), else all of it (libtracefs's reader does the same;
-        a new mapping numbers the sub-buffers anew). Whether it showed anything new."""
+        (reader.read: what GET_READER consumed), else all of it (libtracefs's reader does the
+        same; a new mapping numbers the sub-buffers anew). After a read() the meta page is
+        stale (read() swaps reader pages unsaid, and the same id may come back as another
+        page: 6.12-7.3, round 10): all of it then, its events not strictly new. Whether it
+        showed anything new."""
         import ctypes
         meta = trace_abi.TraceBufferMeta.from_address(addr)
         before = (meta.reader_id, meta.reader_read)
         fcntl.ioctl(fd, trace_abi.TRACE_MMAP_IOCTL_GET_READER)
         rid, size = meta.reader_id, meta.subbuf_size
         buf = ctypes.string_at(addr + meta.meta_page_size + rid * size, size)
-        start = SUBBUF_HEADER + (before[1] if rid == before[0] else 0)
+        start = SUBBUF_HEADER + (before[1] if rid == before[0] and not self.read_since else 0)
         self.took(buf, start, not self.read_since)
         self.read_since = False
         return (rid, meta.reader_read) != before

@@ -522,7 +522,7 @@ def take(f, a):
     fcntl.ioctl(f, GET_READER)
     msz, _, sub = struct.unpack_from("<3I", ctypes.string_at(a, 12))
     rid, read = struct.unpack_from("<2I", ctypes.string_at(a + 24, 8))
-    start = 16 + (before[1] if rid == before[0] else 0)
+    start = 16 + (before[1] if rid == before[0] and not tally["read_since"] else 0)
     took(ctypes.string_at(a + msz + rid * sub, sub), start, not tally["read_since"])
     tally["read_since"] = False
     return (rid, read) != before

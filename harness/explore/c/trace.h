@@ -182,8 +182,9 @@ static const char __attribute__((unused)) *tally_read(int fd)
 
 /*
  * GET_READER on fd, then the reader sub-buffer (meta reader.id) through the whole mapping at
- * a: on the same one as before the call, from where the meta page said the reader was (a
- * read() since moved it on unsaid: then its events are not strictly new), else all of it.
+ * a: on the same one as before the call, from where the meta page said the reader was, else
+ * all of it; all of it too after a read(), which swaps reader pages unsaid (the same id may
+ * come back as another page), its events then not strictly new.
  * *more: whether it showed anything new.
  */
 static const char __attribute__((unused)) *tally_take(int fd, const char *a, int *more)
@@ -199,7 +200,7 @@ static const char __attribute__((unused)) *tally_take(int fd, const char *a, int
 	read = mp->reader.read;
 	if (ioctl(fd, TRACE_MMAP_IOCTL_GET_READER))
 		return res(0);
-	if (mp->reader.id == id)
+	if (mp->reader.id == id && !tally.read_since)	/* a read() makes the meta stale */
 		start += read;
 	tally_took((const unsigned char *)a + mp->meta_page_size +
 		   (size_t)mp->reader.id * mp->subbuf_size, mp->subbuf_size, start,

@@ -65,6 +65,11 @@ STORIES: dict[str, tuple[Story, tuple[int, int, int]]] = {
     "read() took part of it between, unsaid": (
         [(2, "take", (0, 0, 0, [1, 2])), (3, "read", [3]), (4, "take", (0, 2, 0, [1, 2, 3, 4]))],
         (0, 0, 4)),
+    # 6.12-7.3 (round 10): read() swapped reader pages, unsaid; GET_READER's new page has the
+    # id the meta page had before: all of it is new, not from the stale reader.read on
+    "read() swapped pages and the same id came back as another page": (
+        [(1, "take", (0, 0, 0, [1])), (3, "read", [2, 3]), (5, "take", (0, 1, 0, [4, 5]))],
+        (0, 0, 5)),
     "a new reader sub-buffer shows old events": (
         [(2, "take", (0, 0, 0, [1, 2])), (4, "take", (0, 2, 1, [1, 2]))], (2, 0, 2)),
     "a new reader sub-buffer after a loss": (
