@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -310,8 +311,13 @@ class Builder:
             proc.wait()
             raise
         logf.flush()
+        if code in (-signal.SIGINT, -signal.SIGTERM):   # Ctrl-C reached make first: ours
+            raise KeyboardInterrupt
         if code != 0:
-            text = Path(logf.name).read_text(errors="replace")
+            try:
+                text = Path(logf.name).read_text(errors="replace")
+            except OSError:     # removed under us: the error is make's exit, not the log
+                text = f"make exited {code}; its log {logf.name} is gone"
             raise BuildError(f"{what} failed: {first_error(text)}", hint=f"full log: {logf.name}")
 
     def _configure(self, spec: KernelSpec, source: Path, out: Path, base_text: str | None,

@@ -130,3 +130,37 @@ def test_an_arm64_build_has_its_own_config_key_and_x86_keeps_its_own(tmp_path: P
     assert x86 != arm
     # The x86 key is the one older labs made (no arch in it): its caches stay valid.
     assert x86[0] == kbuild._digest("tinyconfig", str(kbuild.RECIPE))
+
+
+def _fake_make(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> Path:
+    """`make` on PATH as a shell script; the build log it may remove at $RINGLAB_LOG."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    make = bin_dir / "make"
+    make.write_text(f"#!/bin/sh\n{body}\n")
+    make.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    log = tmp_path / "build.log"
+    monkeypatch.setenv("RINGLAB_LOG", str(log))
+    return log
+
+
+def _builder(tmp_path: Path) -> kbuild.Builder:
+    return kbuild.Builder(tmp_path, lambda: None, lambda name: None,  # type: ignore[arg-type]
+                          jobs=1, ccache=False)
+
+
+def test_a_make_stopped_by_ctrl_c_is_an_interrupt_and_not_a_missing_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 44: a SIGINT'd `./lab run` printed a traceback reading a build.log removed under it
+    log = _fake_make(tmp_path, monkeypatch, 'rm -f "$RINGLAB_LOG"; kill -INT $$')
+    with log.open("w") as logf, pytest.raises(KeyboardInterrupt):
+        _builder(tmp_path)._run_make(tmp_path, tmp_path / "out", [], logf, "make")
+
+
+def test_a_failed_make_whose_log_is_gone_is_still_one_build_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.errors import BuildError
+    log = _fake_make(tmp_path, monkeypatch, 'rm -f "$RINGLAB_LOG"; exit 2')
+    with log.open("w") as logf, pytest.raises(BuildError, match="make exited 2; its log"):
+        _builder(tmp_path)._run_make(tmp_path, tmp_path / "out", [], logf, "make")
