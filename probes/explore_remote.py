@@ -521,15 +521,7 @@ shown_in_order = True
 
 
 def rw(name, value):
-    try:
-        fd_ = os.open(f"{{remote}}/{{name}}", os.O_WRONLY | os.O_TRUNC)
-        try:
-            os.write(fd_, f"{{value}}\\n".encode())
-        finally:
-            os.close(fd_)
-        return "ok"
-    except OSError as e:
-        return errno.errorcode[e.errno]
+    return echo(f"{{remote}}/{{name}}", value)
 
 
 def write_events(n):

@@ -140,6 +140,19 @@ def res(ok):
     return "ok" if ok else errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
 
 
+def echo(path, value):
+    """`echo value > path`: "ok" or the errno's name."""
+    try:
+        f = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(f, f"{{value}}\\n".encode())
+        finally:
+            os.close(f)
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+
+
 def result(ok, what):
     """A KTAP result line, numbered from 1 (kselftest.h)."""
     (passed if ok else failed).append(what)
@@ -428,15 +441,7 @@ os.mkdir(inst)
 
 
 def write(name, value):
-    try:
-        fd_ = os.open(f"{{inst}}/{{name}}", os.O_WRONLY | os.O_TRUNC)
-        try:
-            os.write(fd_, f"{{value}}\\n".encode())
-        finally:
-            os.close(fd_)
-        return "ok"
-    except OSError as e:
-        return errno.errorcode[e.errno]
+    return echo(f"{{inst}}/{{name}}", value)
 
 
 write("buffer_size_kb", {buffer_kb})
