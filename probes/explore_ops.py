@@ -18,6 +18,7 @@ import ctypes
 import os
 import random
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -230,6 +231,12 @@ class World:
         self.fds: dict[int, int] = {}
         self.vmas: dict[int, Region] = {}
         self.stray: list[tuple[int, int]] = []  # what a refused resize made anyway
+
+    @staticmethod
+    @contextmanager
+    def session(path: str) -> Iterator[None]:
+        """What a whole explore of the path needs set (sysctls, imports); nothing here."""
+        yield
 
     def do(self, step: dict) -> str:
         op = self.OPS[step["op"]]

@@ -421,11 +421,6 @@ class RemoteWorld(World):
 
     @staticmethod
     @contextmanager
-    def session(path: str) -> Iterator[None]:
-        yield
-
-    @staticmethod
-    @contextmanager
     def prepared(path: str, setup: dict) -> Iterator[dict]:
         """The remote off, its event disabled, its buffer emptied (so unloaded) and sized;
         the same after."""

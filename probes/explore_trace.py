@@ -986,11 +986,6 @@ class TraceWorld(World):
 
     @staticmethod
     @contextmanager
-    def session(path: str) -> Iterator[None]:
-        yield
-
-    @staticmethod
-    @contextmanager
     def prepared(path: str, setup: dict) -> Iterator[dict]:
         """A fresh instance with the sequence's buffer and sub-buffer sizes; removed after
         (unless the sequence's own end check removed it, or could not)."""
