@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from harness import arch as arches
 from harness.config import MachineSpec, file_safe
 from harness.errors import LabError
 from harness.guest.guest import Guest
@@ -25,7 +26,9 @@ log = logging.getLogger(__name__)
 class Profile:
     """A machine profile a test asks for with @pytest.mark.guest(cpus=N, memory_mb=M,
     cmdline="...", warm_reboot=True): the kernel command line is added to the lab's and the
-    kernel's own; a guest its tests warm-reboot comes from a snapshot's restore (Lab.boot)."""
+    kernel's own (a marker's `cmdline` may be a function of the kernel's arch, harness/arch.py,
+    for a line only some arches take); a guest its tests warm-reboot comes from a snapshot's
+    restore (Lab.boot)."""
     cpus: int
     memory_mb: int
     cmdline: str = ""
@@ -162,7 +165,7 @@ class Guests:
         tests left once -k and --deselect have had their say (in pytest_collection_modifyitems
         the deselected were still there, and a `-k kselftest` run booted three profiles
         ahead that no test of it used)."""
-        self.wanted = wanted_profiles(session.items, self.ctx.lab_config.machine)
+        self.wanted = wanted_profiles(session.items, self.ctx.lab_config.machine, self._arch())
 
     def watch(self, g: Guest) -> Watch:
 
@@ -204,7 +207,7 @@ class Guests:
             g = self.get_pool().get(kwargs.get("cpus"), kwargs.get("memory_mb"),
                                     fresh=bool(kwargs.get("fresh")) or
                                     self.config.getoption("--fresh-guest-per-test"),
-                                    cmdline=str(kwargs.get("cmdline", "")),
+                                    cmdline=marker_cmdline(kwargs, self._arch()),
                                     warm_reboot=bool(kwargs.get("warm_reboot")))
         except LabError as e:
             if getattr(e, "console_tail", None) is None:  # not a boot failure: same for all
@@ -221,6 +224,13 @@ class Guests:
         request.node.stash[GUEST_KEY] = g
         request.node.stash[START_KEY] = Start(len(g.kernel_log), len(g.probe_log), g.tainted)
         yield g
+
+    def _arch(self) -> str:
+        """The arch of the session's kernel, as lab.yaml or the --kernel argument says."""
+        try:
+            return self.ctx.lab_config.kernel(self.ctx.kernel_name).arch
+        except LabError:
+            return arches.DEFAULT  # the guest fixture reports the kernel's error
 
     def _skip_unless_configured(self, options: tuple[str, ...]) -> None:
         """Skip, before any guest boots, when the kernel's .config lacks one of `options`. A
@@ -262,7 +272,15 @@ class Guests:
             pass
 
 
-def wanted_profiles(items: list[pytest.Item], machine: MachineSpec) -> tuple[Profile, ...]:
+def marker_cmdline(kwargs: Mapping[str, object], arch: str) -> str:
+    """A `guest` marker's kernel command line for a kernel of `arch`: the string it gives, or
+    what its function of the arch returns."""
+    cmdline = kwargs.get("cmdline", "")
+    return str(cmdline(arch) if callable(cmdline) else cmdline)
+
+
+def wanted_profiles(items: list[pytest.Item], machine: MachineSpec,
+                    arch: str = arches.DEFAULT) -> tuple[Profile, ...]:
     """The machine profiles `items` ask for (their `guest` marker, else lab.yaml's machine),
     each once, in order."""
     seen: dict[Profile, None] = {}
@@ -270,5 +288,5 @@ def wanted_profiles(items: list[pytest.Item], machine: MachineSpec) -> tuple[Pro
         marker = item.get_closest_marker("guest")
         kw = marker.kwargs if marker else {}
         seen[Profile(kw.get("cpus") or machine.cpus, kw.get("memory_mb") or machine.memory_mb,
-                     str(kw.get("cmdline", "")), bool(kw.get("warm_reboot")))] = None
+                     marker_cmdline(kw, arch), bool(kw.get("warm_reboot")))] = None
     return tuple(seen)

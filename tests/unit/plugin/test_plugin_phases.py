@@ -330,6 +330,16 @@ def test_c(guest):
     assert [b.get("cmdline") for b in doc["boots"]] == ["reserve_mem=20M:2M:trace", None]
 
 
+def test_a_cmdline_given_as_a_function_of_the_arch_gets_the_kernels_arch(lab_run) -> None:
+    result, doc, _, booted = lab_run("""
+@pytest.mark.guest(cmdline=lambda arch: f"for-{arch}")
+def test_a(guest):
+    assert guest.plan.cmdline == "for-x86_64"
+""")
+    result.assert_outcomes(passed=1)
+    assert [g.plan.cmdline for g in booted] == ["for-x86_64"]
+
+
 def test_a_kernel_without_a_needed_option_skips_naming_it_before_any_boot(
         lab_run, tmp_path: Path) -> None:
     config = tmp_path / "config"

@@ -26,6 +26,16 @@ def test_each_profile_once_the_unmarked_on_lab_yamls_machine() -> None:
         Profile(1, 1024, "", warm_reboot=True))
 
 
+def test_a_cmdline_made_from_the_arch_is_the_kernels_arch_line() -> None:
+    m = config.MachineSpec(cpus=1, memory_mb=1024)
+    per_arch = {"x86_64": "memmap=4M$0x30000000", "arm64": ""}.__getitem__
+    items = [_item(cmdline=per_arch), _item(cmdline="nokaslr")]
+    assert wanted_profiles(items, m, "arm64") == (  # type: ignore[arg-type]
+        Profile(1, 1024, ""), Profile(1, 1024, "nokaslr"))
+    assert wanted_profiles(items, m, "x86_64")[0] == (  # type: ignore[arg-type]
+        Profile(1, 1024, "memmap=4M$0x30000000"))
+
+
 def test_collection_finish_sees_only_what_k_left(tmp_path: Path) -> None:
     # The hook the pool reads its profiles in runs after -k's deselection (pytest's own
     # contract; checked because the earlier hook did not).
