@@ -3,8 +3,8 @@ runs of SECONDS per path on one guest, each with its own seed, shrinking off (st
 sequences/min are what the guest does; a failure's shrink is not throughput)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ModuleError

@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.errors import LabError, ModuleError, ProbeError, ProbeTimeout, SSHError, GuestHang
+from harness import arch as arches
+from harness.errors import GuestHang, LabError, ModuleError, ProbeError, ProbeTimeout, SSHError
 from harness.explore import reproducer
 from harness.guest.guest import Guest
 from harness.kernellog import splats
-from harness import arch as arches
 from harness.probe_modules import explore_paths, probe_module
 from harness.results import known_issues
 from harness.resources import Lab
