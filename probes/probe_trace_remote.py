@@ -186,6 +186,29 @@ def check_rules(args: list[str]) -> dict:
     return out
 
 
+def check_consumed(args: list[str]) -> dict:
+    """What `trace` shows after a consuming read took everything: on a freshly loaded 7 KB
+    buffer, two data pages of events (two reader swaps, the second of the page the writer is
+    on), all taken through trace_pipe, then one event more. `trace` (non-consuming) must show
+    that one event only: the consumed ones are gone (trace.tc "Test interaction with consuming
+    read", with one page there)."""
+    r = Remote(tracefs.root())
+    r.reset()
+    _must(r.set("buffer_size_kb", 7))
+    _must(r.set("events/test/selftest/enable", 1))
+    _must(r.set("tracing_on", 1))
+    written = 2 * BATCH
+    out: dict[str, Any] = {"written": written,
+                           "writes_ok": all(r.event(i) == "ok" for i in range(1, written + 1))}
+    out["pipe_ids"] = ids(r.pipe())
+    out["one_more"] = r.event(written + 1)
+    out["trace_ids"] = ids(r.lines())
+    out["cpu0_trace_ids"] = ids(r.lines("per_cpu/cpu0/trace"))
+    out["pipe_after"] = ids(r.pipe())
+    r.reset()
+    return out
+
+
 def _user_space(r: Remote) -> dict:
     """A remote's buffer is the kernel's to read: no trace_pipe_raw, and its files have no
     mmap or ioctl (trace_remote.c fops; ring_buffer_map() refuses remote buffers)."""

@@ -103,3 +103,31 @@ def test_user_space_cannot_map_a_remote_buffer(remote) -> None:
     # TR:655-659, 790-796: no .mmap, no .unlocked_ioctl (ENODEV, ENOTTY); ring_buffer_map()
     # refuses a remote buffer too (ring_buffer.c:7840); no trace_pipe_raw under remotes/.
     assert u == {"trace_pipe_raw": False, "mmap_trace": "ENODEV", "get_reader": "ENOTTY"}, u
+
+
+def test_trace_after_a_consuming_read_shows_only_what_is_unread(guest: Guest, probe_check,
+                                                                check) -> None:
+    """trace_pipe consumes (TR:555-556), `trace` shows what is left (TR:742, a non-consuming
+    iterator; trace.tc "Test interaction with consuming read", with one page of events
+    there). Here two pages of events, so the reader swaps twice and the second swap takes
+    the page the writer is on: after everything was consumed and one event more written,
+    `trace` must show that one event, and so must the next consuming read. The kernel's own
+    ring buffer (an instance, trace_marker) shows only it. Found by `./lab explore
+    trace-remote` on the 7.2.13 build (2026-11-29): on, enable, open, write 200, read,
+    write 1, show."""
+    loaded = guest.run("modprobe remote_test")
+    assert loaded.exit_status == 0, f"modprobe remote_test: {loaded.stderr.strip()}"
+    r = probe_check("probe_trace_remote", "consumed")
+    n = r["written"]
+    assert r["writes_ok"] and r["one_more"] == "ok", f"{n} writes and one more: {r['one_more']}"
+    assert r["pipe_ids"] == list(range(1, n + 1)), \
+        f"trace_pipe took {r['pipe_ids'][:3]}..{r['pipe_ids'][-3:]}, not 1..{n}"
+    assert r["pipe_after"] == [n + 1], f"the next consuming read took {r['pipe_after']}"
+    for name in ("trace_ids", "cpu0_trace_ids"):
+        shown = r[name]
+        stale = [i for i in shown if i <= n]
+        check(f"consumed-gone:{name}", shown == [n + 1],
+              f"{'trace' if name == 'trace_ids' else 'per_cpu/cpu0/trace'} after trace_pipe "
+              f"took 1..{n} and id {n + 1} was written: {len(shown)} ids "
+              f"{shown[:3]}..{shown[-3:]}, {len(stale)} of them consumed already",
+              stale=len(stale), shown=len(shown))
