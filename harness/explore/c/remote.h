@@ -15,6 +15,7 @@
 
 static const char *remote = "/sys/kernel/tracing/remotes/test";
 static int shown_in_order = 1;
+static long long shown_stale;	/* events `trace` showed that a consuming read took */
 
 static struct {
 	long long marks, forgot, last, twice, missing, lost;
@@ -110,7 +111,7 @@ static __attribute__((unused)) const char *read_taking(int f)
 	return events ? "ok" : "empty";
 }
 
-/* `trace`, not consuming: its events in order. */
+/* `trace`, not consuming: its events in order, none a consuming read took already. */
 static __attribute__((unused)) const char *show(void)
 {
 	char path[512], line[256];
@@ -122,6 +123,7 @@ static __attribute__((unused)) const char *show(void)
 	if (!f)
 		return res(0);
 	shown_in_order = 1;
+	shown_stale = 0;
 	while (fgets(line, sizeof(line), f)) {
 		char *at = strstr(line, "selftest id=");
 
@@ -129,6 +131,7 @@ static __attribute__((unused)) const char *show(void)
 			continue;
 		n = atoll(at + 12);
 		shown_in_order &= n > last;
+		shown_stale += n > tally.forgot && n <= tally.last;
 		last = n;
 	}
 	fclose(f);
