@@ -386,6 +386,14 @@ MREMAP = Op(
          "for a VM_IO mapping (mm/mremap.c)")
 
 
+def mapping_env() -> dict:
+    """What the kernel has of the calls MAPPING_OPS make, for a world's prepared() env: a
+    kernel without CONFIG_ADVISE_SYSCALLS (tinyconfig) answers every madvise() ENOSYS, which is
+    no ABI of these buffers (madvise(0, 0, MADV_NORMAL) is 0 wherever the call exists)."""
+    from probelib import libc
+    return {"has_madvise": libc.madvise(None, 0, 0) == 0}
+
+
 def _call_madvise(world: World, sid: int, a: Args) -> str:
     from probelib import errno_result, libc
     r = world.region(a["vma"])
@@ -402,7 +410,8 @@ MADVISE = Op(
     "madvise", ("vma", "advice"), refs=("vma",),
     draw=lambda m, rng: [(0.4, {"vma": f"@{s}", "advice": rng.choice(tuple(MADVICE))})
                          for s in _live(m)],
-    pre=lambda m, a: _has_vma(m, a) and a["advice"] in MADVICE,
+    pre=lambda m, a: _has_vma(m, a) and a["advice"] in MADVICE and
+    bool(m.setup.get("has_madvise", True)),
     # MADV_DOFORK clears VM_DONTCOPY but is refused on VM_IO/VM_PFNMAP (7.x maps both paths
     # with remap_pfn_range()/vm_insert_pages() differently); WIPEONFORK: private anon only.
     expect=lambda m, a: frozenset({"dofork": {"ok", "EINVAL"}, "dontfork": {"ok"},

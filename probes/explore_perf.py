@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import perf_abi
-from explore_ops import (Args, Model, Op, Region, Step, World, close_forms, polled, ref_id,
-                         table)
+from explore_ops import (Args, Model, Op, Region, Step, World, close_forms, mapping_env, polled,
+                         ref_id, table)
 
 SAMPLE = 32                   # the probes' sample: header + IDENTIFIER, TID, TIME
 LOST_RECORD = 24              # PERF_RECORD_LOST: header, id, lost (no sample_id_all)
@@ -1179,6 +1179,7 @@ class PerfWorld(World):
                "tp_id": _tracepoint_id()}
         env["has_tp"] = env["tp_id"] is not None
         env["has_revoke"] = env["has_pmu"] and os.path.exists(UNREGISTER)
+        env.update(mapping_env())
         if env["has_pmu"]:      # read as root, before a step may unregister it
             from perf_events import test_pmu_type
             env["pmu_type"] = test_pmu_type(TEST_PMU)

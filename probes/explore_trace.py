@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 
 import trace_abi
 from trace_buffer import COMMIT_MASK, RB_MISSED_EVENTS, parse_subbuf
-from explore_ops import (Args, Model, Op, Region, Step, World, close_forms, polled, ref_id,
-                         table)
+from explore_ops import (Args, Model, Op, Region, Step, World, close_forms, mapping_env, polled,
+                         ref_id, table)
 
 BUFFER_KB = (8, 32, 128)
 SUBBUF_KB = (4, 8)
@@ -1006,7 +1006,7 @@ class TraceWorld(World):
                    os.path.exists(f"{inst}/{TRIGGER_FILE}"),
                    **{f"has_{w}": os.path.isdir(f"{root}/instances/{name}")
                       for w, name in PERSISTENT.items()},
-                   "has_subbuf": os.path.exists(sub)}
+                   "has_subbuf": os.path.exists(sub), **mapping_env()}
         finally:
             if os.path.isdir(inst):
                 try:

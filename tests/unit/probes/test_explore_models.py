@@ -1030,3 +1030,20 @@ def test_trace_showing_what_a_consuming_read_took_is_stale() -> None:
     assert t.consumed([*range(1, 171), 201]) == 170
     assert t.consumed([201]) == 0
     assert explore_remote.Tally(marks=30, forgot=20, last=25).consumed([19, 20, 21, 25, 26]) == 2
+
+
+def test_a_kernel_without_madvise_gets_no_madvise_step() -> None:
+    """tinyconfig builds have no CONFIG_ADVISE_SYSCALLS: every madvise() is ENOSYS, which the
+    sweep of src-7.2-min reported as a failure of the buffers' ABI (a false report); the
+    worlds' env says whether the call exists (explore_ops.mapping_env())."""
+    step = {"id": 2, "op": "madvise", "args": ["@1", "dontdump"]}
+    mapped = [(perf(has_madvise=False), [("open", "dummy"), ("mmap", "@0", 1, "rw", "shared")]),
+              (trace(has_madvise=False), [("open", 1), ("mmap", "@0", "meta", "r", "shared")])]
+    for m, steps in mapped:
+        run(m, steps)
+        assert not m.valid(named(m, step))
+        drawn = [m.choose(random.Random(i), 2) for i in range(200)]
+        assert all(s["op"] != "madvise" for s in drawn if s is not None)
+    p = perf(has_madvise=True)
+    run(p, [("open", "dummy"), ("mmap", "@0", 1, "rw", "shared")])
+    assert p.valid(named(p, step))
