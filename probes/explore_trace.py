@@ -171,6 +171,9 @@ class TraceModel(Model):
         self.took = None
         if step["op"] == "mmap":
             self.refused = result != "ok"
+            cpu = self.cpu_of(step["args"]["fd"])
+            if self.refused and cpu is not None and not self.mapped(cpu):
+                self.traits.add("refused-first-map")   # known issue trace-mmap-first-map-*
         super().apply(step, result)
 
     def observe(self) -> dict:

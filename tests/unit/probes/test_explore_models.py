@@ -1047,3 +1047,18 @@ def test_a_kernel_without_madvise_gets_no_madvise_step() -> None:
     p = perf(has_madvise=True)
     run(p, [("open", "dummy"), ("mmap", "@0", 1, "rw", "shared")])
     assert p.valid(named(p, step))
+
+
+def test_a_refused_first_mapping_is_a_trait_for_its_known_issue() -> None:
+    """known issue trace-mmap-first-map-error-dropped (6.12.105-6.12.107: ring_buffer_map()
+    returns 0 when __rb_map_vma() refuses the first mapping): the explorer binds its shrunk
+    sequences by this trait; a refusal of a buffer already mapped is not it."""
+    m = trace()
+    assert explore_ops.traits(m, explore_ops.named(m.OPS, [
+        {"id": 0, "op": "open", "args": [0]},
+        {"id": 1, "op": "mmap", "args": ["@0", "past", "r", "private"]}])) == {"refused-first-map"}
+    m = trace()
+    assert "refused-first-map" not in explore_ops.traits(m, explore_ops.named(m.OPS, [
+        {"id": 0, "op": "open", "args": [0]},
+        {"id": 1, "op": "mmap", "args": ["@0", "meta", "r", "shared"]},
+        {"id": 2, "op": "mmap", "args": ["@0", "meta", "r", "private"]}]))
