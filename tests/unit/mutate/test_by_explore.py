@@ -15,7 +15,7 @@ from harness import config
 from harness.kernels.mutants import KERNEL_FILES, Mutant, watchers_of_folder
 from harness.mutate import build, by_explore, by_suite
 from harness.mutate.by_explore import EXPLORE_PATHS, explore_paths, paths_of
-from harness.mutate.outcomes import SURVIVED
+from harness.mutate.outcomes import KILLED, SURVIVED
 from harness.mutate.plan import Plan
 from harness.runs import child_run
 
@@ -93,3 +93,30 @@ def test_with_selftests_each_mutant_build_also_runs_the_kernels_own(
                      "kselftest and (ring-buffer or ftrace)"]
     assert [r.selftest_killers for r in judged.results] == [[st], []]
     assert [r.outcome for r in judged.results] == [SURVIVED, SURVIVED]
+
+
+def test_a_known_issue_the_unmutated_kernel_did_not_show_kills_as_newly_known(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mutant that brings a known bug back (its failures bound to the known issue) is a
+    kill, labelled; a known issue the unmutated kernel shows too kills nothing."""
+    (tmp_path / "linux").mkdir()
+    (tmp_path / "lab.yaml").write_text(f"default_kernel: mine\nkernels:\n  mine:\n    build:\n"
+                                       f"      tree: {tmp_path / 'linux'}\n")
+    cfg = config.load(tmp_path / "lab.yaml")
+    spec = cfg.kernel(None)
+    ms = (_mutant("kernel/trace/trace.c"), _mutant("kernel/trace/ring_buffer.c"))
+    plan = Plan(cfg.with_kernel(spec), spec, ms, None, (), tmp_path, explore_s=1)
+    seen = {"known:dofork": "newly known dofork: trace-mmap:splat: WARNING"}
+    back = {"known:first-map": "newly known first-map: trace-mmap:result:mmap: ok"}
+    answers = iter([seen, {**seen, **back}, dict(seen)])   # the unmutated kernel, then each
+
+    @contextlib.contextmanager
+    def built(*a: Any) -> Iterator[bool]:
+        yield True
+
+    monkeypatch.setattr(build, "mutant_built", built)
+    monkeypatch.setattr(by_explore, "explore", lambda *a, **k: (next(answers), 2.0))
+    ws: Any = SimpleNamespace(src=tmp_path / "ws")
+    judged = by_explore.judge_all(plan, ws, "7.2", [], tmp_path / "base", 0.0)
+    assert [r.outcome for r in judged.results] == [KILLED, SURVIVED]
+    assert judged.results[0].why.startswith("newly known first-map")
