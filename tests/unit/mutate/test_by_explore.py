@@ -24,6 +24,17 @@ def _mutant(file: str) -> Mutant:
     return Mutant(f"00x-{Path(file).stem}", Path("x.patch"), file, "r", None, None, "")
 
 
+def _plan(tmp_path: Path, files: tuple[str, ...], selftests: bool = False) -> Plan:
+    """A plan of mutants of `files` on a build kernel of a lab.yaml in tmp_path, 1 s a path."""
+    (tmp_path / "linux").mkdir()
+    (tmp_path / "lab.yaml").write_text(f"default_kernel: mine\nkernels:\n  mine:\n    build:\n"
+                                       f"      tree: {tmp_path / 'linux'}\n")
+    cfg = config.load(tmp_path / "lab.yaml")
+    spec = cfg.kernel(None)
+    return Plan(cfg.with_kernel(spec), spec, tuple(_mutant(f) for f in files), None, (),
+                tmp_path, explore_s=1, selftests=selftests)
+
+
 def test_explorer_paths_are_named_only_for_files_of_the_catalog() -> None:
     assert set(EXPLORE_PATHS) <= set(KERNEL_FILES)
 
@@ -59,14 +70,7 @@ def test_with_selftests_each_mutant_build_also_runs_the_kernels_own(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # One build per mutant gives both columns: the explorer's verdict and the selftests'.
     st = "kselftest/test_kselftest.py::test_case[perf_events/mmap/map.default]"
-    (tmp_path / "linux").mkdir()
-    (tmp_path / "lab.yaml").write_text(f"default_kernel: mine\nkernels:\n  mine:\n    build:\n"
-                                       f"      tree: {tmp_path / 'linux'}\n")
-    cfg = config.load(tmp_path / "lab.yaml")
-    spec = cfg.kernel(None)
-    ms = (_mutant("kernel/events/core.c"), _mutant("kernel/trace/trace.c"))
-    plan = Plan(cfg.with_kernel(spec), spec, ms, None, (), tmp_path, explore_s=1,
-                selftests=True)
+    plan = _plan(tmp_path, ("kernel/events/core.c", "kernel/trace/trace.c"), selftests=True)
     asked: list[str | None] = []
 
     def run_tests(plan: Plan, tree: Path, selection: str | None, run_dir: Path,
@@ -99,13 +103,7 @@ def test_a_known_issue_the_unmutated_kernel_did_not_show_kills_as_newly_known(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A mutant that brings a known bug back (its failures bound to the known issue) is a
     kill, labelled; a known issue the unmutated kernel shows too kills nothing."""
-    (tmp_path / "linux").mkdir()
-    (tmp_path / "lab.yaml").write_text(f"default_kernel: mine\nkernels:\n  mine:\n    build:\n"
-                                       f"      tree: {tmp_path / 'linux'}\n")
-    cfg = config.load(tmp_path / "lab.yaml")
-    spec = cfg.kernel(None)
-    ms = (_mutant("kernel/trace/trace.c"), _mutant("kernel/trace/ring_buffer.c"))
-    plan = Plan(cfg.with_kernel(spec), spec, ms, None, (), tmp_path, explore_s=1)
+    plan = _plan(tmp_path, ("kernel/trace/trace.c", "kernel/trace/ring_buffer.c"))
     seen = {"known:dofork": "newly known dofork: trace-mmap:splat: WARNING"}
     back = {"known:first-map": "newly known first-map: trace-mmap:result:mmap: ok"}
     answers = iter([seen, {**seen, **back}, dict(seen)])   # the unmutated kernel, then each
