@@ -268,6 +268,7 @@ CLOSE = Op(
 
 def _apply_read(m: RemoteModel, sid: int, a: Args) -> None:
     m.took = ref_id(a["fd"])
+    m.traits.add("consumed")    # known issue trace-remote-trace-shows-consumed-events
     if m.unread != 0:
         m.unread = None
 

@@ -122,11 +122,11 @@ def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path,
         run.stop_guest()
         # every failure, known or new, with its reproducers: why a mutant was judged so
         report.write(out_dir, run.req, plan.name, run.kernel.release, run.results, False)
-    found = {f.key: f"{f.key}: {f.got}"[:200] for r in run.results
-             for f in r.failures.values() if f.confirmed and not f.known_issue}
-    for r in run.results:
-        for f in r.failures.values():
-            if f.confirmed and f.known_issue:
-                found.setdefault(f"{KNOWN}{f.known_issue}",
-                                 f"newly known {f.known_issue}: {f.key}: {f.got}"[:200])
+    found: dict[str, str] = {}
+    for f in (f for r in run.results for f in r.failures.values() if f.confirmed):
+        if f.known_issue:
+            found.setdefault(f"{KNOWN}{f.known_issue}",
+                             f"newly known {f.known_issue}: {f.key}: {f.got}"[:200])
+        else:
+            found[f.key] = f"{f.key}: {f.got}"[:200]
     return found, time.monotonic() - start

@@ -1030,6 +1030,12 @@ def test_trace_showing_what_a_consuming_read_took_is_stale() -> None:
     assert t.consumed([*range(1, 171), 201]) == 170
     assert t.consumed([201]) == 0
     assert explore_remote.Tally(marks=30, forgot=20, last=25).consumed([19, 20, 21, 25, 26]) == 2
+    m = remote()     # the issue binds only a sequence that consumed before it showed
+    assert explore_ops.traits(m, explore_ops.named(m.OPS, [
+        {"id": 0, "op": "show", "args": []}])) == set()
+    m = remote()
+    assert "consumed" in explore_ops.traits(m, explore_ops.named(m.OPS, [
+        {"id": 0, "op": "open", "args": ["all"]}, {"id": 1, "op": "read", "args": ["@0"]}]))
 
 
 def test_a_kernel_without_madvise_gets_no_madvise_step() -> None:
