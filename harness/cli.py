@@ -20,9 +20,9 @@ log = logging.getLogger("ringlab")
 # (an order chosen, not one the modules could be sorted by). Only the verb typed is imported (a
 # throw-away `./lab ssh` does not pay for the benches' and the explorer's imports); `./lab
 # --help` imports them all. harness/host.py reads this tuple as text: keep it a literal.
-VERBS: tuple[str, ...] = ("run", "explore", "boot", "ssh", "module", "build", "review",
-                          "bisect", "bisect-step", "mutate", "nightly", "report", "splats",
-                          "doctor", "gc", "selftest", "bench")
+VERBS: tuple[str, ...] = ("run", "explore", "coverage", "boot", "ssh", "module", "build",
+                          "review", "bisect", "bisect-step", "mutate", "nightly", "report",
+                          "splats", "doctor", "gc", "selftest", "bench")
 
 
 def verb_module(verb: str) -> ModuleType:

@@ -66,12 +66,15 @@ class BuildKernel:
     series: tuple[Path, ...] = ()
     base: str = "defconfig"  # a CONFIG_TARGETS name, a .config path, or debian:<kernel name>
     fragments: tuple[Path, ...] = ()
+    # Source files (tree-relative .c paths) compiled with gcov profiling: the coverage variant
+    # of a build kernel (harness/kernels/gcov.py). Empty: no file is profiled.
+    profiled: tuple[str, ...] = ()
 
     def with_series(self, extra: Path) -> BuildKernel:
-        return BuildKernel(self.tree, self.series + (extra,), self.base, self.fragments)
+        return replace(self, series=self.series + (extra,))
 
     def with_tree(self, tree: Path) -> BuildKernel:
-        return BuildKernel(tree, self.series, self.base, self.fragments)
+        return replace(self, tree=tree)
 
 
 @dataclass(frozen=True)

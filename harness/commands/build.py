@@ -5,6 +5,7 @@ import argparse
 
 from harness import config as lab_config
 from harness.commands import options
+from harness.kernels.gcov import variant
 from harness.runs import run_folder
 from harness.errors import LabError
 from harness.resources import Lab
@@ -18,6 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     bu = sub.add_parser("build", help="build a kernel from a tree + series + config fragments",
                         description=main.__doc__)
     options.kernel(bu, "the kernel to build (a build kernel or a source tree)")
+    bu.add_argument("--coverage", action="store_true",
+                    help="build its coverage variant: gcov on the ring-buffer files "
+                         "(harness/coverage/, what ./lab coverage runs)")
     bu.set_defaults(func=main)
 
 
@@ -29,6 +33,9 @@ def main(args: argparse.Namespace) -> int:
     if not isinstance(spec.source, lab_config.BuildKernel):
         raise LabError(f"kernel {spec.name} is not a `build` kernel of {cfg.path}; the build "
                        f"kernels are: {', '.join(cfg.build_kernel_names()) or 'none'}")
+    if args.coverage:
+        spec = variant(cfg, spec)
+        assert isinstance(spec.source, lab_config.BuildKernel)
     k, report = Lab(cfg).builder().prepare(spec, spec.source)
     print(f"{spec.name}: {k.release}: {k.vmlinuz}")
     print(f"  {'cached (nothing changed)' if report.cached else f'built in {report.seconds:.0f} s'}"

@@ -21,6 +21,7 @@ from pathlib import Path
 from harness import arch as arches
 from harness.errors import (BootError, BootPanic, BootTimeout, GuestHang, KernelOops,
                             LabError, ModuleError, ProbeError, SSHError)
+from harness.guest import gcov as coverage
 from harness.guest import monitor, qemu, snapshot, workdir as guest_folders
 from harness.guest.probe_client import (RUNNER_PORT, Deadlines, ProbeResult, ProbeRunner,
                                         probes_digest)
@@ -122,6 +123,8 @@ class Guest:
         # Why the guest is no longer usable though QEMU runs (a warm reboot that did not come
         # back): health() says so, and the test that broke it is rerun on a fresh guest.
         self.broken: str | None = None
+        self.coverage_kept = False  # gcov counters read since the last (re)boot
+        self.coverage_dumps = 0
         # Every probe run, for the reports (each test shows the ones it ran).
         self.probe_log: list[tuple[str, tuple[str, ...], str, ProbeResult]] = []
         self.deadlines = Deadlines.load()
@@ -232,11 +235,38 @@ class Guest:
             return f"hung (no answer from the guest and no console output for {quiet:.0f} s)"
         return None
 
+    @property
+    def gcov(self) -> bool:
+        """Whether the kernel counts the lines it runs (the coverage variant of a build)."""
+        return self.kernel.config_option("GCOV_KERNEL") == "y"
+
+    def keep_coverage(self) -> None:
+        """Read the gcov counters into the run's report folder (collect.py); a guest that
+        cannot be read leaves a `.lost` note saying why. Never raises: coverage is a
+        by-product of a run, and a lost dump must not hide what the run found."""
+        if not self.gcov or self.coverage_kept:
+            return
+        self.coverage_kept = True
+        self.coverage_dumps += 1
+        folder = coverage.guest_folder(self.plan.console_log,
+                                       f"{self.workdir.name}-{self.coverage_dumps}")
+        if (why := self.health()) is not None:
+            coverage.lost(folder, why)
+            return
+        try:
+            d = coverage.dump(self, folder)
+            log.debug("gcov: %d counter files of this guest in %s", d.files, d.folder)
+        except (OSError, LabError, ValueError) as e:
+            log.warning("the guest's gcov counters could not be read: %s", e)
+            coverage.lost(folder, str(e))
+
     def stop(self) -> None:
         """Close SSH politely, but for at most CLOSE_S: a Ctrl-C that landed inside paramiko
         can leave a lock of the connection held, and waiting on it once kept a QEMU alive
-        past the lab's exit (CI, stop 36). QEMU is stopped whatever the close did."""
+        past the lab's exit (CI, stop 36). QEMU is stopped whatever the close did. A kernel
+        with gcov has its counters read first (keep_coverage)."""
         try:
+            self.keep_coverage()
             closing = threading.Thread(target=self._close_ssh, name="guest-ssh-close",
                                        daemon=True)
             closing.start()
@@ -267,6 +297,8 @@ class Guest:
         start = time.monotonic()
         deadline = start + timeout
         sock = self.workdir / "qmp.sock"
+        self.keep_coverage()  # a reboot zeroes them
+        self.coverage_kept = False
         self._close_ssh()
         _console_note(self.plan, f"warm reboot of {self.kernel.name} (same QEMU, RAM kept)")
         self.vm.ready.clear()
@@ -523,6 +555,19 @@ def _restore(plan: BootPlan, snap: snapshot.Snapshot, workdir: Path) -> Guest:
 
 
 def boot(plan: BootPlan) -> Guest:
+    """A guest per `plan` (_boot); on a kernel with gcov, its counters zeroed (what the boot
+    ran is no test's) and read back when it stops (harness/coverage/collect.py)."""
+    g = _boot(plan)
+    if g.gcov:
+        try:
+            coverage.reset(g)
+        except (OSError, LabError) as e:
+            g.stop()
+            raise BootError(f"the guest's gcov counters could not be zeroed: {e}", "") from None
+    return g
+
+
+def _boot(plan: BootPlan) -> Guest:
     """A guest per `plan`: restored from its profile's snapshot when there is one, else
     booted (and saved as that snapshot when `plan.snapshots`). A restore that fails becomes a
     boot with a warning, and the snapshot is remade. A boot that panics under TCG, stalls, or

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO
 
 from harness import arch as arches, cache, host, progress
-from harness.kernels import kconfig, kernel, series, trees
+from harness.kernels import gcov, kconfig, kernel, series, trees
 from harness.config import BuildKernel, DebianSource, KernelSpec
 from harness.errors import BuildError
 from harness.kernels.kernel import BootableKernel
@@ -190,13 +190,16 @@ class Builder:
         arch = (f"arch={spec.arch}",) if arches.get(spec.arch).named_in_keys else ()
         config_key = _digest(base_id, *(o.line for o in self.fragments(src)), *arch,
                              str(RECIPE))
-        return config_key, series.fingerprint(src.series) if src.series else "none"
+        series_key = series.fingerprint(src.series) if src.series else "none"
+        if src.profiled:  # the coverage variant: the same tree, other Makefiles
+            series_key = _digest(series_key, "gcov", *src.profiled)
+        return config_key, series_key
 
     def work_dir(self, tree: Path, src: BuildKernel, config_key: str, series_key: str) -> Path:
         """The build's folder: the O= output, the log, the patched copy. Kept per source,
         series and config, so the next build of the same kernel is incremental."""
         return cache.Layout(self.cache_root).build(
-            _digest(str(tree), series_key if src.series else "", config_key))
+            _digest(str(tree), series_key if src.series or src.profiled else "", config_key))
 
     # --- the build -----------------------------------------------------------------------
 
@@ -260,19 +263,22 @@ class Builder:
 
     def _source(self, tree: Path, src: BuildKernel, work: Path) -> Path:
         """The tree make builds: the tree itself, or a patched hard-link copy of it."""
-        if not src.series:
+        if not src.series and not src.profiled:
             return tree
         patches = [p for s in src.series for p in series.read(s)]
-        with progress.step(f"applying {len(patches)} patch(es) to a copy of {tree}"):
+        what = f"applying {len(patches)} patch(es) to" if patches else "profiling with gcov"
+        with progress.step(f"{what} a copy of {tree}"):
             current, fresh = work / "src", work / "src.new"
             trees.link_farm(tree, fresh)
             try:
-                applied = series.apply(src.series, fresh)
+                applied = series.apply(src.series, fresh) if src.series else []
+                touched = sorted({m.group(1) for p in applied
+                                  for m in re.finditer(r"^diff --git a/\S+ b/(\S+)", p.text,
+                                                       re.M)})
+                touched += gcov.profile(fresh, src.profiled)
             except BaseException:
                 shutil.rmtree(fresh, ignore_errors=True)
                 raise
-            touched = sorted({m.group(1) for p in applied
-                              for m in re.finditer(r"^diff --git a/\S+ b/(\S+)", p.text, re.M)})
             if current.exists():
                 trees.keep_mtimes(touched, fresh, current)
                 shutil.rmtree(current)

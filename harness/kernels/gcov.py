@@ -1,0 +1,83 @@
+"""The coverage variant of a build kernel: the same tree, series and config, plus gcov
+(kernels/fragments/coverage.config) on the ring-buffer files only. Profiling only those files:
+kbuild's per-object `GCOV_PROFILE_<obj>.o := y`
+lines, added to a copy of each file's directory Makefile, so that the rest of the kernel is
+compiled as before (fast under TCG, and the same objects ccache already has)."""
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path, PurePosixPath
+
+from harness import paths
+from harness.config import BuildKernel, KernelSpec, LabConfig
+from harness.errors import BuildError, ConfigError
+
+log = logging.getLogger(__name__)
+
+# The files of the four paths (issue 42): the perf ring buffer, AUX and accounting live in
+# kernel/events; the tracefs ring buffer and its mapping, snapshot and remotes in kernel/trace.
+# A file a tree lacks (6.12 has no trace_remote.c) is left out of that tree's variant.
+FILES: tuple[str, ...] = (
+    "kernel/events/core.c",
+    "kernel/events/ring_buffer.c",
+    "kernel/trace/ring_buffer.c",
+    "kernel/trace/trace.c",
+    "kernel/trace/trace_snapshot.c",
+    "kernel/trace/simple_ring_buffer.c",
+    "kernel/trace/trace_remote.c",
+)
+
+MARK = "# ringlab coverage (harness/kernels/gcov.py)"
+FRAGMENT = paths.FRAGMENTS / "coverage.config"
+SUFFIX = "+coverage"
+
+
+def makefile_lines(files: list[str]) -> dict[str, list[str]]:
+    """Per directory Makefile (tree-relative), the kbuild lines that profile its files."""
+    out: dict[str, list[str]] = {}
+    for f in files:
+        p = PurePosixPath(f)
+        if p.suffix != ".c" or p.is_absolute() or ".." in p.parts:
+            raise BuildError(f"coverage: {f!r} is not a tree-relative .c file")
+        out.setdefault(str(p.parent / "Makefile"), []).append(f"GCOV_PROFILE_{p.stem}.o := y")
+    return out
+
+
+def profile(tree: Path, files: tuple[str, ...]) -> list[str]:
+    """Add the profiling lines for `files` to the Makefiles of `tree`, a hard-link copy: each
+    Makefile is written as a new file (the link to the pristine tree is broken, never written
+    through). Files the tree does not have are skipped. The Makefiles changed, tree-relative."""
+    present = [f for f in files if (tree / f).is_file()]
+    if absent := sorted(set(files) - set(present)):
+        log.info("coverage: this tree has no %s; not profiled", ", ".join(absent))
+    if not present:
+        raise BuildError(f"coverage: {tree} has none of the files to profile: {', '.join(files)}")
+    changed = []
+    for makefile, lines in makefile_lines(present).items():
+        path = tree / makefile
+        if not path.is_file():
+            raise BuildError(f"coverage: {path} does not exist: cannot profile "
+                             f"{', '.join(lines)}")
+        text = path.read_text()
+        path.unlink()  # a hard link into the pristine tree: a new file, never an edit
+        path.write_text(text.rstrip("\n") + f"\n\n{MARK}\n" + "\n".join(lines) + "\n")
+        changed.append(makefile)
+    return changed
+
+
+def variant(cfg: LabConfig, spec: KernelSpec) -> KernelSpec:
+    """`spec` with gcov on the ring-buffer files. A kernel the lab does not build (a Debian
+    image: none has CONFIG_GCOV_KERNEL) cannot have one: the error names a build kernel."""
+    if not isinstance(spec.source, BuildKernel):
+        builds = [n for n in cfg.build_kernel_names() if cfg.kernel(n).arch == spec.arch]
+        use = next((n for n in reversed(builds) if "ringbuf" in n), builds[0] if builds else None)
+        raise ConfigError(f"kernel {spec.name} has no gcov (Debian builds none of its kernels "
+                          "with CONFIG_GCOV_KERNEL) and the lab cannot rebuild it"
+                          + (f": use a build kernel, e.g. --kernel {use}" if use else
+                             ": give a `build` kernel of lab.yaml"))
+    if spec.name.endswith(SUFFIX):
+        return spec
+    src = spec.source
+    return replace(spec, name=spec.name + SUFFIX,
+                   source=replace(src, fragments=src.fragments + (FRAGMENT,), profiled=FILES))

@@ -1,0 +1,69 @@
+"""A guest's gcov dump: the tar its script writes, unpacked whole or not at all."""
+from __future__ import annotations
+
+import base64
+import io
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from harness.guest import gcov
+from harness.guest.ssh import CommandResult
+
+
+def _tar(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_unpack_keeps_gcda_files_only_and_refuses_escapes(tmp_path: Path) -> None:
+    d = gcov.unpack(_tar({"root/out/kernel/events/core.gcda": b"gcda",
+                          "root/out/kernel/events/core.gcno": b"no",
+                          "../evil.gcda": b"x"}), tmp_path / "g1")
+    assert d.files == 1
+    assert (tmp_path / "g1/root/out/kernel/events/core.gcda").read_bytes() == b"gcda"
+    assert not (tmp_path / "evil.gcda").exists() and not (tmp_path / "g1.part").exists()
+
+
+class FakeGuest:
+    """Runs the dump script on this host, over a folder standing in for debugfs."""
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def run(self, command: str, timeout: float = 60.0, user: str = "root") -> CommandResult:
+        script = command.split("; python3 -c '", 1)[1].rstrip("'")
+        script = script.replace(gcov.GCOV_ROOT, str(self.root))
+        p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+        return CommandResult(command, p.returncode, p.stdout, p.stderr, 0.0)
+
+
+def test_the_dump_script_reads_every_gcda_under_debugfs(tmp_path: Path) -> None:
+    root = tmp_path / "gcov"
+    (root / "b/out/kernel/trace").mkdir(parents=True)
+    (root / "b/out/kernel/trace/trace.gcda").write_bytes(b"\x00counts")
+    (root / "b/out/kernel/trace/trace.gcno").symlink_to(tmp_path)
+    d = gcov.dump(FakeGuest(root), tmp_path / "dump")
+    assert d.files == 1
+    assert (tmp_path / "dump/b/out/kernel/trace/trace.gcda").read_bytes() == b"\x00counts"
+
+
+def test_a_failed_read_is_an_oserror(tmp_path: Path) -> None:
+    class Broken:
+        def run(self, command: str, timeout: float = 60.0, user: str = "root") -> CommandResult:
+            return CommandResult(command, 1, "", "No such file or directory", 0.0)
+    with pytest.raises(OSError, match="No such file"):
+        gcov.dump(Broken(), tmp_path / "d")
+
+
+def test_lost_leaves_a_note_beside_the_dumps(tmp_path: Path) -> None:
+    folder = gcov.guest_folder(tmp_path / "console.log", "g-1")
+    gcov.lost(folder, "kernel panic: x")
+    assert (folder.parent / (folder.name + ".lost")).read_text() == "kernel panic: x\n"
