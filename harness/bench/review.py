@@ -12,6 +12,7 @@ from typing import Any
 
 from harness import config as lab_config
 from harness.bench import report, review_figures
+from harness.coverage import changed, report as coverage_report
 from harness.config import KernelSpec, LabConfig
 from harness.errors import LabError
 from harness.kernels import series as patch_series
@@ -34,6 +35,7 @@ class Plan:
     bench_runs: int = 3       # 0: no benchmark
     selftests: bool = False
     pytest_args: tuple[str, ...] = ()
+    coverage: bool = False    # the kernels are gcov variants: judge the changed lines
 
 
 def patched(cfg: LabConfig, kernel: KernelSpec, series: Path) -> LabConfig:
@@ -73,6 +75,39 @@ def run(plan: Plan) -> int:
     touched = review.touched_paths(review.touched_files(
         [p.text for p in patch_series.read(plan.series)]))
     result = review.compare(docs["base"], docs["patched"], pairs, touched)
-    report.save(plan.out, report.Report([f"review of {plan.series} on {name}", *result.lines()],
-                                        json.loads(result.as_json())), name="review")
+    lines, doc = result.lines(), json.loads(result.as_json())
+    if plan.coverage:
+        assert patched_tree is not None
+        judged = changed_lines_run(plan, Lab(plan.cfg).kernel(name).source_dir, patched_tree)
+        lines.insert(3, judged.verdict("the patched kernel's run"))
+        doc["coverage"] = judged.as_json()
+    report.save(plan.out, report.Report([f"review of {plan.series} on {name}", *lines], doc),
+                name="review")
     return result.exit_status
+
+
+def changed_c_files(series: Path) -> tuple[str, ...]:
+    """The .c files a series changes: profiled too in a review --coverage."""
+    return tuple(sorted(f for f in review.touched_files([p.text for p in patch_series.read(series)])
+                        if f.endswith(".c")))
+
+
+def changed_lines_run(plan: Plan, base_tree: Path | None, patched_tree: Path
+                      ) -> changed.Judged:
+    """The series' changed lines against the counters of the patched run's guests; its
+    coverage report (coverage/suite/: coverage.json, html/) beside the review's."""
+    if base_tree is None:
+        raise LabError("review --coverage: the base kernel's tree is unknown")
+    touched = review.touched_files([p.text for p in patch_series.read(plan.series)])
+    lines = changed.changed_lines(base_tree, patched_tree, touched)
+    spec = plan.patched_cfg.kernel(plan.kernel.name)
+    profiled = spec.source.profiled if isinstance(spec.source, lab_config.BuildKernel) else ()
+    headers = tuple(f for f in lines if f.endswith(".h"))
+    cov = coverage_report.write(plan.out / "coverage",
+                                [coverage_report.Source("suite", (plan.out / "patched",))],
+                                patched_tree, profiled + headers,
+                                f"coverage of {plan.kernel.name} + {plan.series.name}")
+    if cov.empty:
+        raise LabError("review --coverage: no guest of the patched run left gcov data")
+    trace = json.loads((plan.out / "coverage" / "suite" / "coverage.json").read_text())
+    return changed.judge(lines, trace)

@@ -35,8 +35,9 @@ def main(args: argparse.Namespace) -> int:
                        f"kernels are: {', '.join(cfg.build_kernel_names()) or 'none'}")
     if args.coverage:
         spec = variant(cfg, spec)
-        assert isinstance(spec.source, lab_config.BuildKernel)
-    k, report = Lab(cfg).builder().prepare(spec, spec.source)
+    src = spec.source
+    assert isinstance(src, lab_config.BuildKernel)
+    k, report = Lab(cfg).builder().prepare(spec, src)
     print(f"{spec.name}: {k.release}: {k.vmlinuz}")
     print(f"  {'cached (nothing changed)' if report.cached else f'built in {report.seconds:.0f} s'}"
           + (f", {report.compiled} make steps, log {report.log}" if not report.cached else ""))

@@ -9,6 +9,7 @@ from pathlib import Path
 from harness import config as lab_config
 from harness.bench import review as review_run
 from harness.commands import options
+from harness.kernels import gcov
 from harness.runs import run_folder
 
 # The review opens its own run folder (reports/<time>-review-<kernel>/) and lab.log there.
@@ -33,6 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="run the kernel's own selftests of these paths too, on both kernels "
                     "built from the patched tree: a selftest case the series adds must fail "
                     "on the base and pass on the patched kernel")
+    rv.add_argument("--coverage", action="store_true",
+                    help="build both kernels' gcov variants (the ring-buffer files and the C "
+                    "files the series changes profiled) and name the changed lines the patched "
+                    "kernel's run did not execute")
     options.pytest_args(rv)
     rv.set_defaults(func=main)
 
@@ -48,8 +53,11 @@ def main(args: argparse.Namespace) -> int:
     are shown, not judged."""
     cfg, spec = options.config_and_kernel(args)
     series = Path(args.series).resolve()
+    if args.coverage:  # both sides instrumented alike: the benchmark stays a fair comparison
+        spec = gcov.variant(cfg, spec, review_run.changed_c_files(series))
+        cfg = cfg.with_kernel(spec)
     patched_cfg = review_run.patched(cfg, spec, series)  # not patchable: said before a folder
     out = run_folder.open_run(cfg, args, f"review-{lab_config.file_safe(spec.name)}")
     return review_run.run(review_run.Plan(
         cfg, patched_cfg, spec, series, out, selection=args.k, bench_runs=args.bench_runs,
-        selftests=args.selftests, pytest_args=tuple(args.pytest_args)))
+        selftests=args.selftests, pytest_args=tuple(args.pytest_args), coverage=args.coverage))

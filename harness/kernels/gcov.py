@@ -66,9 +66,10 @@ def profile(tree: Path, files: tuple[str, ...]) -> list[str]:
     return changed
 
 
-def variant(cfg: LabConfig, spec: KernelSpec) -> KernelSpec:
-    """`spec` with gcov on the ring-buffer files. A kernel the lab does not build (a Debian
-    image: none has CONFIG_GCOV_KERNEL) cannot have one: the error names a build kernel."""
+def variant(cfg: LabConfig, spec: KernelSpec, extra: tuple[str, ...] = ()) -> KernelSpec:
+    """`spec` with gcov on the ring-buffer files (and the `extra` .c files: those a series
+    under review changes). A kernel the lab does not build (a Debian image: none has
+    CONFIG_GCOV_KERNEL) cannot have one: the error names a build kernel."""
     if not isinstance(spec.source, BuildKernel):
         builds = [n for n in cfg.build_kernel_names() if cfg.kernel(n).arch == spec.arch]
         use = next((n for n in reversed(builds) if "ringbuf" in n), builds[0] if builds else None)
@@ -76,8 +77,9 @@ def variant(cfg: LabConfig, spec: KernelSpec) -> KernelSpec:
                           "with CONFIG_GCOV_KERNEL) and the lab cannot rebuild it"
                           + (f": use a build kernel, e.g. --kernel {use}" if use else
                              ": give a `build` kernel of lab.yaml"))
-    if spec.name.endswith(SUFFIX):
-        return spec
     src = spec.source
+    files = tuple(dict.fromkeys(src.profiled + FILES + tuple(sorted(extra))))
+    if spec.name.endswith(SUFFIX):
+        return replace(spec, source=replace(src, profiled=files))
     return replace(spec, name=spec.name + SUFFIX,
-                   source=replace(src, fragments=src.fragments + (FRAGMENT,), profiled=FILES))
+                   source=replace(src, fragments=src.fragments + (FRAGMENT,), profiled=files))

@@ -9,8 +9,9 @@ import pytest
 from harness import cli, host
 
 # Today's needs, as the `lab` script's case list and cli.py's OWN_LOGGING tuple had them.
-OWN_LOGGING = {"run", "explore", "review", "bisect", "mutate", "nightly", "report"}
-BUILDS = {"selftest", "build", "review", "bisect", "bisect-step", "mutate", "nightly", "report"}
+OWN_LOGGING = {"run", "explore", "review", "bisect", "mutate", "nightly", "report", "coverage"}
+BUILDS = {"selftest", "build", "review", "bisect", "bisect-step", "mutate", "nightly", "report",
+          "coverage"}
 
 
 @pytest.mark.parametrize("verb", cli.VERBS)

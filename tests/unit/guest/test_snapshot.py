@@ -163,7 +163,7 @@ def test_the_key_holds_the_probes_the_runner_daemon_was_started_with(tmp_path: P
 
 def fake_guest(restored: bool) -> SimpleNamespace:
     return SimpleNamespace(record=guest.BootRecord(ssh_port=1, boot_s=1.0, ssh_ready_s=1.0,
-                                                   restored=restored))
+                                                   restored=restored), gcov=False)
 
 
 def test_a_snapshot_that_fails_to_restore_becomes_a_boot_with_a_warning(
