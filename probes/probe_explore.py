@@ -39,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 import explore_ops
+import gcov_edges
 import probelib
 import splat_banners
 
@@ -46,6 +47,7 @@ KMSG_MARK = "ringlab-explore:"
 FIRST_UID = 20000   # sequences run as 20000, 20001, ...; never a real account
 LATE_S = 0.2        # waited after the last sequence for a splat of its deferred work
 UNTANGLE_TRIES = 3  # per check and slice: known failures tried without the known issue's steps
+STEER_SHARE = 0.5   # steered: the share of sequences started from a corpus entry's prefix
 
 
 def worlds() -> dict[str, Any]:
@@ -106,10 +108,13 @@ def compare(expected: dict, observed: dict, at: int | str) -> dict | None:
 
 def run_sequence(world_cls: Any, path: str, setup: dict, uid: int,
                  steps: list[dict] | None = None, rng: random.Random | None = None,
-                 max_steps: int = 12, trail: mmap.mmap | None = None) -> dict:
+                 max_steps: int = 12, trail: mmap.mmap | None = None,
+                 extend: bool = False) -> dict:
     """Run given `steps` (a replay), or generate up to `max_steps` with `rng`, checking the
-    model after each; then undo everything and check the end state. In the caller's process:
-    run it in a child. Steps whose objects do not exist (a shrunk replay) are skipped."""
+    model after each; then undo everything and check the end state. With `extend`, the
+    steps are a prefix that generation goes on from (a steered sequence). In the caller's
+    process: run it in a child. Steps whose objects do not exist (a shrunk replay) are
+    skipped."""
     model = world_cls.model(path, setup)
     world = world_cls(path, setup, uid)
     done: list[dict] = []
@@ -117,6 +122,8 @@ def run_sequence(world_cls: Any, path: str, setup: dict, uid: int,
     todo = list(steps) if steps is not None else None
     index = 0
     while fail is None:
+        if todo is not None and not todo and extend:
+            todo = None
         if todo is not None:
             if not todo:
                 break
@@ -266,8 +273,15 @@ class Explorer:
     """Sequences of one path, each in a child under a fresh uid, the kernel log after each."""
 
     def __init__(self, path: str, seed: int, max_steps: int | None = None, actors: int = 1,
-                 excuses: list[dict] | None = None) -> None:
+                 excuses: list[dict] | None = None, steer: bool = False) -> None:
         self.path, self.seed, self.actors = path, seed, actors
+        # Steering (a coverage kernel): a sequence that ran an edge no earlier one did joins
+        # the corpus; a share of later sequences start from a prefix of one of it.
+        self.steer = steer
+        self.corpus: list[dict] = []
+        self.edges: set[tuple[str, int, int]] = set()
+        self.steered = 0
+        self.pick = random.Random(f"{path}/{seed}/steer")
         self.excuses = excuses or []
         self.world_cls = world_of(path)
         self.max_steps = max_steps or self.world_cls.MAX_STEPS
@@ -284,11 +298,14 @@ class Explorer:
     def setup(self, k: int) -> dict:
         return self.world_cls.setup(self.path, random.Random(f"{self.path}/{self.seed}/{k}"))
 
-    def one(self, setup: dict, steps: list[dict] | None = None, k: int | None = None) -> dict:
-        """A sequence (generated as number k, or the given steps) in a child; its failure, or a
-        splat it caused. A caller that charges late splats settle()s first; what is left
-        here (a shrink's replays run back to back) is not this sequence's and goes."""
-        rng = random.Random(f"{self.path}/{self.seed}/{k}/ops") if steps is None else None
+    def one(self, setup: dict, steps: list[dict] | None = None, k: int | None = None,
+            extend: bool = False) -> dict:
+        """A sequence (generated as number k, or the given steps, or with `extend` generated
+        on from them) in a child; its failure, or a splat it caused. A caller that charges
+        late splats settle()s first; what is left here (a shrink's replays run back to back)
+        is not this sequence's and goes."""
+        rng = random.Random(f"{self.path}/{self.seed}/{k}/ops") \
+            if steps is None or extend else None
         if steps is not None:
             steps = explore_ops.named(self.world_cls.OPS, steps)
         self.settle()
@@ -306,7 +323,7 @@ class Explorer:
             else:
                 out = probelib.in_child(run_sequence, self.world_cls, self.path,
                                         dict(setup, **env), self.next_uid(), steps, rng,
-                                        self.max_steps, self.trail)
+                                        self.max_steps, self.trail, extend)
         self.runs += 1
         if "signal" in out:     # a signal killed the sequence in a step: the trail says which
             done = [json.loads(line) for line in
@@ -388,10 +405,22 @@ class Explorer:
             seen[key] = seen.get(key, 0) + 1
             if seen[key] == 1:
                 failures.append(self._kept(last[0], last[1], lout, known, 0.0))
+        if self.steer:
+            self.edges = gcov_edges.flat(gcov_edges.read())
+            self.corpus = self.load_corpus()
         while k < first + count and time.monotonic() - start < budget_s:
             setup = self.setup(k)
             late = self.settle()
-            out = self.one(setup, k=k)
+            if self.steer and self.corpus and self.pick.random() < STEER_SHARE:
+                entry = self.pick.choice(self.corpus)
+                setup = entry["setup"]
+                prefix = entry["steps"][:self.pick.randint(1, len(entry["steps"]))]
+                out = self.one(setup, prefix, k=k, extend=True)
+                self.steered += 1
+            else:
+                out = self.one(setup, k=k)
+            if self.steer:
+                self.learn(setup, out)
             charge_late(late)
             last = (k, setup, out)
             for step in out["steps"]:
@@ -414,10 +443,41 @@ class Explorer:
             k += 1
         time.sleep(LATE_S)          # the last sequence's deferred work
         charge_late(self.settle())
+        if self.steer:
+            self.save_corpus()
+        edges = self.edges if self.steer else gcov_edges.flat(gcov_edges.read())
         return {"path": self.path, "seed": self.seed, "first": first, "next": k,
                 "sequences": self.runs, "steps": self.steps_run,
                 "seconds": round(time.monotonic() - start, 3), "failures": failures,
-                "failed": seen, "answers": answers}
+                "failed": seen, "answers": answers,
+                **({"edges": len(edges)} if edges else {}),
+                **({"corpus": len(self.corpus), "steered": self.steered} if self.steer else {})}
+
+    def corpus_file(self) -> str:
+        """The corpus outlives one call of this probe (the host runs a path in slices): kept
+        in the guest, per path and seed."""
+        return f"/tmp/ringlab-explore-corpus-{self.path}-{self.seed}.json"
+
+    def load_corpus(self) -> list[dict]:
+        try:
+            with open(self.corpus_file()) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return []
+
+    def save_corpus(self) -> None:
+        tmp = self.corpus_file() + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.corpus, f)
+        os.replace(tmp, self.corpus_file())
+
+    def learn(self, setup: dict, out: dict) -> None:
+        """Keep a sequence that ran an edge of the profiled files no earlier one did."""
+        now = gcov_edges.flat(gcov_edges.read())
+        if now - self.edges and out["failure"] is None and out["steps"]:
+            self.corpus.append({"setup": setup, "steps": [
+                {k: v for k, v in s.items() if k != "result"} for s in out["steps"]]})
+        self.edges |= now
 
     def untangle(self, setup: dict, out: dict, check: str) -> dict | None:
         """A sequence that failed as a known issue's symptom may hold a new bug too: each step
@@ -536,6 +596,8 @@ def main(argv: list[str]) -> int:
                    "once on one world, judged by the end state and the kernel log")
     r.add_argument("--excuse", default="[]", help="JSON list of known issues' symptoms "
                    "({checks, traits, splats}): such failures do not hide a new one")
+    r.add_argument("--steer", action="store_true", help="on a coverage kernel: keep the "
+                   "sequences that run new edges (gcov_edges.py) and start some from them")
     r.add_argument("--available", action="store_true", help="only say whether this kernel "
                    "has the path")
     rp = sub.add_parser("replay")
@@ -553,7 +615,7 @@ def main(argv: list[str]) -> int:
         probelib.emit({"path": a.path, "skip": missing})
         return 0
     if a.verb == "run":
-        e = Explorer(a.path, a.seed, a.max_steps, a.actors, json.loads(a.excuse))
+        e = Explorer(a.path, a.seed, a.max_steps, a.actors, json.loads(a.excuse), a.steer)
         probelib.emit(e.explore(a.first, a.count, a.budget, a.shrink))
         return 0
     doc = json.loads(a.file) if a.file.lstrip().startswith("{") else \

@@ -34,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--explore", metavar="BUDGET", help="run the explorer too, BUDGET per path "
                    "(60s, 10m), seed 0")
     c.add_argument("--seed", default="0", help="the explorer's seed (default 0)")
+    c.add_argument("--steer", action="store_true", help="the explorer steered by the edges it "
+                   "has run (./lab explore --steer)")
     c.add_argument("--selftests", action="store_true", help="run the kernel's own selftests of "
                    "these paths too, as a third source")
     c.add_argument("--no-suite", action="store_true", help="do not run the suite (with "
@@ -68,7 +70,8 @@ def main(args: argparse.Namespace) -> int:
         sources.append(_suite(cfg, cov, out / "runs" / "selftests", "selftests", SELFTESTS,
                               (), True, failed))
     if budget is not None:
-        sources.append(_explore(cfg, cov, out / "runs" / "explorer", budget, args.seed, failed))
+        sources.append(_explore(cfg, cov, out / "runs" / "explorer", budget, args.seed,
+                                args.steer, failed))
     cov_result = report.write(out, sources, k.source_dir, gcov.FILES,
                               f"coverage of {spec.name} ({k.release})")
     print((out / "summary.txt").read_text())
@@ -95,10 +98,11 @@ def _suite(cfg: lab_config.LabConfig, spec: lab_config.KernelSpec, folder: Path,
 
 
 def _explore(cfg: lab_config.LabConfig, spec: lab_config.KernelSpec, folder: Path,
-             budget_s: float, seed: str, failed: list[str]) -> report.Source:
+             budget_s: float, seed: str, steer: bool, failed: list[str]) -> report.Source:
     req = request.make(cfg, spec, folder)
     argv = [sys.executable, "-m", "harness.cli", "--lab-config", str(cfg.path), "explore",
-            "--request", req.to_json(), "--budget", f"{budget_s:g}s", "--seed", seed]
+            "--request", req.to_json(), "--budget", f"{budget_s:g}s", "--seed", seed,
+            *(["--steer"] if steer else [])]
     log.info("coverage: the explorer: %s", " ".join(argv[:5] + ["..."] + argv[-4:]))
     code = subprocess.call(argv, cwd=paths.REPO, preexec_fn=lifetime.stop_with_parent)
     if code != 0:

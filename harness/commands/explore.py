@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--actors", default="1", help="1, or 2: two threads making their own "
                    "sequences at once on a 2-vCPU guest (one user, one instance), judged by "
                    "the end state and the kernel log")
+    e.add_argument("--steer", action="store_true", help="on a coverage kernel (./lab build "
+                   "--coverage): keep the sequences that run new edges of the ring-buffer files "
+                   "and start half of the later ones from a prefix of one (docs/coverage.md)")
     e.add_argument("--keep", action="store_true", help="keep each confirmed failure under "
                    "tests/kernel/explore/, which the suite replays on every run")
     # A nightly cell's explore gets the cell's request whole (its kernel, variant or branch
@@ -57,6 +60,7 @@ def request(args: argparse.Namespace, kernel: str) -> ExploreRequest:
         raise LabError(f"--actors {args.actors!r}: expected 1 or 2")
     return ExploreRequest(kernel=kernel, paths=tuple(dict.fromkeys(args.paths)),
                           budget_s=parse_budget(args.budget), seed=seed, actors=int(args.actors),
+                          steer=args.steer,
                           keep=args.keep)
 
 

@@ -50,7 +50,10 @@ def write(out_dir: Path, request: ExploreRequest, kernel: str, release: str,
                              "answers": res.answers,
                              "seconds": round(res.seconds, 1),
                              "steps_per_s": round(res.steps_per_s, 1),
-                             "crashes": res.crashes, "failures": failures})
+                             "crashes": res.crashes, "failures": failures,
+                             **({"edges": res.edges} if res.edges is not None else {}),
+                             **({"corpus": res.corpus, "steered": res.steered}
+                                if res.corpus is not None else {})})
     path = out_dir / "explore.json"
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")

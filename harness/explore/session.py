@@ -37,6 +37,8 @@ class ExploreRequest:
     budget_s: float                 # per path
     seed: int
     actors: int = 1
+    # On a coverage kernel: sequences that ran new edges are kept and varied (docs/coverage.md).
+    steer: bool = False
     keep: bool = False              # write new failures under tests/kernel/explore/
     # Stop at the first failure no known issue explains (what `./lab mutate --explore` asks:
     # one new failure kills a mutant; the rest of the budget would only confirm it).
@@ -91,6 +93,11 @@ class PathResult:
     failures: dict[str, Failure] = field(default_factory=dict)
     # every step the kernel answered, by operation and answer: what the explore reached
     answers: dict[str, dict[str, int]] = field(default_factory=dict)
+    # On a coverage kernel: edges of the profiled files run so far (the guest's union at the
+    # path's last slice), and when steered the corpus size and the sequences drawn from it.
+    edges: int | None = None
+    corpus: int | None = None
+    steered: int = 0
 
     def add_answers(self, more: dict[str, dict[str, int]]) -> None:
         for op, by in more.items():
@@ -190,7 +197,8 @@ class Explore:
                 out = self._probe(["run", path, "--seed", str(self.req.seed), "--first",
                                    str(first), "--budget", f"{slice_s:.1f}", "--shrink",
                                    str(SHRINK_S), "--actors", str(self.req.actors),
-                                   "--excuse", excuses],
+                                   "--excuse", excuses,
+                                   *(["--steer"] if self.req.steer else [])],
                                   slice_s + 2 * SHRINK_S + 90)
             except (ProbeError, SSHError, GuestHang) as e:
                 first = self._crashed(path, res, first, e)
@@ -204,6 +212,11 @@ class Explore:
             res.sequences += out["sequences"]
             res.steps += out["steps"]
             res.seconds += out["seconds"]
+            if "edges" in out:
+                res.edges = out["edges"]
+            if "corpus" in out:
+                res.corpus = out["corpus"]
+                res.steered += out.get("steered", 0)
             for rec in out["failures"]:
                 f = _failure(path, self.req.seed, rec)
                 self.bind(f, issues)
