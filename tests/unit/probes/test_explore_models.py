@@ -810,7 +810,7 @@ def _explorer(sequences: dict[int, list[str]], late: dict[int, list[str]] | None
               ) -> probe_explore.Explorer:
     e = probe_explore.Explorer.__new__(probe_explore.Explorer)
     e.path, e.seed, e.max_steps, e.actors, e.excuses = "pinning", 1, 12, 1, [CHARGE]
-    e.world_cls, e.runs, e.steps_run = _FakeWorld, 0, 0
+    e.world_cls, e.runs, e.steps_run, e.steer = _FakeWorld, 0, 0, False
     e.kmsg = _FakeKmsg(late or {})     # type: ignore[assignment]
 
     def one(setup: dict, steps: list[dict] | None = None, k: int | None = None) -> dict:
@@ -1068,3 +1068,21 @@ def test_a_refused_first_mapping_is_a_trait_for_its_known_issue() -> None:
         {"id": 0, "op": "open", "args": [0]},
         {"id": 1, "op": "mmap", "args": ["@0", "meta", "r", "shared"]},
         {"id": 2, "op": "mmap", "args": ["@0", "meta", "r", "private"]}]))
+
+
+def test_an_extended_sequence_replays_its_prefix_then_goes_on_drawing() -> None:
+    """A steered sequence: a corpus entry's prefix, then the model's own choices."""
+    class World:
+        def __init__(self, path, setup, uid): pass
+        model = staticmethod(lambda path, setup: perf())
+        do = staticmethod(lambda step: "ok")
+        observe = staticmethod(lambda expected: dict(expected))
+        release = staticmethod(lambda: None)
+        end = staticmethod(lambda expected: dict(expected))
+    prefix = explore_ops.named(explore_perf.OPS, [{"id": 0, "op": "open", "args": ["dummy"]}])
+    out = probe_explore.run_sequence(World, "perf-ring", {}, 0, prefix, random.Random(1),
+                                     max_steps=5, extend=True)
+    assert out["steps"][0]["op"] == "open" and len(out["steps"]) > 1
+    replay = probe_explore.run_sequence(World, "perf-ring", {}, 0, prefix, random.Random(1),
+                                        max_steps=5)
+    assert len(replay["steps"]) == 1
