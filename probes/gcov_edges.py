@@ -30,14 +30,19 @@ def _version_major(version: int) -> int:
 
 def edges_of(data: bytes) -> set[tuple[int, int]]:
     """(function ident, arc index) of every arc counter that is not zero."""
+    return {k for k, n in counts_of(data).items() if n}
+
+
+def counts_of(data: bytes) -> dict[tuple[int, int], int]:
+    """Every arc counter of a .gcda, by (function ident, arc index)."""
     if len(data) < 12:
-        return set()
+        return {}
     magic, version = struct.unpack_from("<II", data, 0)
     if magic != MAGIC:
         raise ValueError(f"not a gcda file (magic {magic:#x})")
     bytes_unit = _version_major(version) >= 12
     pos = 16 if bytes_unit else 12
-    out: set[tuple[int, int]] = set()
+    out: dict[tuple[int, int], int] = {}
     ident = -1
     while pos + 8 <= len(data):
         tag, length = struct.unpack_from("<Ii", data, pos)
@@ -50,7 +55,7 @@ def edges_of(data: bytes) -> set[tuple[int, int]]:
         elif tag == TAG_ARCS:
             n = size // 8
             counts = struct.unpack_from(f"<{2 * n}I", data, pos)
-            out.update((ident, i) for i in range(n) if counts[2 * i] or counts[2 * i + 1])
+            out.update(((ident, i), counts[2 * i] | counts[2 * i + 1] << 32) for i in range(n))
         pos += size
     return out
 

@@ -30,8 +30,11 @@ def filters(source_root: Path, files: tuple[str, ...]) -> list[str]:
 
 def tracefile(objects: Path, source_root: Path, files: tuple[str, ...], into: Path) -> Path:
     """coverage.json of the merged counters in `objects` (gcov's .gcda beside .gcno)."""
+    # --include-internal-functions: gcovr drops functions named __* as the compiler's own
+    # (and their lines with them), and the kernel names real ones so: __rb_map_vma().
     _gcovr(["--root", str(source_root), *filters(source_root, files),
-            "--gcov-executable", "gcov", "--json-pretty", "--json", str(into), str(objects)],
+            "--include-internal-functions", "--gcov-executable", "gcov", "--json-pretty",
+            "--json", str(into), str(objects)],
            f"reading the counters in {objects}")
     return into
 
