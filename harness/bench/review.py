@@ -87,9 +87,13 @@ def run(plan: Plan) -> int:
 
 
 def changed_c_files(series: Path) -> tuple[str, ...]:
-    """The .c files a series changes: profiled too in a review --coverage."""
-    return tuple(sorted(f for f in review.touched_files([p.text for p in patch_series.read(series)])
-                        if f.endswith(".c")))
+    """The kernel's .c files a series changes (not tools/, a selftest's own): profiled too in a
+    review --coverage."""
+    touched = review.touched_files([p.text for p in patch_series.read(series)])
+    return tuple(sorted(f for f in touched if f.endswith(".c") and not f.startswith(NOT_KERNEL)))
+
+
+NOT_KERNEL = ("tools/", "scripts/", "samples/", "Documentation/")
 
 
 def changed_lines_run(plan: Plan, base_tree: Path | None, patched_tree: Path
