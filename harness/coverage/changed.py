@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.coverage import functions
+
 SOURCE_SUFFIXES = (".c", ".h")
 
 
@@ -52,7 +54,7 @@ class Judged:
             return f"coverage: no changed line is code gcov counts ({who} cannot be judged on it)"
         if not self.missed:
             return f"coverage: {who} executed all {self.code_lines} changed lines"
-        where = "; ".join(f"{f}:{ranges(ls)}" for f, ls in self.not_run.items())
+        where = "; ".join(f"{f}:{functions.ranges(ls)}" for f, ls in self.not_run.items())
         return (f"coverage: {who} did not execute {self.missed} of the {self.code_lines} changed "
                 f"lines: {where}")
 
@@ -81,14 +83,3 @@ def judge(changed: dict[str, set[int]], tracefile: dict[str, Any]) -> Judged:
         if missed:
             j.not_run[f] = missed
     return j
-
-
-def ranges(lines: list[int]) -> str:
-    """[3, 4, 5, 9] -> "3-5,9"."""
-    out: list[str] = []
-    for n in sorted(lines):
-        if out and out[-1].split("-")[-1] == str(n - 1):
-            out[-1] = f"{out[-1].split('-')[0]}-{n}"
-        else:
-            out.append(str(n))
-    return ",".join(out)

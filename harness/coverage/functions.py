@@ -47,6 +47,7 @@ class Function:
     name: str
     line: int  # its first line
     figures: Figures
+    missed: tuple[int, ...] = ()  # its lines not run
 
 
 def read(tracefile: dict[str, Any]) -> dict[tuple[str, str], Function]:
@@ -56,6 +57,7 @@ def read(tracefile: dict[str, Any]) -> dict[tuple[str, str], Function]:
         starts = {fn["name"]: fn["lineno"] for fn in f.get("functions", [])}
         per: dict[str, Figures] = {}
         first: dict[str, int] = {}
+        missed: dict[str, list[int]] = {}
         for ln in f.get("lines", []):
             if ln.get("gcovr/excluded") or ln.get("gcovr/noncode"):
                 continue
@@ -64,8 +66,11 @@ def read(tracefile: dict[str, Any]) -> dict[tuple[str, str], Function]:
             per[name] = per.get(name, Figures()) + Figures(
                 int(ln["count"] > 0), 1, sum(1 for x in b if x["count"] > 0), len(b))
             first.setdefault(name, ln["line_number"])
+            if ln["count"] == 0:
+                missed.setdefault(name, []).append(ln["line_number"])
         for name, fig in per.items():
-            out[(f["file"], name)] = Function(f["file"], name, starts.get(name, first[name]), fig)
+            out[(f["file"], name)] = Function(f["file"], name, starts.get(name, first[name]), fig,
+                                              tuple(sorted(missed.get(name, ()))))
     return out
 
 
@@ -106,3 +111,22 @@ def table(sources: dict[str, dict[tuple[str, str], Function]], mapping_only: boo
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join(fmt.format(*r).rstrip() for r in [head, *body]) + "\n"
+
+
+def not_run(fs: dict[tuple[str, str], Function]) -> str:
+    """The lines of the mapping functions that did not run, per function: what must be
+    explained or given a test (docs/coverage.md)."""
+    keys = order([k for k in fs if is_mapping(k[1]) and fs[k].missed],
+                 {k: f.line for k, f in fs.items()})
+    return "".join(f"{k[1]} ({k[0]}): {ranges(fs[k].missed)}\n" for k in keys)
+
+
+def ranges(lines: tuple[int, ...] | list[int]) -> str:
+    """[3, 4, 5, 9] -> "3-5,9"."""
+    out: list[list[int]] = []
+    for n in sorted(lines):
+        if out and out[-1][1] == n - 1:
+            out[-1][1] = n
+        else:
+            out.append([n, n])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in out)

@@ -74,4 +74,7 @@ def summary(cov: Coverage, title: str) -> str:
         lines.append("lines run/total, branches run/total; * a mapping function "
                      "(harness/coverage/functions.py MAPPING)")
         lines.append(functions.table(cov.functions))
+        last = list(cov.functions)[-1]  # the union when there are several sources
+        lines += [f"lines of the mapping functions the {last} did not run:",
+                  functions.not_run(cov.functions[last])]
     return "\n".join(lines) + "\n"

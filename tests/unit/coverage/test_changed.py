@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.coverage import changed
+from harness.coverage import changed, functions
 
 
 def _trees(tmp_path: Path) -> tuple[Path, Path]:
@@ -43,4 +43,4 @@ def test_every_changed_line_run_says_so() -> None:
 
 
 def test_ranges() -> None:
-    assert changed.ranges([9, 3, 4, 5, 11, 12]) == "3-5,9,11-12"
+    assert functions.ranges([9, 3, 4, 5, 11, 12]) == "3-5,9,11-12"

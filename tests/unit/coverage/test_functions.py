@@ -42,3 +42,10 @@ def test_a_function_one_source_did_not_reach_shows_a_dash() -> None:
     b = functions.read(_trace({1: ("perf_event_init", 1, [])}))
     rows = functions.table({"suite": a, "explorer": b}).splitlines()
     assert rows[1].split()[-1] == "-"
+
+
+def test_not_run_lists_the_missed_lines_of_mapping_functions_only() -> None:
+    fs = functions.read(_trace({1: ("perf_event_init", 0, []), 10: ("perf_mmap", 0, []),
+                                11: ("perf_mmap", 0, []), 12: ("perf_mmap", 1, []),
+                                13: ("perf_mmap", 0, [])}))
+    assert functions.not_run(fs) == "perf_mmap (kernel/events/core.c): 10-11,13\n"
