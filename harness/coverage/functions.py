@@ -18,7 +18,7 @@ MAPPING: tuple[str, ...] = (
     "rb_put_mapped_buffer", "tracing_buffers_mmap*", "tracing_buffers_ioctl",
     "tracing_arm_snapshot*", "tracing_disarm_snapshot", "ring_buffer_resize",
     "tracing_resize_ring_buffer", "rb_meta_*", "rb_range_*", "ring_buffer_alloc_range",
-    "trace_remote_*", "simple_ring_buffer_*", "remote_*",
+    "trace_remote_*", "simple_ring_buffer_*",
 )
 
 
