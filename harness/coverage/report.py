@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import progress
+from harness.probe_modules import probe_module
 from harness.coverage import functions, gcovr, merge
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,7 @@ class Coverage:
     """What a report found: per source its functions, the guests lost, sources with no data."""
     functions: dict[str, dict[tuple[str, str], functions.Function]] = field(default_factory=dict)
     guests: dict[str, int] = field(default_factory=dict)
+    edges: dict[str, int] = field(default_factory=dict)  # arc counters not zero, all guests
     lost: dict[str, tuple[str, ...]] = field(default_factory=dict)
     empty: list[str] = field(default_factory=list)
 
@@ -48,6 +50,7 @@ def write(out: Path, sources: list[Source], source_root: Path, files: tuple[str,
         d.mkdir(parents=True, exist_ok=True)
         with progress.step(f"coverage of the {s.name}: {len(dumps.folders)} guest(s)"):
             objects = merge.merge(dumps.folders, d / "gcda")
+            cov.edges[s.name] = edges(objects)
             t = gcovr.tracefile(objects, source_root, files, d / "coverage.json")
             gcovr.html(t, source_root, d / "html", f"{title}: {s.name}")
         tracefiles.append(t)
@@ -63,12 +66,20 @@ def write(out: Path, sources: list[Source], source_root: Path, files: tuple[str,
     return cov
 
 
+def edges(objects: Path) -> int:
+    """The edges (arc counters) the merged counters say ran: the explorer's compass,
+    counted the way the guest counts them (probes/gcov_edges.py)."""
+    read = probe_module("gcov_edges").edges_of
+    return sum(len(read(p.read_bytes())) for p in objects.rglob("*.gcda"))
+
+
 def summary(cov: Coverage, title: str) -> str:
     lines = [title, ""]
     for name, n in cov.guests.items():
         lost = cov.lost.get(name, ())
-        lines.append(f"{name}: {n} guest(s) counted" + (f", {len(lost)} lost: " + "; ".join(lost)
-                                                       if lost else ""))
+        lines.append(f"{name}: {n} guest(s) counted"
+                     + (f", {cov.edges[name]} edges run" if name in cov.edges else "")
+                     + (f", {len(lost)} lost: " + "; ".join(lost) if lost else ""))
     lines.append("")
     if cov.functions:
         lines.append("lines run/total, branches run/total; * a mapping function "
