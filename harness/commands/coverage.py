@@ -74,7 +74,8 @@ def main(args: argparse.Namespace) -> int:
                                 args.steer, failed))
     cov_result = report.write(out, sources, k.source_dir, gcov.FILES,
                               f"coverage of {spec.name} ({k.release})")
-    print((out / "summary.txt").read_text())
+    print(report.summary(cov_result, f"coverage of {spec.name} ({k.release})", mapping_only=True))
+    print(f"every function: {out / 'summary.txt'}")
     for name in cov_result.empty:
         print(f"lab: warning: the {name} left no coverage data (no guest of it was read)",
               file=sys.stderr)

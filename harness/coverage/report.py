@@ -73,7 +73,9 @@ def edges(objects: Path) -> int:
     return sum(len(read(p.read_bytes())) for p in objects.rglob("*.gcda"))
 
 
-def summary(cov: Coverage, title: str) -> str:
+def summary(cov: Coverage, title: str, mapping_only: bool = False) -> str:
+    """summary.txt: the guests per source, the table per function, the mapping functions'
+    unrun lines; with `mapping_only` the table keeps the mapping functions (the screen's)."""
     lines = [title, ""]
     for name, n in cov.guests.items():
         lost = cov.lost.get(name, ())
@@ -84,7 +86,7 @@ def summary(cov: Coverage, title: str) -> str:
     if cov.functions:
         lines.append("lines run/total, branches run/total; * a mapping function "
                      "(harness/coverage/functions.py MAPPING)")
-        lines.append(functions.table(cov.functions))
+        lines.append(functions.table(cov.functions, mapping_only))
         last = list(cov.functions)[-1]  # the union when there are several sources
         lines += [f"lines of the mapping functions the {last} did not run:",
                   functions.not_run(cov.functions[last])]
