@@ -1109,6 +1109,27 @@ def _optional(path: str) -> str | None:
     return read_file(path) if os.path.exists(path) else None
 
 
+def check_oversized(args: list[str]) -> dict:
+    """A size the memory cannot hold, for the whole buffer and for one CPU's: refused with
+    ENOMEM before anything is allocated (__rb_allocate_pages() asks si_mem_available() first:
+    "ring-buffer: Check if memory is available before allocation", v4.17), and the buffer keeps
+    its size. Four times MemTotal per CPU, so no estimate of available memory can allow it."""
+    with open("/proc/meminfo") as f:
+        total_kb = next(int(line.split()[1]) for line in f if line.startswith("MemTotal:"))
+    huge = 4 * total_kb
+    with instance() as inst:
+        before = (inst.get("buffer_size_kb"), inst.get("per_cpu/cpu0/buffer_size_kb"))
+        whole = inst.set("buffer_size_kb", huge)
+        cpu0 = inst.set("per_cpu/cpu0/buffer_size_kb", huge)
+        after = (inst.get("buffer_size_kb"), inst.get("per_cpu/cpu0/buffer_size_kb"))
+        # The buffer still takes events after the refusals.
+        inst.set("tracing_on", 1)
+        marker = inst.set("trace_marker", "ringlab-after-oversized")
+        shown = "ringlab-after-oversized" in inst.get("trace")
+    return {"asked_kb": huge, "whole": whole, "cpu0": cpu0, "before": list(before),
+            "after": list(after), "marker": marker, "shown": shown}
+
+
 def check_persistent(args: list[str]) -> dict:
     """PHASE MARK BOOT [FIXED [COPY]]: instances the kernel command line made (trace_instance=
     NAME@LABEL on reserve_mem=, NAME@ADDR:SIZE on memmap=, COPY=NAME a backup copy). `write`

@@ -329,6 +329,19 @@ def test_offsets_off_a_sub_buffer_or_past_the_end_are_refused(refusals: dict,
     assert not new_splats(), f"kernel splats: {new_splats()}"
 
 
+def test_a_size_beyond_memory_is_refused_and_the_buffer_keeps_its_size(trace) -> None:
+    """buffer_size_kb and per_cpu/cpu0/buffer_size_kb of four times MemTotal: ENOMEM before any
+    allocation ("ring-buffer: Check if memory is available before allocation", v4.17), the
+    sizes as they were, and the buffer still takes events. (Found unrun by ./lab coverage:
+    ring_buffer_resize()'s refusal, docs/results/2026-12-02-coverage-gaps-7.2.md.)"""
+    r = trace("oversized")
+    assert (r["whole"], r["cpu0"]) == ("ENOMEM", "ENOMEM"), \
+        f"{r['asked_kb']} KiB a CPU must be refused with ENOMEM: whole {r['whole']}, " \
+        f"cpu0 {r['cpu0']}"
+    assert r["after"] == r["before"], f"sizes before {r['before']}, after {r['after']}"
+    assert r["marker"] == "ok" and r["shown"], r
+
+
 def test_resize_and_snapshot_are_refused_while_mapped(refusals: dict) -> None:
     busy, after = refusals["busy_while_mapped"], refusals["after_unmap"]
     wrong = {k: v for k, v in busy.items() if v != "EBUSY"}
