@@ -67,3 +67,38 @@ def test_lost_leaves_a_note_beside_the_dumps(tmp_path: Path) -> None:
     folder = gcov.guest_folder(tmp_path / "console.log", "g-1")
     gcov.lost(folder, "kernel panic: x")
     assert (folder.parent / (folder.name + ".lost")).read_text() == "kernel panic: x\n"
+
+
+def _guest(tmp_path: Path, config: str, health: str | None) -> object:
+    """A Guest as keep_coverage() sees it: its plan's kernel config, console log, health."""
+    from types import SimpleNamespace
+
+    from harness.guest.guest import Guest
+    (tmp_path / "config").write_text(config)
+    kernel = SimpleNamespace(config_option=lambda o: "y" if f"CONFIG_{o}=y" in config else None)
+    g = Guest.__new__(Guest)
+    g.plan = SimpleNamespace(kernel=kernel, console_log=tmp_path / "console.log")  # type: ignore[assignment]
+    g.workdir = tmp_path / "ringlab-guest-x"
+    g.coverage_kept, g.coverage_dumps = False, 0
+    g.health = lambda: health  # type: ignore[method-assign]
+    g.run = FakeGuest(tmp_path / "debugfs").run  # type: ignore[method-assign]
+    return g
+
+
+def test_a_dead_guest_leaves_a_lost_note_and_a_live_one_its_counters(tmp_path: Path) -> None:
+    (tmp_path / "debugfs/b/out/kernel/events").mkdir(parents=True)
+    (tmp_path / "debugfs/b/out/kernel/events/core.gcda").write_bytes(b"x")
+    dead = _guest(tmp_path, "CONFIG_GCOV_KERNEL=y\n", "kernel panic: Oops")
+    dead.keep_coverage()  # type: ignore[attr-defined]
+    notes = list((tmp_path / "gcov").glob("*.lost"))
+    assert len(notes) == 1 and notes[0].read_text() == "kernel panic: Oops\n"
+    live = _guest(tmp_path, "CONFIG_GCOV_KERNEL=y\n", None)
+    live.keep_coverage()  # type: ignore[attr-defined]
+    live.keep_coverage()  # type: ignore[attr-defined]  # once per boot
+    assert len(list((tmp_path / "gcov").rglob("core.gcda"))) == 1
+
+
+def test_a_kernel_without_gcov_is_not_read(tmp_path: Path) -> None:
+    g = _guest(tmp_path, "# CONFIG_GCOV_KERNEL is not set\n", None)
+    g.keep_coverage()  # type: ignore[attr-defined]
+    assert not (tmp_path / "gcov").exists()
