@@ -102,7 +102,8 @@ def changed_lines_run(plan: Plan, base_tree: Path | None, patched_tree: Path
     coverage report (coverage/suite/: coverage.json, html/) beside the review's."""
     if base_tree is None:
         raise LabError("review --coverage: the base kernel's tree is unknown")
-    touched = review.touched_files([p.text for p in patch_series.read(plan.series)])
+    touched = {f for f in review.touched_files([p.text for p in patch_series.read(plan.series)])
+               if not f.startswith(NOT_KERNEL)}  # a selftest's C is no kernel line
     lines = changed.changed_lines(base_tree, patched_tree, touched)
     spec = plan.patched_cfg.kernel(plan.kernel.name)
     profiled = spec.source.profiled if isinstance(spec.source, lab_config.BuildKernel) else ()
