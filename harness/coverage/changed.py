@@ -39,6 +39,7 @@ class Judged:
     run: dict[str, list[int]] = field(default_factory=dict)
     not_run: dict[str, list[int]] = field(default_factory=dict)
     unprofiled: list[str] = field(default_factory=list)  # changed files no counter covers
+    changed: int = 0  # every added or replaced line, code or not
 
     @property
     def code_lines(self) -> int:
@@ -50,16 +51,22 @@ class Judged:
 
     def verdict(self, who: str = "the suite") -> str:
         """One line for the review's verdict."""
+        rest = self.changed - self.code_lines
+        other = f" ({rest} other changed line{'s' if rest != 1 else ''}: comments, braces, " \
+            "declarations or unprofiled files)" if rest > 0 else ""
         if not self.code_lines:
             return f"coverage: no changed line is code gcov counts ({who} cannot be judged on it)"
         if not self.missed:
-            return f"coverage: {who} executed all {self.code_lines} changed lines"
+            lines = "the one changed line" if self.code_lines == 1 else \
+                f"all {self.code_lines} changed lines"
+            return f"coverage: {who} executed {lines} of code{other}"
         where = "; ".join(f"{f}:{functions.ranges(ls)}" for f, ls in self.not_run.items())
         return (f"coverage: {who} did not execute {self.missed} of the {self.code_lines} changed "
-                f"lines: {where}")
+                f"lines of code: {where}{other}")
 
     def as_json(self) -> dict[str, Any]:
-        return {"code_lines": self.code_lines, "missed": self.missed,
+        return {"changed_lines": self.changed, "code_lines": self.code_lines,
+                "missed": self.missed,
                 "run": self.run, "not_run": self.not_run, "unprofiled": self.unprofiled}
 
 
@@ -71,7 +78,7 @@ def judge(changed: dict[str, set[int]], tracefile: dict[str, Any]) -> Judged:
         for ln in f.get("lines", []):
             if not ln.get("gcovr/excluded") and not ln.get("gcovr/noncode"):
                 per[ln["line_number"]] = per.get(ln["line_number"], 0) + ln["count"]
-    j = Judged()
+    j = Judged(changed=sum(map(len, changed.values())))
     for f, lines in changed.items():
         if f not in counts:
             j.unprofiled.append(f)

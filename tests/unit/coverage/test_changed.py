@@ -33,13 +33,14 @@ def test_judge_counts_code_lines_only_and_names_the_missed() -> None:
     assert j.run == {"kernel/events/core.c": [2]}
     assert j.not_run == {"kernel/events/core.c": [4, 5]}
     assert j.unprofiled == ["kernel/events/internal.h"]
-    assert j.verdict() == ("coverage: the suite did not execute 2 of the 3 changed lines: "
-                           "kernel/events/core.c:4-5")
+    assert j.verdict() == ("coverage: the suite did not execute 2 of the 3 changed lines of "
+                           "code: kernel/events/core.c:4-5 (2 other changed lines: comments, "
+                           "braces, declarations or unprofiled files)")
 
 
 def test_every_changed_line_run_says_so() -> None:
     j = changed.judge({"kernel/events/core.c": {2}}, _trace({2: 1}))
-    assert j.verdict() == "coverage: the suite executed all 1 changed lines"
+    assert j.verdict() == "coverage: the suite executed the one changed line of code"
 
 
 def test_ranges() -> None:
