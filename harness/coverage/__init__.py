@@ -1,2 +1,4 @@
-"""Which kernel lines the lab ran: the gcov variant of a build kernel (variant.py, profile.py),
-the counters read off each guest (collect.py), and their merge into reports (report.py)."""
+"""`./lab coverage`'s reports: the guests' gcov counters summed (merge.py), read by gcovr
+(gcovr.py), the table per function (functions.py), a series' changed lines judged
+(changed.py), all of it written by report.py. The gcov variant itself is
+harness/kernels/gcov.py, a guest's counters harness/guest/gcov.py."""

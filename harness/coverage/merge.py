@@ -53,16 +53,14 @@ def merge(folders: tuple[Path, ...], into: Path) -> Path:
     try:
         acc = folders[0]
         for i, nxt in enumerate(folders[1:]):
-            out = scratch / f"step{i % 2}"
-            shutil.rmtree(out, ignore_errors=True)
+            out = scratch / f"sum{i}"
             p = subprocess.run([tool, "merge", str(acc), str(nxt), "-o", str(out)],
                                capture_output=True, text=True)
             if p.returncode != 0:
                 raise LabError(f"gcov-tool merge {acc} {nxt} failed: {p.stderr.strip()[-300:]}")
-            if acc.parent == scratch:
+            if acc.parent == scratch:  # the previous sum, not a guest's dump
                 shutil.rmtree(acc)
-            acc = scratch / f"acc{i % 2}"
-            out.rename(acc)
+            acc = out
         final = scratch / "merged"
         shutil.copytree(acc, final)
         for gcda in final.rglob("*.gcda"):

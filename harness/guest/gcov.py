@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 GCOV_ROOT = "/sys/kernel/debug/gcov"
 FOLDER = "gcov"  # beside the guest's console log, in the run's report folder
 
-_MOUNT = f"mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug"
+_MOUNT = "mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug"
 RESET = f"{_MOUNT}; echo 1 > {GCOV_ROOT}/reset"
 # The .gcda files under GCOV_ROOT as a tar, base64 on stdout: debugfs files report size 0,
 # so tar(1) would store them empty; python3 is on every guest (harness/guest/rootfs.py).
