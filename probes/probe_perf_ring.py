@@ -20,6 +20,7 @@ import time
 from itertools import pairwise
 from typing import Any
 
+import fault_inject
 import perf_abi as perf
 import probelib
 from perf_events import (SAMPLE_SIZE, SAMPLE_TYPE, allowance_sizes, event_id, fire,
@@ -67,9 +68,24 @@ def check_lengths(args: list[str]) -> dict:
     # (remap_pfn_range(), 7.x) a private mapping of 2+ pages fails in mm's COW rule as well,
     # and only a 1-page one shows whether perf_mmap() itself refuses it.
     private = {pages: _map_private(pages) for pages in (2, 1)}
+    fd = open_dummy()
+    beyond = map_result(fd, beyond_the_page_array())
+    os.close(fd)
     return {"page_size": PAGE, "results": results, "control": control,
             "map_private": private[2], "map_private_control_page": private[1],
-            "reserved_offset": perf.RESERVED_OFFSET}
+            "reserved_offset": perf.RESERVED_OFFSET,
+            "beyond_the_page_array": {"data_pages": beyond_the_page_array(), "result": beyond}}
+
+
+def beyond_the_page_array() -> int:
+    """Data pages (a power of two) whose 8-byte page pointers alone fill the largest buddy
+    block, PAGE << MAX_PAGE_ORDER: with struct perf_buffer in front, rb_alloc() cannot
+    allocate the array (kernel/events/ring_buffer.c rb_alloc(): `if (order_base_2(size) >
+    PAGE_SHIFT + MAX_PAGE_ORDER) goto fail`). The orders are /proc/buddyinfo's columns.
+    Refused before any page is allocated, so the 2 GiB mapping costs nothing."""
+    with open("/proc/buddyinfo") as f:
+        orders = len(f.readline().split("zone", 1)[1].split()[1:])
+    return (PAGE << (orders - 1)) // 8
 
 
 def _map_private(pages: int) -> str:
@@ -903,6 +919,65 @@ def check_throughput(args: list[str]) -> dict:
     return {"records": got, "mmap_records_per_s": got / parse_s if parse_s else None,
             "read_calls": reads, "read_calls_per_s": reads / read_s,
             "group_counted": counted}
+
+
+def _writes_into(rb: RingBuffer, fd: int, n: int = 3) -> int:
+    """Samples of the getppid event found in `rb` after n calls: the buffer is the event's."""
+    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
+    fire(n)
+    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
+    return len(samples(rb.read_new()))
+
+
+def check_alloc_failures(args: list[str]) -> dict:
+    """[DATA_PAGES]: mmap() of an event's buffer with its 1st, 2nd, ... allocation failing
+    (fault_inject.sweep: slab and page allocations, the page tables of the mapping included),
+    as the first mapping (rb_alloc(), map_range()) and as a second mapping of a mapped buffer
+    (perf_mmap_close() on the way out). After each attempt, injection off: what a refused call
+    left must not show. The event maps again with the size asked, its samples reach that
+    mapping (the first mapping's too, for the second: the same data_head); once all is
+    closed VmPin is back, and the user's allowance maps as before the sweeps
+    (map_the_allowance(): a charge a refusal kept would shrink it)."""
+    data_pages = int(args[0]) if args else 4
+    fault_inject.prepare()
+    pin_start = vm_pin_kb()
+    before = map_the_allowance()
+
+    def first_setup() -> dict:
+        return {"fd": open_counter()}
+
+    def second_setup() -> dict:
+        fd = open_counter()
+        return {"fd": fd, "first": RingBuffer(fd, data_pages)}
+
+    def call(state: dict) -> None:
+        state["rb"] = RingBuffer(state["fd"], data_pages)
+
+    def judge(state: dict, outcome: str) -> dict:
+        fd, seen = state["fd"], dict[str, Any]()
+        rb = state.get("rb")
+        if rb is None:
+            try:
+                rb = RingBuffer(fd, data_pages)
+                seen["maps_after"] = "ok"
+            except OSError as e:
+                seen["maps_after"] = probelib.errname(e)
+        if rb is not None:
+            seen["data_size"] = rb.data_size // PAGE
+            seen["samples"] = _writes_into(rb, fd)
+            if "first" in state:  # both map the one buffer: the same data_head
+                seen["same_buffer"] = state["first"].data_head == rb.data_head
+            rb.close()
+        if "first" in state:
+            state["first"].close()
+        os.close(fd)
+        seen["vm_pin_kb"] = vm_pin_kb()
+        return seen
+
+    first = fault_inject.summary(fault_inject.sweep(first_setup, call, judge))
+    second = fault_inject.summary(fault_inject.sweep(second_setup, call, judge))
+    return {"data_pages": data_pages, "vm_pin_kb": pin_start, "first": first,
+            "second": second, "allowance_before": before, "allowance_after": map_the_allowance()}
 
 
 CHECKS = probelib.check_table(globals())

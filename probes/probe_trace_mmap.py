@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import fault_inject
 import perf_events
 import probelib
 import trace_abi as abi
@@ -1128,6 +1129,142 @@ def check_oversized(args: list[str]) -> dict:
         shown = "ringlab-after-oversized" in inst.get("trace")
     return {"asked_kb": huge, "whole": whole, "cpu0": cpu0, "before": list(before),
             "after": list(after), "marker": marker, "shown": shown}
+
+
+CPU1_ONLINE = "/sys/devices/system/cpu/cpu1/online"
+
+
+def check_resize_cpus(args: list[str]) -> dict:
+    """ring_buffer_resize() across CPUs, on a guest of 2+ CPUs, from a task on CPU 0: one
+    CPU's size set for the other CPU (its pages swapped in by work run on that CPU); a size
+    that fits memory once but not twice (__rb_allocate_pages() asks si_mem_available() per
+    CPU: CPU 0's pages are made, CPU 1's are refused, and CPU 0's freed: ENOMEM with the
+    sizes as they were); and while CPU 1 is offline, the whole buffer and CPU 1's alone
+    resized (its pages swapped in at once, not by work on it). CPU 1 comes back with the
+    size set, and an event written there is read."""
+    if (os.cpu_count() or 1) < 2:
+        raise probelib.Skip("the guest has one CPU: this check needs two")
+    if not os.path.exists(CPU1_ONLINE):
+        raise probelib.Skip(f"no {CPU1_ONLINE}: CPU 1 cannot go offline "
+                            "(CONFIG_HOTPLUG_CPU is off)")
+    with open("/proc/meminfo") as f:
+        avail_kb = next(int(ln.split()[1]) for ln in f if ln.startswith("MemAvailable:"))
+    out: dict[str, Any] = {"mem_available_kb": avail_kb}
+    with instance(size_kb=16) as inst, pinned(0):
+        out["other_cpu"] = inst.set("per_cpu/cpu1/buffer_size_kb", 64)
+        out["other_cpu_reads"] = inst.get("per_cpu/cpu1/buffer_size_kb")
+        once = avail_kb * 6 // 10
+        before = [inst.get(f"per_cpu/cpu{c}/buffer_size_kb") for c in (0, 1)]
+        out["fits_once"] = {"size_kb": once, "result": inst.set("buffer_size_kb", once),
+                            "before": before,
+                            "after": [inst.get(f"per_cpu/cpu{c}/buffer_size_kb")
+                                      for c in (0, 1)]}
+        out["offline"] = write_file(CPU1_ONLINE, "0")
+        try:
+            out["whole_while_offline"] = inst.set("buffer_size_kb", 32)
+            out["cpu1_after_whole"] = inst.get("per_cpu/cpu1/buffer_size_kb")
+            out["cpu1_while_offline"] = inst.set("per_cpu/cpu1/buffer_size_kb", 48)
+            out["cpu1_after_own"] = inst.get("per_cpu/cpu1/buffer_size_kb")
+        finally:
+            out["online"] = write_file(CPU1_ONLINE, "1")
+        out["cpu1_after_online"] = inst.get("per_cpu/cpu1/buffer_size_kb")
+        with pinned(1):
+            inst.mark("on-cpu1-after-online")
+        out["cpu1_event"] = "on-cpu1-after-online" in inst.get("per_cpu/cpu1/trace")
+    return out
+
+
+def check_blocking_reader(args: list[str]) -> dict:
+    """GET_READER on a mapped trace_pipe_raw opened without O_NONBLOCK waits for the buffer
+    first (tracing_buffers_ioctl(): ring_buffer_wait() up to buffer_percent, 0 here: any
+    data). Empty, it waits until a signal ends the wait (an alarm after 0.5 s, whose handler
+    does nothing: EINTR, Python's handlers have no SA_RESTART); with an event there, it
+    returns (an alarm at 5 s would end a wait) with the event in the reader sub-buffer."""
+    import signal
+
+    with instance(subbuf_kb=REFUSAL_SUBBUF_KB, size_kb=8 * REFUSAL_SUBBUF_KB) as inst, pinned(0):
+        _must(inst.set("buffer_percent", 0), "buffer_percent")
+        fd = inst.open_cpu(0, nonblock=False)
+        out: dict[str, Any] = {}
+        try:
+            with TraceMap(fd) as tm:
+                old = signal.signal(signal.SIGALRM, lambda *a: None)
+                signal.setitimer(signal.ITIMER_REAL, 0.5)
+                start = time.monotonic()
+                out["empty"] = _ioctl_result(fd, abi.TRACE_MMAP_IOCTL_GET_READER)
+                out["empty_waited_s"] = round(time.monotonic() - start, 2)
+                inst.mark("blocking-reader")
+                signal.setitimer(signal.ITIMER_REAL, 5)  # EINTR if it waits with data there
+                out["with_data"] = _ioctl_result(fd, abi.TRACE_MMAP_IOCTL_GET_READER)
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, old)
+                out["marker_in_reader"] = b"blocking-reader" in tm.subbuf(tm.meta().reader_id)
+        finally:
+            os.close(fd)
+    return out
+
+
+def check_snapshot_busy(args: list[str]) -> dict:
+    """Arming a snapshot while the unallocated snapshot buffer is open for reading: the open
+    `snapshot` file's iterator holds the buffer's resize_disabled (ring_buffer_read_start()),
+    so allocating it (resizing it to the main buffer's size) is refused, and the arm undone
+    (trace_snapshot.c tracing_arm_snapshot_locked(): tr->snapshot-- on failure). Once the
+    file is closed, the same trigger arms and disarms."""
+    with instance() as inst:
+        if not os.path.exists(f"{inst.path}/snapshot"):
+            raise probelib.Skip("kernel has no snapshot file (CONFIG_TRACER_SNAPSHOT is off)")
+        trig = f"{inst.path}/events/sched/sched_switch/trigger"
+        out: dict[str, Any] = {"allocated_before": "NOT ALLOCATED" not in inst.get("snapshot")}
+        fd = os.open(f"{inst.path}/snapshot", os.O_RDONLY)
+        try:
+            out["arm_while_open"] = write_file(trig, ARMED_SNAPSHOT)
+            out["triggers_while_open"] = _triggers(trig)
+        finally:
+            os.close(fd)
+        out["arm_after_close"] = write_file(trig, ARMED_SNAPSHOT)
+        out["disarm"] = write_file(trig, "!" + ARMED_SNAPSHOT)
+        out["triggers_after"] = _triggers(trig)
+    return out
+
+
+def _triggers(path: str) -> list[str]:
+    """The triggers set on an event (its trigger file, less the comment lines)."""
+    return [ln for ln in read_file(path).splitlines() if ln and not ln.startswith("#")]
+
+
+def check_alloc_failures(args: list[str]) -> dict:
+    """Mapping a CPU buffer (the meta page, then the sub-buffers: ring_buffer_map(),
+    __rb_map_vma()) with its 1st, 2nd, ... allocation failing (fault_inject.sweep). After each
+    attempt, injection off, the fd closed: a mapping that was made reads a marker written
+    before it, and a refused one leaves nothing (_refusals_left(): GET_READER on a fresh fd
+    ENODEV, the buffer resizes, a snapshot arms; _remap_works(): it maps and reads again)."""
+    fault_inject.prepare()
+    with instance(subbuf_kb=REFUSAL_SUBBUF_KB, size_kb=8 * REFUSAL_SUBBUF_KB) as inst, pinned(0):
+        fd = inst.open_cpu(0)
+        with TraceMap(fd) as tm:
+            geometry = {"meta_page_size": tm.meta_page_size, "nr_subbufs": tm.nr_subbufs}
+        os.close(fd)
+
+        def setup() -> dict:
+            inst.mark("before-the-mapping")
+            return {"fd": inst.open_cpu(0)}
+
+        def call(state: dict) -> None:
+            state["tm"] = TraceMap(state["fd"])
+
+        def judge(state: dict, outcome: str) -> dict:
+            seen: dict[str, Any] = {}
+            if (tm := state.get("tm")) is not None:
+                seen["nr_subbufs"] = tm.nr_subbufs
+                seen["reads"] = _marker_read(tm, inst, "before-the-mapping")
+                tm.close()
+            os.close(state["fd"])
+            seen["left"] = _refusals_left(inst)
+            seen["map_after"] = "ok" if _remap_works(inst) else "failed"
+            return seen
+
+        sweep = fault_inject.sweep(setup, call, judge)
+    return {"geometry": geometry, "map": fault_inject.summary(sweep)}
 
 
 def check_persistent(args: list[str]) -> dict:

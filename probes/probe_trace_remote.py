@@ -14,10 +14,12 @@ import mmap
 import os
 import re
 import signal
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import fault_inject
 import probelib
 import trace_abi as abi
 import tracefs
@@ -115,6 +117,8 @@ def timestamps_rise(lines: list[str]) -> bool:
 
 def _gate(check: str) -> None:
     root = tracefs.root()
+    if check == "load-failures":  # loads the module itself
+        return
     if not os.path.isdir(f"{root}/{REMOTE}"):
         raise probelib.Skip(f"no {REMOTE} in tracefs: the kernel has no trace remotes, or "
                             "remote_test (CONFIG_TRACE_REMOTE_TEST) is not loaded")
@@ -223,6 +227,182 @@ def _user_space(r: Remote) -> dict:
     finally:
         os.close(fd)
     return out
+
+
+def check_two_cpus(args: list[str]) -> dict:
+    """Events written on CPU 0 and CPU 1 in turn: `trace` and `trace_pipe` merge the per-CPU
+    buffers by timestamp (trace_remote_iter_read_event(): the oldest event of all CPUs), so
+    the ids come back in the order written, each with its CPU."""
+    if (os.cpu_count() or 1) < 2:
+        raise probelib.Skip("the guest has one CPU: this check needs two")
+    r = Remote(tracefs.root())
+    r.reset()
+    _must(r.set("buffer_size_kb", 7))
+    _must(r.set("events/test/selftest/enable", 1))
+    _must(r.set("tracing_on", 1))
+    out: dict[str, Any] = {"writes": [r.event(i, cpu=i % 2) for i in range(1, 9)]}
+    lines = r.lines()
+    out["trace"] = [[int(m.group(1)), int(m.group(4))] for ln in lines if (m := EVENT.match(ln))]
+    out["pipe_ids"] = ids(r.pipe())
+    r.reset()
+    return out
+
+
+def check_too_big(args: list[str]) -> dict:
+    """A buffer_size_kb the remote cannot describe: 2^35 KiB, more than UINT_MAX pages a CPU
+    (trace_buffer_desc_size(): "Capped by ring_buffer_desc::nr_page_va"). The write is
+    taken (TR:203-227 checks only 0 and overflow); loading refuses it, through tracing_on=1
+    and through opening trace_pipe. Then a 7 KiB buffer loads and takes an event."""
+    r = Remote(tracefs.root())
+    r.reset()
+    _must(r.set("events/test/selftest/enable", 1))
+    out: dict[str, Any] = {"size_kb": 1 << 35, "set": r.set("buffer_size_kb", 1 << 35)}
+    out["tracing_on"] = r.set("tracing_on", 1)
+    out["after_tracing_on"] = {"tracing_on": r.get("tracing_on"),
+                               "size": r.get("buffer_size_kb")}
+    r.set("tracing_on", 0)
+    out["open_trace_pipe"] = probelib.outcome(
+        lambda: os.close(os.open(f"{r.path}/trace_pipe", os.O_RDONLY)))
+    out["after_open"] = r.get("buffer_size_kb")
+    _must(r.set("buffer_size_kb", 7))
+    out["loads_after"] = r.set("tracing_on", 1)
+    out["event_after"] = r.event(4004)
+    out["shown_after"] = ids(r.lines())
+    r.reset()
+    return out
+
+
+def check_alloc_failures(args: list[str]) -> dict:
+    """Loading the buffer (tracing_on=1: trace_remote_load(), ring_buffer_alloc_remote(),
+    trace_remote_alloc_buffer()) and opening trace_pipe (trace_remote_get(),
+    trace_remote_iter()), each with its 1st, 2nd, ... allocation failing
+    (fault_inject.sweep). After each attempt, injection off: a refused load leaves the buffer
+    unloaded and tracing off; then the remote loads, takes an event and shows it, and unloads
+    once off and reset (R2); a refused open leaves a trace_pipe that opens and reads the
+    event."""
+    fault_inject.prepare()
+    r = Remote(tracefs.root())
+    r.reset()
+    _must(r.set("buffer_size_kb", 7))
+    _must(r.set("events/test/selftest/enable", 1))
+
+    def works(seen: dict, value: int) -> None:
+        seen["loads"] = r.set("tracing_on", 1)
+        seen["event"] = r.event(value)
+        seen["shown"] = ids(r.lines())
+        r.reset()
+        r.set("events/test/selftest/enable", 1)
+        seen["unloaded"] = r.get("buffer_size_kb")
+
+    def load_setup() -> int:
+        r.reset()
+        r.set("events/test/selftest/enable", 1)
+        return os.open(f"{r.path}/tracing_on", os.O_WRONLY)
+
+    def load(fd: int) -> None:
+        os.write(fd, b"1\n")
+
+    def load_judge(fd: int, outcome: str) -> dict:
+        os.close(fd)
+        seen = {"size": r.get("buffer_size_kb"), "tracing_on": r.get("tracing_on")}
+        r.reset()
+        r.set("events/test/selftest/enable", 1)
+        works(seen, 1001)
+        return seen
+
+    def open_setup() -> dict:
+        r.set("tracing_on", 1)
+        r.event(2002)
+        return {}
+
+    def open_pipe(state: dict) -> None:
+        state["fd"] = os.open(f"{r.path}/trace_pipe", os.O_RDONLY)
+
+    def open_judge(state: dict, outcome: str) -> dict:
+        if "fd" in state:
+            os.close(state["fd"])
+        seen = {"piped": ids(r.pipe())}
+        r.reset()
+        r.set("events/test/selftest/enable", 1)
+        return seen
+
+    out = {"load": fault_inject.summary(fault_inject.sweep(load_setup, load, load_judge)),
+           "open_pipe": fault_inject.summary(
+               fault_inject.sweep(open_setup, open_pipe, open_judge))}
+    r.reset()
+    return out
+
+
+def check_load_failures(args: list[str]) -> dict:
+    """[LIMIT]: finit_module() of remote_test with its 1st, 2nd, ... allocation failing
+    (the module loader's own and trace_remote_register()'s: tracefs files, eventfs, the
+    buffer description). Run where remote_test is not loaded yet (it has no module_exit).
+    After each attempt, injection off: a refused load leaves no module and no remotes/test,
+    and the modules it needs are loaded first, outside the sweep. The last attempt loads it:
+    then remotes/test takes an event."""
+    limit = int(args[0]) if args else 4000
+    fault_inject.prepare()
+    if os.path.isdir("/sys/module/remote_test"):
+        raise probelib.Skip("remote_test is loaded already (it has no module_exit): this "
+                            "check needs a guest that has not loaded it")
+    steps = _insmod_steps("remote_test")
+    for path in steps[:-1]:
+        _finit_module(path)
+    root = tracefs.root()
+
+    def setup() -> int:
+        return os.open(steps[-1], os.O_RDONLY)
+
+    def load(fd: int) -> None:
+        _finit(fd, steps[-1])
+
+    def judge(fd: int, outcome: str) -> dict:
+        os.close(fd)
+        return {"module": os.path.isdir("/sys/module/remote_test"),
+                "remote": os.path.isdir(f"{root}/{REMOTE}")}
+
+    out = {"module": steps[-1], "deps": steps[:-1],
+           "sweep": fault_inject.summary(fault_inject.sweep(setup, load, judge, limit))}
+    if os.path.isdir(f"{root}/{REMOTE}"):
+        r = Remote(root)
+        r.reset()
+        r.set("events/test/selftest/enable", 1)
+        out["loads"] = r.set("tracing_on", 1)
+        out["event"] = r.event(3003)
+        out["shown"] = ids(r.lines())
+        r.reset()
+    return out
+
+
+# finit_module(2): include/uapi/asm-generic/unistd.h (273), arch/x86/entry/syscalls (313)
+FINIT_MODULE = {"x86_64": 313, "aarch64": 273}
+MODULE_INIT_COMPRESSED_FILE = 4  # include/uapi/linux/module.h
+libc_syscall = probelib.libc.syscall
+
+
+def _insmod_steps(module: str) -> list[str]:
+    """The .ko files modprobe would insert for `module`, its dependencies first."""
+    done = subprocess.run(["modprobe", "--show-depends", module], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        raise probelib.Skip(f"modprobe --show-depends {module}: {done.stderr.strip()}")
+    return [line.split()[1] for line in done.stdout.splitlines()
+            if line.startswith("insmod ")]
+
+
+def _finit(fd: int, path: str) -> None:
+    """finit_module(fd) of the .ko at `path` (compressed ones decompressed by the kernel)."""
+    flags = 0 if path.endswith(".ko") else MODULE_INIT_COMPRESSED_FILE
+    if libc_syscall(FINIT_MODULE[os.uname().machine], fd, b"", flags) != 0:
+        raise probelib.libc_error()
+
+
+def _finit_module(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        _finit(fd, path)
+    finally:
+        os.close(fd)
 
 
 def _must(result: str) -> None:

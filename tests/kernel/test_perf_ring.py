@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from harness.guest.guest import Guest
+from fault_sweep import check_sweep, where
 
 if TYPE_CHECKING:
     from conftest import ProbeCheck
@@ -54,6 +55,17 @@ def test_map_private_is_refused(lengths: dict) -> None:
     got = {"1+1 pages": lengths["map_private"],
            "the control page": lengths["map_private_control_page"]}
     assert set(got.values()) == {"EINVAL"}, f"MAP_PRIVATE mapping of a perf buffer: {got}"
+
+
+def test_a_buffer_beyond_the_page_array_is_refused_with_enomem(lengths: dict) -> None:
+    """1 + 2^n pages whose page-pointer array exceeds the largest allocation the buddy
+    allocator makes: rb_alloc() refuses it before allocating (kernel/events/ring_buffer.c:
+    order_base_2(size) > PAGE_SHIFT + MAX_PAGE_ORDER), perf_mmap() returns ENOMEM (mmap(2):
+    "No memory is available"). Root's CAP_IPC_LOCK lets the size past the mlock limits, so
+    this is the refusal that is met. (Found unrun by ./lab coverage.)"""
+    b = lengths["beyond_the_page_array"]
+    assert b["result"] == "ENOMEM", \
+        f"mmap of 1 + {b['data_pages']} pages: expected ENOMEM, got {b['result']}"
 
 
 def test_control_page_describes_the_mapping(lengths: dict, guest: Guest) -> None:
@@ -571,3 +583,31 @@ def test_concurrent_producers_every_sample_read_once_or_lost(ring) -> None:
     assert c["read"] + c["read_other_processes"] + c["lost_counted"] == c["event_count"], \
         f"read {c['read']} + lost {c['lost_counted']} != produced {c['event_count']}"
     assert c["lost_records_sum"] <= c["lost_counted"], c
+
+
+@pytest.mark.parametrize("mapping", ["first", "second"])
+def test_an_allocation_failure_in_mmap_is_refused_and_leaves_nothing(ring, new_splats,
+                                                                     mapping: str) -> None:
+    """mmap() of an event's buffer with each of its allocations failing in turn (fail-nth,
+    probes/fault_inject.py): as the first mapping (rb_alloc(), map_range()) and as a second
+    mapping of a mapped buffer (perf_mmap_close() undoes it). Refused with ENOMEM (mmap(2)),
+    and then nothing of it shows: the event maps again with the size asked and its samples
+    reach that mapping, a second mapping shares the first's buffer, VmPin is back, the user's
+    allowance maps as before, and no splat."""
+    r = ring("alloc-failures")
+    what = f"the {mapping} mapping of {r['data_pages']} data pages"
+    check_sweep(r[mapping], what)
+    for a in r[mapping]["attempts"]:
+        at = where(what, a)
+        assert a.get("maps_after", "ok") == "ok", f"{at}: mapping it again: {a['maps_after']}"
+        assert a["data_size"] == r["data_pages"], \
+            f"{at}: the mapping has {a['data_size']} data pages"
+        assert a["samples"] == 3, f"{at}: 3 getppid() calls gave {a['samples']} samples"
+        if mapping == "second":
+            assert a["same_buffer"], f"{at}: the two mappings show different data_head"
+        assert a["vm_pin_kb"] == r["vm_pin_kb"], \
+            f"{at}: VmPin {a['vm_pin_kb']} kB once closed, {r['vm_pin_kb']} kB before"
+    assert r["allowance_after"] == r["allowance_before"], \
+        f"the user's allowance maps as {r['allowance_after']} after the sweeps, as " \
+        f"{r['allowance_before']} before: a refused mapping kept a locked_vm charge"
+    assert not new_splats(), f"kernel splats: {new_splats()}"

@@ -14,6 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import pytest
+from fault_sweep import check_sweep, where
 
 from harness.kernels.kernel import release_version
 
@@ -604,4 +605,91 @@ def test_read_of_whole_subbuffers_leaves_the_mapping_intact(trace, new_splats) -
         f"read() then the mapping, {f['rounds']} rounds: {f['got']} of {f['written']} events, " \
         f"{f['duplicates']} twice, {f['missing']} missing, {f['foreign']} unknown; first " \
         f"difference {f['first_mismatch']}"
+    assert not new_splats(), f"kernel splats: {new_splats()}"
+
+
+@pytest.mark.guest(cpus=2)
+def test_a_resize_reaches_other_and_offline_cpus_and_a_refusal_undoes_them_all(
+        trace) -> None:
+    """ring_buffer_resize() from CPU 0 on a 2-CPU guest: CPU 1's size set through its
+    per_cpu file (the swap runs as work on CPU 1); a size that fits memory once but not for
+    both CPUs refused with ENOMEM (__rb_allocate_pages()'s si_mem_available() check) with
+    both sizes as they were (CPU 0's new pages freed); with CPU 1 offline, the whole buffer
+    and CPU 1's own size set at once; CPU 1 back online with that size, its events read.
+    Sizes read back as buffer_size_kb shows them (KiB, as written). (Found unrun by
+    ./lab coverage.)"""
+    r = trace("resize-cpus")
+    assert (r["other_cpu"], r["other_cpu_reads"]) == ("ok", "64"), \
+        f"per_cpu/cpu1/buffer_size_kb 64 from CPU 0: {r['other_cpu']}, reads " \
+        f"{r['other_cpu_reads']}"
+    f = r["fits_once"]
+    assert f["result"] == "ENOMEM", \
+        f"buffer_size_kb {f['size_kb']} (60% of MemAvailable {r['mem_available_kb']} kB, a " \
+        f"CPU): {f['result']}"
+    assert f["after"] == f["before"], f"sizes before {f['before']}, after {f['after']}"
+    assert (r["offline"], r["online"]) == ("ok", "ok"), (r["offline"], r["online"])
+    assert (r["whole_while_offline"], r["cpu1_after_whole"]) == ("ok", "32"), \
+        f"buffer_size_kb 32 with CPU 1 offline: {r['whole_while_offline']}, CPU 1 reads " \
+        f"{r['cpu1_after_whole']}"
+    assert (r["cpu1_while_offline"], r["cpu1_after_own"]) == ("ok", "48"), \
+        f"per_cpu/cpu1/buffer_size_kb 48 with CPU 1 offline: {r['cpu1_while_offline']}, " \
+        f"reads {r['cpu1_after_own']}"
+    assert r["cpu1_after_online"] == "48", f"CPU 1 back online: {r['cpu1_after_online']}"
+    assert r["cpu1_event"], "an event written on CPU 1 after it came back is not in its trace"
+
+
+def test_a_blocking_get_reader_waits_for_data_and_a_signal_ends_the_wait(trace) -> None:
+    """GET_READER on a trace_pipe_raw opened without O_NONBLOCK, buffer_percent 0: on an empty
+    buffer it waits (tracing_buffers_ioctl() calls ring_buffer_wait() unless O_NONBLOCK) until
+    the alarm's signal ends it with EINTR; with an event written, it returns and the
+    reader sub-buffer holds the event. (Found unrun by ./lab coverage: every other test opens
+    O_NONBLOCK.)"""
+    r = trace("blocking-reader")
+    assert r["empty"] == "EINTR" and r["empty_waited_s"] >= 0.4, \
+        f"GET_READER on an empty buffer: {r['empty']} after {r['empty_waited_s']} s (the " \
+        f"alarm came at 0.5 s)"
+    assert r["with_data"] == "ok", \
+        f"GET_READER with an event there: {r['with_data']} (EINTR: it waited 5 s)"
+    assert r["marker_in_reader"], "the event written is not in the reader sub-buffer"
+
+
+def test_a_snapshot_that_cannot_be_allocated_is_not_armed(trace) -> None:
+    """A snapshot trigger set while the unallocated snapshot buffer is open for reading: its
+    iterator keeps the buffer from being resized, so the allocation fails (EBUSY from
+    ring_buffer_resize()), the trigger write returns it, and the arm is undone
+    (trace_snapshot.c tracing_arm_snapshot_locked()). Closed, the trigger arms and disarms:
+    the failed arm left tr->snapshot as it was (a leaked count would make the disarm WARN or
+    a later mapping EBUSY). (Found unrun by ./lab coverage.)"""
+    r = trace("snapshot-busy")
+    assert not r["allocated_before"], "a new instance's snapshot buffer is not allocated"
+    assert r["arm_while_open"] == "EBUSY", \
+        f"arming a snapshot while `snapshot` is open: {r['arm_while_open']}"
+    assert r["triggers_while_open"] == [], \
+        f"the refused trigger is listed: {r['triggers_while_open']}"
+    assert (r["arm_after_close"], r["disarm"], r["triggers_after"]) == ("ok", "ok", []), r
+
+
+def test_an_allocation_failure_in_mmap_is_refused_and_leaves_nothing(trace, new_splats) -> None:
+    """Mapping a CPU buffer (meta page, then the sub-buffers) with each of its allocations
+    failing in turn (fail-nth, probes/fault_inject.py): ENOMEM (mmap(2)) or a mapping that
+    reads what was written before it, and a refused one undone as LEFT_NOTHING says
+    (ring_buffer_map()'s error path frees subbuf_ids and the meta page and drops
+    resize_disabled; tracing_buffers_mmap() puts the snapshot map back), then it maps and
+    reads again; no splat."""
+    r = trace("alloc-failures")
+    what = "mapping a CPU buffer"
+    check_sweep(r["map"], what)
+    wrong = []
+    for a in r["map"]["attempts"]:
+        at = where(what, a)
+        if "reads" in a and (a["reads"], a["nr_subbufs"]) != ("ok", r["geometry"]["nr_subbufs"]):
+            wrong.append(f"{at}: the mapping made reads {a['reads']} with "
+                         f"{a['nr_subbufs']} sub-buffers (before: {r['geometry']})")
+        left = {k: v for k, v in a["left"].items() if LEFT_NOTHING.get(k, v) != v}
+        if left:
+            wrong.append(f"{at}: then {left} (expected {LEFT_NOTHING}): the buffer was left "
+                         f"mapped, resize-disabled or snapshot-mapped")
+        if a["map_after"] != "ok":
+            wrong.append(f"{at}: a good mapping afterwards {a['map_after']}")
+    assert not wrong, "\n".join(wrong)
     assert not new_splats(), f"kernel splats: {new_splats()}"

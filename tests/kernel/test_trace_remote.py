@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from fault_sweep import check_sweep, where
 
 from harness.guest.guest import Guest
 
@@ -19,14 +20,20 @@ pytestmark = pytest.mark.kconfig("CONFIG_TRACE_REMOTE_TEST")
 
 
 @pytest.fixture
-def remote(guest: Guest, probe_check) -> Callable[[], dict]:
-    """The observations of check `rules`, after loading remote_test (it has no module_exit:
-    it stays in this guest)."""
-    def observe() -> dict:
+def remote_check(guest: Guest, probe_check) -> Callable[[str], dict]:
+    """remote_check(CHECK): the observations of a check of probes/probe_trace_remote.py,
+    after loading remote_test (it has no module_exit: it stays in this guest)."""
+    def observe(check: str) -> dict:
         loaded = guest.run("modprobe remote_test")
         assert loaded.exit_status == 0, f"modprobe remote_test: {loaded.stderr.strip()}"
-        return probe_check("probe_trace_remote", "rules")
+        return probe_check("probe_trace_remote", check)
     return observe
+
+
+@pytest.fixture
+def remote(remote_check) -> Callable[[], dict]:
+    """The observations of check `rules`."""
+    return lambda: remote_check("rules")
 
 
 def test_the_buffer_loads_on_demand_and_unloads_once_off_and_empty(remote) -> None:
@@ -131,3 +138,82 @@ def test_trace_after_a_consuming_read_shows_only_what_is_unread(guest: Guest, pr
               f"took 1..{n} and id {n + 1} was written: {len(shown)} ids "
               f"{shown[:3]}..{shown[-3:]}, {len(stale)} of them consumed already",
               stale=len(stale), shown=len(shown))
+
+
+@pytest.mark.guest(cpus=2)
+def test_events_of_two_cpus_are_merged_in_time_order(remote_check) -> None:
+    """Ids 1-8 written alternately on CPU 0 and CPU 1: `trace` shows them in the order
+    written, each with the CPU it was written on, and trace_pipe consumes them in that order
+    (TR: trace_remote_iter_read_event() takes the oldest event of all CPUs; remotes/
+    trace.tc checks the same per CPU). (Found unrun by ./lab coverage: every earlier run had
+    one CPU with data.)"""
+    r = remote_check("two-cpus")
+    assert r["writes"] == ["ok"] * 8, r["writes"]
+    assert r["trace"] == [[i % 2, i] for i in range(1, 9)], \
+        f"[cpu, id] of `trace`: {r['trace']}"
+    assert r["pipe_ids"] == list(range(1, 9)), f"trace_pipe: {r['pipe_ids']}"
+
+
+def test_a_size_the_remote_cannot_describe_is_refused_at_load(remote_check) -> None:
+    """buffer_size_kb 2^35 KiB: more pages a CPU than a ring_buffer_desc counts (u32
+    nr_page_va), so trace_buffer_desc_size() is SIZE_MAX and remote_test's load returns E2BIG
+    (RT:86-89) before allocating. The size is taken when written (TR:203-227) and refused
+    when the buffer loads, by tracing_on=1 and by opening trace_pipe (TR:75-77, TR:358-360),
+    leaving it unloaded and tracing off; a 7 KiB buffer loads after it. (Found unrun by
+    ./lab coverage.)"""
+    r = remote_check("too-big")
+    size = f"{r['size_kb']} (unloaded)"
+    assert r["set"] == "ok", f"writing buffer_size_kb {r['size_kb']}: {r['set']}"
+    assert r["tracing_on"] == "E2BIG", f"tracing_on=1 with it: {r['tracing_on']}"
+    assert r["after_tracing_on"] == {"tracing_on": "0", "size": size}, r["after_tracing_on"]
+    assert r["open_trace_pipe"] == "E2BIG", f"opening trace_pipe: {r['open_trace_pipe']}"
+    assert r["after_open"] == size, r["after_open"]
+    assert (r["loads_after"], r["event_after"], r["shown_after"]) == ("ok", "ok", [4004]), \
+        f"7 KiB afterwards: tracing_on=1 {r['loads_after']}, event {r['event_after']}, " \
+        f"trace {r['shown_after']}"
+
+
+def test_an_allocation_failure_loading_or_opening_is_refused_and_leaves_nothing(
+        remote_check, new_splats) -> None:
+    """Loading the buffer (tracing_on=1) and opening trace_pipe with each of their allocations
+    failing in turn (fail-nth, probes/fault_inject.py): ENOMEM or done. A refused load leaves
+    the buffer unloaded and tracing off (TR:114-136 unwinds through trace_remote_unload()),
+    and then the remote loads, shows an event and unloads once off and reset; after a refused
+    open, trace_pipe reads the event. No splat."""
+    r = remote_check("alloc-failures")
+    check_sweep(r["load"], "tracing_on=1 (loading the buffer)")
+    check_sweep(r["open_pipe"], "opening trace_pipe")
+    wrong = []
+    for a in r["load"]["attempts"]:
+        at = where("tracing_on=1", a)
+        if a["outcome"] != "ok" and (a["size"], a["tracing_on"]) != ("7 (unloaded)", "0"):
+            wrong.append(f"{at}: left buffer_size_kb {a['size']!r}, tracing_on {a['tracing_on']}")
+        if (a["loads"], a["event"], a["shown"], a["unloaded"]) != ("ok", "ok", [1001],
+                                                                   "7 (unloaded)"):
+            wrong.append(f"{at}: then loading gave {a['loads']}, the event {a['event']}, "
+                         f"`trace` showed {a['shown']}, off and reset {a['unloaded']!r}")
+    for a in r["open_pipe"]["attempts"]:
+        if a["piped"] != [2002]:
+            wrong.append(f"{where('opening trace_pipe', a)}: then trace_pipe read {a['piped']}")
+    assert not wrong, "\n".join(wrong)
+    assert not new_splats(), f"kernel splats: {new_splats()}"
+
+
+@pytest.mark.guest(fresh=True)  # remote_test has no module_exit: this needs it not loaded
+def test_an_allocation_failure_registering_the_remote_is_refused_and_leaves_nothing(
+        probe_check, new_splats) -> None:
+    """finit_module() of remote_test with each of its allocations failing in turn (the
+    loader's and trace_remote_register()'s: tracefs and eventfs entries, TR:800-880,
+    TR:1300-1375): refused with ENOMEM or loaded. A refused load leaves no module and no
+    remotes/test (a leftover directory would make every later load EEXIST); the last loads
+    it, and the remote takes and shows an event. No splat."""
+    r = probe_check("probe_trace_remote", "load-failures")
+    what = f"loading {r['module']}"
+    check_sweep(r["sweep"], what)
+    wrong = [f"{where(what, a)}: left module {a['module']}, remotes/test {a['remote']}"
+             for a in r["sweep"]["attempts"]
+             if a["outcome"] != "ok" and (a["module"] or a["remote"])]
+    assert not wrong, "\n".join(wrong)
+    assert (r["loads"], r["event"], r["shown"]) == ("ok", "ok", [3003]), \
+        f"the loaded remote: tracing_on=1 {r['loads']}, event {r['event']}, trace {r['shown']}"
+    assert not new_splats(), f"kernel splats: {new_splats()}"
