@@ -240,16 +240,18 @@ class Guest:
         """Whether the kernel counts the lines it runs (the coverage variant of a build)."""
         return self.kernel.config_option("GCOV_KERNEL") == "y"
 
-    def keep_coverage(self) -> None:
+    def keep_coverage(self, stage: str = "") -> None:
         """Read the gcov counters into the run's report folder (collect.py); a guest that
         cannot be read leaves a `.lost` note saying why. Never raises: coverage is a
-        by-product of a run, and a lost dump must not hide what the run found."""
+        by-product of a run, and a lost dump must not hide what the run found. `stage`
+        names a dump taken before the counters are zeroed (boot: what a cold boot ran)."""
         if not self.gcov or self.coverage_kept:
             return
         self.coverage_kept = True
         self.coverage_dumps += 1
-        folder = coverage.guest_folder(self.plan.console_log,
-                                       f"{self.workdir.name}-{self.coverage_dumps}")
+        folder = coverage.guest_folder(
+            self.plan.console_log,
+            f"{self.workdir.name}-{self.coverage_dumps}{'-' + stage if stage else ''}")
         if (why := self.health()) is not None:
             coverage.lost(folder, why)
             return
@@ -556,9 +558,14 @@ def _restore(plan: BootPlan, snap: snapshot.Snapshot, workdir: Path) -> Guest:
 
 def boot(plan: BootPlan) -> Guest:
     """A guest per `plan` (_boot); on a kernel with gcov, its counters zeroed (what the boot
-    ran is no test's) and read back when it stops (harness/coverage/collect.py)."""
+    ran is no test's) and read back when it stops (harness/coverage/collect.py). What a cold
+    boot ran is kept first, as a dump of its own: the persistent ring buffer is set up only
+    at boot, from the command line the test's profile asked for (a restore has nothing new)."""
     g = _boot(plan)
     if g.gcov:
+        if not g.record.restored:
+            g.keep_coverage("boot")
+            g.coverage_kept = False
         try:
             coverage.reset(g)
         except (OSError, LabError) as e:

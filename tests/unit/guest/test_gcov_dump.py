@@ -102,3 +102,25 @@ def test_a_kernel_without_gcov_is_not_read(tmp_path: Path) -> None:
     g = _guest(tmp_path, "# CONFIG_GCOV_KERNEL is not set\n", None)
     g.keep_coverage()  # type: ignore[attr-defined]
     assert not (tmp_path / "gcov").exists()
+
+
+@pytest.mark.parametrize("restored", [False, True])
+def test_a_cold_boot_keeps_what_it_ran_before_the_counters_are_zeroed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restored: bool) -> None:
+    """The persistent buffer is set up only while booting: a cold boot's counters are a dump
+    of their own (`-boot`), then zeroed; a restored guest's are only zeroed."""
+    from types import SimpleNamespace
+
+    from harness.guest import guest as guest_module
+    (tmp_path / "debugfs/b/out/kernel/trace").mkdir(parents=True)
+    (tmp_path / "debugfs/b/out/kernel/trace/ring_buffer.gcda").write_bytes(b"x")
+    g = _guest(tmp_path, "CONFIG_GCOV_KERNEL=y\n", None)
+    g.record = SimpleNamespace(restored=restored)  # type: ignore[attr-defined]
+    resets = []
+    monkeypatch.setattr(guest_module, "_boot", lambda plan: g)
+    monkeypatch.setattr(guest_module.coverage, "reset", lambda guest: resets.append(guest))
+    assert guest_module.boot(g.plan) is g  # type: ignore[attr-defined, arg-type]
+    boot_dumps = [d.name for d in (tmp_path / "gcov").glob("*-boot")] \
+        if (tmp_path / "gcov").exists() else []
+    assert resets == [g] and len(boot_dumps) == (0 if restored else 1)
+    assert g.coverage_kept is False  # type: ignore[attr-defined]  # the stop's dump is still owed
