@@ -25,8 +25,10 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+import fault_inject
 import perf_abi as perf
 import probelib
 from perf_buffer import AuxArea, RingBuffer
@@ -592,6 +594,171 @@ def check_map_unmap_race(args: list[str]) -> dict:
     os.close(b)
     os.close(a)
     return out
+
+
+def check_full(args: list[str]) -> dict:
+    """An AUX area the reader says is full: aux_tail one aux_size behind aux_head (as a
+    reader that consumed nothing of a full area leaves it). perf_aux_output_begin() finds no
+    room (aux_head - aux_tail >= aux_size), gives the PMU no handle, disables the event and
+    wakes the reader: no byte written, no record, POLLIN. Re-enabled with the area consumed
+    (aux_tail = aux_head), it writes again."""
+    fd = open_test_pmu(chunk=4096, period_us=300)
+    rb = RingBuffer(fd, 16)
+    aux = AuxArea(fd, rb, 16)
+    aux.tail = (aux.head - aux.size) % (1 << 64)
+    run_for(fd, 0.2)
+    out: dict[str, Any] = {"aux_size": aux.size, "head_while_full": aux.head,
+                           "records_while_full": len(aux_records(_drain(rb))),
+                           "revents": _revents(fd)}
+    aux.tail = aux.head
+    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)  # the event was disabled: on again
+    time.sleep(0.1)
+    head = aux.head
+    time.sleep(0.1)
+    out["writes_after_enable"] = aux.head > head or head > 0
+    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
+    out["bad_words_after"] = aux.bad_words(0, min(aux.head, aux.size))
+    aux.close()
+    rb.close()
+    os.close(fd)
+    return out
+
+
+CONTIG = "ringlab_aux_contig"
+MAPPED = f"/sys/module/{PMU}/parameters/mapped"
+CFG_SKIP_SHIFT = 24
+
+
+def _mapped() -> int:
+    with open(MAPPED) as f:
+        return int(f.read())
+
+
+def open_contig(chunk: int = 4096, skip_words: int = 0, min_pages: int = 0,
+                period_us: int = 300, cpu: int = 0) -> int:
+    """A per-CPU event of ringlab_aux_contig (ringlab_aux.c): chunk bytes, skip_words u64s
+    skipped before each chunk, setup_aux() refusing fewer than min_pages pages."""
+    a = perf.attr(test_pmu_type(CONTIG), chunk | (skip_words << CFG_SKIP_SHIFT),
+                  perf.ATTR_DISABLED | perf.ATTR_SAMPLE_ID_ALL)
+    a.config1, a.config2 = period_us, min_pages
+    a.sample_type = perf.PERF_SAMPLE_IDENTIFIER
+    return perf.perf_event_open(a, -1, cpu)
+
+
+def check_contig(args: list[str]) -> dict:
+    """ringlab_aux_contig, a PMU without scatter-gather (PERF_PMU_CAP_AUX_NO_SG) that asks to
+    hear of each mapping (event_mapped/event_unmapped), refuses small AUX areas and skips
+    bytes for alignment. Observed: the mapped count through mmap, mremap and munmap of the
+    data and AUX areas; the data path in contiguous blocks, reader-driven and overwrite; the
+    refused small area (setup_aux() NULL: rb_alloc_aux() ENOMEM) and the area allowed; the
+    records and aux_head with skips (perf_aux_output_skip())."""
+    out: dict[str, Any] = {"mapped_at_start": _mapped()}
+    fd = open_contig()
+    rb = RingBuffer(fd, 16)
+    counts = {"data": _mapped()}
+    aux = AuxArea(fd, rb, 16)
+    counts["aux"] = _mapped()
+    moved = probelib.remap(aux.map.addr, aux.map.length, "move")
+    counts["aux_moved"] = _mapped()
+    out["moved"] = moved[0]
+    if moved[0] == "ok":
+        aux.map.addr = moved[1]
+    eid = event_id(fd)
+    run_for(fd, 0.2)
+    recs = aux_records(_drain(rb))
+    out["datapath"] = {"records": len(recs), "aux_head": aux.head,
+                       "ids_ok": all(r.id == eid for r in recs),
+                       "contiguous": all(b.offset == a.offset + a.size
+                                         for a, b in zip(recs, recs[1:])),
+                       "bad_words": [w for r in recs for w in aux.bad_words(r.offset, r.size)][:8]}
+    aux.close()
+    counts["aux_unmapped"] = _mapped()
+    rb.close()
+    counts["all_unmapped"] = _mapped()
+    os.close(fd)
+    out["mapped"] = counts
+    # overwrite: a read-only AUX area, one contiguous block (rb_alloc_aux(): max_order
+    # ilog2(nr_pages), refused if the block came smaller)
+    fd = open_contig()
+    rb = RingBuffer(fd, 16)
+    try:
+        aux = AuxArea(fd, rb, 8, writable=False)
+    except OSError as e:
+        out["overwrite"] = {"map": probelib.errname(e)}
+    else:
+        run_for(fd, 0.3)
+        head = aux.head
+        out["overwrite"] = {"map": "ok", "aux_size": aux.size, "aux_head": head,
+                            "newest_bad_words": aux.bad_words(head - aux.size, aux.size)
+                            if head >= aux.size else ["aux_head below aux_size"]}
+        aux.close()
+    rb.close()
+    os.close(fd)
+    # the smallest area setup_aux() takes: 8 pages
+    fd = open_contig(min_pages=8)
+    rb = RingBuffer(fd, 16)
+    out["min_pages"] = {}
+    for n in (4, 8):
+        out["min_pages"][str(n)] = probelib.outcome(partial(_map_aux, fd, rb, n))
+    rb.close()
+    os.close(fd)
+    # skips: 8 words (64 bytes) before each 256-byte chunk
+    fd = open_contig(chunk=256, skip_words=8)
+    rb = RingBuffer(fd, 16)
+    aux = AuxArea(fd, rb, 16)
+    run_for(fd, 0.2)
+    recs = aux_records(_drain(rb))
+    out["skip"] = {"skip": 64, "chunk": 256, "records": len(recs), "aux_head": aux.head,
+                   "offsets": [r.offset for r in recs[:6]], "sizes": sorted({r.size for r in recs}),
+                   "bad_words": [w for r in recs for w in aux.bad_words(r.offset, r.size)][:8]}
+    aux.close()
+    rb.close()
+    os.close(fd)
+    out["mapped_at_end"] = _mapped()
+    return out
+
+
+def _map_aux(fd: int, rb: RingBuffer, pages: int) -> None:
+    AuxArea(fd, rb, pages).close()
+
+
+def check_alloc_failures(args: list[str]) -> dict:
+    """Mapping the test PMU's AUX area (rb_alloc_aux(): the page array, the pages,
+    setup_aux()'s buffer) with its 1st, 2nd, ... allocation failing (fault_inject.sweep).
+    After each attempt, injection off: a mapping that was made takes the PMU's data; a
+    refused one leaves the event able to map its AUX area, and the data written there is
+    right; VmPin is as before."""
+    fault_inject.prepare()
+    pin_start = vm_pin_kb()
+
+    def setup() -> dict:
+        fd = open_test_pmu(chunk=4096, period_us=300)
+        return {"fd": fd, "rb": RingBuffer(fd, 16)}
+
+    def call(state: dict) -> None:
+        state["aux"] = AuxArea(state["fd"], state["rb"], 16)
+
+    def judge(state: dict, outcome: str) -> dict:
+        fd, rb = state["fd"], state["rb"]
+        seen: dict[str, Any] = {}
+        aux = state.get("aux")
+        if aux is None:
+            try:
+                aux = AuxArea(fd, rb, 16)
+                seen["maps_after"] = "ok"
+            except OSError as e:
+                seen["maps_after"] = probelib.errname(e)
+        if aux is not None:
+            seen["written"] = _aux_written(fd, aux)
+            seen["bad_words"] = aux.bad_words(0, min(aux.head, aux.size))
+            aux.close()
+        rb.close()
+        os.close(fd)
+        seen["vm_pin_kb"] = vm_pin_kb()
+        return seen
+
+    return {"vm_pin_kb": pin_start,
+            "map": fault_inject.summary(fault_inject.sweep(setup, call, judge))}
 
 
 def _verified(aux: AuxArea, start: int, length: int) -> bool:

@@ -14,6 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import pytest
+from fault_sweep import check_sweep, where
 
 if TYPE_CHECKING:
     from conftest import ProbeCheck
@@ -154,6 +155,22 @@ def test_a_truncation_stops_the_event(aux, test_pmu: int, check) -> None:
           f"{len(t['truncated'])} of them TRUNCATED",
           truncated=len(t["truncated"]), records_after=after, records=t["records"])
     assert not t["head_moved_after_stop"], "aux_head moved after the probe stopped"
+
+
+def test_an_area_the_reader_left_full_gets_no_data_and_stops_the_event(aux,
+                                                                       test_pmu: int) -> None:
+    """aux_tail one aux_size behind aux_head (nothing consumed of a full area): perf_aux_
+    output_begin() finds no room (aux_head - aux_tail >= perf_aux_size()), returns no handle,
+    disables the event and wakes the reader (ring_buffer.c, "if (!handle->size)"). Nothing
+    is written, no record, POLLIN; enabled again once consumed, the PMU writes right data.
+    (Found unrun by ./lab coverage: the PMU's own truncation never leaves zero room.)"""
+    f = aux("full")
+    assert (f["head_while_full"], f["records_while_full"]) == (0, 0), \
+        f"with no room the PMU wrote: aux_head {f['head_while_full']}, " \
+        f"{f['records_while_full']} records"
+    assert "POLLIN" in f["revents"], f"the reader was not woken: poll {f['revents']}"
+    assert f["writes_after_enable"], "after aux_tail = aux_head and ENABLE nothing was written"
+    assert not f["bad_words_after"], f["bad_words_after"]
 
 
 def test_pmu_flags_reach_the_record(aux, test_pmu: int) -> None:
@@ -373,3 +390,74 @@ def test_a_revoked_pmus_module_can_go_while_its_aux_area_is_mapped_safely(probe_
     assert r["survived"], f"the munmap after the module went must not crash: {r}"
     assert r.get("rmmod", r["rmmod_while_mapped"]) == "ok", \
         f"with nothing mapped the module must unload: {r}"
+
+
+@pytest.fixture
+def contig(aux, test_pmu: int) -> dict:
+    return aux("contig")
+
+
+def test_a_pmu_hears_of_every_mapping_and_unmapping(contig: dict) -> None:
+    """ringlab_aux_contig has event_mapped/event_unmapped (as the x86 PMU has for rdpmc):
+    perf_mmap() calls event_mapped for each mapping made, perf_mmap_open() for a VMA copied
+    by mremap, perf_mmap_close() event_unmapped for each one gone (core.c). The count of
+    live mappings the module keeps follows: 1, 2, still 2 after the move, 1, 0."""
+    c = contig["mapped"]
+    start = contig["mapped_at_start"]
+    want = {"data": start + 1, "aux": start + 2, "aux_moved": start + 2,
+            "aux_unmapped": start + 1, "all_unmapped": start}
+    if contig["moved"] != "ok":
+        want.pop("aux_moved")
+        c = {k: v for k, v in c.items() if k != "aux_moved"}
+    assert c == want, f"event_mapped less event_unmapped calls: {c}, expected {want} " \
+                      f"(mremap of the AUX area: {contig['moved']})"
+    assert contig["mapped_at_end"] == start, contig["mapped_at_end"]
+
+
+def test_a_pmu_without_scatter_gather_gets_data_right_in_contiguous_blocks(contig: dict) -> None:
+    """PERF_PMU_CAP_AUX_NO_SG: rb_alloc_aux() allocates the area in blocks of the watermark's
+    order, and in overwrite mode as one block of the whole area (else ENOMEM). The records
+    tile the stream with the PMU's data; overwrite keeps the newest bytes."""
+    d = contig["datapath"]
+    assert d["records"] and d["ids_ok"] and d["contiguous"] and not d["bad_words"], d
+    o = contig["overwrite"]
+    assert o["map"] == "ok", f"a read-only AUX area of 8 pages in one block: {o['map']}"
+    assert o["aux_head"] > o["aux_size"] and not o["newest_bad_words"], o
+
+
+def test_an_area_the_pmu_refuses_is_enomem_and_one_it_takes_maps(contig: dict) -> None:
+    """setup_aux() returning NULL (a PMU's smallest area: 8 pages here) makes rb_alloc_aux()
+    free what it allocated (__rb_free_aux()) and return ENOMEM; 8 pages map."""
+    assert contig["min_pages"] == {"4": "ENOMEM", "8": "ok"}, contig["min_pages"]
+
+
+def test_bytes_a_pmu_skips_are_in_aux_head_and_in_no_record(contig: dict) -> None:
+    """perf_aux_output_skip() (alignment: BTS, SPE, TRBE) moves aux_head past bytes no record
+    reports: each 256-byte record starts 64 bytes after the previous one ended, aux_head
+    counts both, and the reported bytes are the PMU's data."""
+    k = contig["skip"]
+    assert k["records"] and k["sizes"] == [k["chunk"]], k
+    step = k["skip"] + k["chunk"]
+    assert k["offsets"] == [k["skip"] + i * step for i in range(len(k["offsets"]))], k
+    assert k["aux_head"] == k["records"] * step, k
+    assert not k["bad_words"], k["bad_words"]
+
+
+def test_an_allocation_failure_mapping_the_aux_area_is_refused_and_leaves_nothing(
+        aux, test_pmu: int, new_splats) -> None:
+    """Mapping a 16-page AUX area of the test PMU with each of its allocations failing in
+    turn (fail-nth: the page array, the pages, setup_aux()'s buffer): ENOMEM or mapped;
+    then the area maps and takes the PMU's data, right, and VmPin is as before. No splat."""
+    r = aux("alloc-failures")
+    what = "mapping the AUX area"
+    check_sweep(r["map"], what)
+    wrong = []
+    for a in r["map"]["attempts"]:
+        at = where(what, a)
+        if a.get("maps_after", "ok") != "ok" or not a["written"] or a["bad_words"]:
+            wrong.append(f"{at}: then mapping {a.get('maps_after', 'ok')}, "
+                         f"{a.get('written')} bytes written, bad words {a.get('bad_words')}")
+        if a["vm_pin_kb"] != r["vm_pin_kb"]:
+            wrong.append(f"{at}: VmPin {a['vm_pin_kb']} kB once closed, {r['vm_pin_kb']} before")
+    assert not wrong, "\n".join(wrong)
+    assert not new_splats(), f"kernel splats: {new_splats()}"

@@ -17,6 +17,16 @@
  *           bit     33  set PERF_AUX_FLAG_COLLISION on every record
  *           bits 40-55  stop after this many chunks (0: never)
  *   config1             period in microseconds (0: 1000; at least 100)
+ *
+ * A second PMU, ringlab_aux_contig, is the same PMU with what a tracing PMU without
+ * scatter-gather has (Intel BTS, PT without multi-entry ToPA, Arm TRBE's alignment):
+ * PERF_PMU_CAP_AUX_NO_SG (the core allocates the AUX area as few contiguous blocks, one in
+ * overwrite mode), event_mapped()/event_unmapped() (counted: the parameter `mapped`), a
+ * smallest AUX area (setup_aux() refuses fewer than attr.config2 pages), and alignment
+ * skips:
+ *   config  bits 24-31  bytes skipped with perf_aux_output_skip() before each chunk, in
+ *                       8-byte units (ringlab_aux_contig only; not in overwrite mode)
+ * It has event_unmapped, so its events cannot be revoked: `unregister` is the first PMU's.
  */
 #include <linux/hrtimer.h>
 #include <linux/module.h>
@@ -46,8 +56,11 @@ static void rl_timer_setup(struct hrtimer *timer)
 #define RL_COLLISION		BIT_ULL(33)
 #define RL_MAX_SHIFT		40
 #define RL_MAX_MASK		0xffffULL
+#define RL_SKIP_SHIFT		24
+#define RL_SKIP_MASK		0xffULL
 #define RL_CONFIG_MASK		(RL_CHUNK_MASK | RL_PARTIAL | RL_COLLISION | \
 				 (RL_MAX_MASK << RL_MAX_SHIFT))
+#define RL_CONTIG_CONFIG_MASK	(RL_CONFIG_MASK | (RL_SKIP_MASK << RL_SKIP_SHIFT))
 
 static unsigned int default_period_us = 1000;
 module_param(default_period_us, uint, 0644);
@@ -61,6 +74,8 @@ struct rl_event {
 	u64 max_chunks;
 	u64 chunks;
 	u32 chunk;
+	u32 skip;		/* bytes skipped before each chunk (ringlab_aux_contig) */
+	u32 min_pages;		/* setup_aux() refuses fewer (ringlab_aux_contig) */
 };
 
 struct rl_buf {
@@ -69,7 +84,21 @@ struct rl_buf {
 	void *pages[];
 };
 
-static struct pmu rl_pmu;
+static struct pmu rl_pmu, rl_contig_pmu;
+
+/* Live mappings of ringlab_aux_contig buffers: event_mapped() less event_unmapped(). */
+static atomic_t rl_mapped = ATOMIC_INIT(0);
+
+static int mapped_get(char *buffer, const struct kernel_param *kp)
+{
+	return sysfs_emit(buffer, "%d\n", atomic_read(&rl_mapped));
+}
+
+static const struct kernel_param_ops mapped_ops = {
+	.get = mapped_get,
+};
+module_param_cb(mapped, &mapped_ops, NULL, 0444);
+MODULE_PARM_DESC(mapped, "event_mapped() calls less event_unmapped() calls of ringlab_aux_contig");
 
 static void rl_write(struct rl_buf *buf, u64 head, unsigned long len)
 {
@@ -97,6 +126,12 @@ static enum hrtimer_restart rl_tick(struct hrtimer *timer)
 
 	buf = perf_aux_output_begin(&handle, s->event);
 	if (buf) {
+		if (s->skip && !buf->overwrite && perf_aux_output_skip(&handle, s->skip)) {
+			/* no room for the skip: end with nothing, as a full buffer does */
+			perf_aux_output_flag(&handle, PERF_AUX_FLAG_TRUNCATED);
+			perf_aux_output_end(&handle, 0);
+			goto next;
+		}
 		head = handle.head;
 		len = s->chunk;
 		if (!buf->overwrite && len > handle.size) {
@@ -111,6 +146,7 @@ static enum hrtimer_restart rl_tick(struct hrtimer *timer)
 		perf_aux_output_end(&handle, len);
 		s->chunks++;
 	}
+next:
 	hrtimer_forward_now(timer, ns_to_ktime(s->period_ns));
 	return HRTIMER_RESTART;
 }
@@ -158,12 +194,16 @@ static int rl_event_init(struct perf_event *event)
 {
 	u64 config = event->attr.config;
 	u64 period_us = event->attr.config1 ?: default_period_us;
+	/* a dynamic type: 0 (HARDWARE) until ringlab_aux_contig is registered */
+	bool contig = event->attr.type >= PERF_TYPE_MAX && event->attr.type == rl_contig_pmu.type;
 	struct rl_event *s;
 	u32 chunk;
 
-	if (event->attr.type != rl_pmu.type)
+	if (event->attr.type != rl_pmu.type && !contig)
 		return -ENOENT;
-	if (config & ~RL_CONFIG_MASK)
+	if (config & ~(contig ? RL_CONTIG_CONFIG_MASK : RL_CONFIG_MASK))
+		return -EINVAL;
+	if (!contig && event->attr.config2)
 		return -EINVAL;
 	chunk = config & RL_CHUNK_MASK ?: PAGE_SIZE;
 	if (chunk % sizeof(u64) || period_us < 100)
@@ -179,6 +219,8 @@ static int rl_event_init(struct perf_event *event)
 	s->max_chunks = (config >> RL_MAX_SHIFT) & RL_MAX_MASK;
 	s->flags = (config & RL_PARTIAL ? PERF_AUX_FLAG_PARTIAL : 0) |
 		   (config & RL_COLLISION ? PERF_AUX_FLAG_COLLISION : 0);
+	s->skip = ((config >> RL_SKIP_SHIFT) & RL_SKIP_MASK) * sizeof(u64);
+	s->min_pages = min_t(u64, event->attr.config2, INT_MAX);
 	event->pmu_private = s;
 	event->destroy = rl_destroy;
 	return 0;
@@ -187,9 +229,10 @@ static int rl_event_init(struct perf_event *event)
 static void *rl_setup_aux(struct perf_event *event, void **pages, int nr_pages,
 			  bool overwrite)
 {
+	struct rl_event *s = event->pmu_private;
 	struct rl_buf *buf;
 
-	if (!nr_pages || !is_power_of_2(nr_pages))
+	if (!nr_pages || !is_power_of_2(nr_pages) || nr_pages < s->min_pages)
 		return NULL;
 	buf = kzalloc(struct_size(buf, pages, nr_pages), GFP_KERNEL);
 	if (!buf)
@@ -205,6 +248,16 @@ static void rl_free_aux(void *aux)
 	kfree(aux);
 }
 
+static void rl_event_mapped(struct perf_event *event, struct mm_struct *mm)
+{
+	atomic_inc(&rl_mapped);
+}
+
+static void rl_event_unmapped(struct perf_event *event, struct mm_struct *mm)
+{
+	atomic_dec(&rl_mapped);
+}
+
 static struct pmu rl_pmu = {
 	.module		= THIS_MODULE,
 	.task_ctx_nr	= perf_hw_context,
@@ -216,6 +269,22 @@ static struct pmu rl_pmu = {
 	.read		= rl_read,
 	.setup_aux	= rl_setup_aux,
 	.free_aux	= rl_free_aux,
+};
+
+static struct pmu rl_contig_pmu = {
+	.module		= THIS_MODULE,
+	.task_ctx_nr	= perf_hw_context,
+	.capabilities	= PERF_PMU_CAP_AUX_NO_SG,
+	.event_init	= rl_event_init,
+	.add		= rl_add,
+	.del		= rl_del,
+	.start		= rl_start,
+	.stop		= rl_stop,
+	.read		= rl_read,
+	.setup_aux	= rl_setup_aux,
+	.free_aux	= rl_free_aux,
+	.event_mapped	= rl_event_mapped,
+	.event_unmapped	= rl_event_unmapped,
 };
 
 #ifdef RL_HAVE_PMU_REVOKE
@@ -253,11 +322,19 @@ static const bool rl_unregistered;
 
 static int __init rl_init(void)
 {
-	return perf_pmu_register(&rl_pmu, "ringlab_aux", -1);
+	int ret = perf_pmu_register(&rl_pmu, "ringlab_aux", -1);
+
+	if (ret)
+		return ret;
+	ret = perf_pmu_register(&rl_contig_pmu, "ringlab_aux_contig", -1);
+	if (ret)
+		perf_pmu_unregister(&rl_pmu);
+	return ret;
 }
 
 static void __exit rl_exit(void)
 {
+	perf_pmu_unregister(&rl_contig_pmu);
 	if (!rl_unregistered)
 		perf_pmu_unregister(&rl_pmu);
 }
