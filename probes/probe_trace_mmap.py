@@ -1151,6 +1151,12 @@ def check_resize_cpus(args: list[str]) -> dict:
         avail_kb = next(int(ln.split()[1]) for ln in f if ln.startswith("MemAvailable:"))
     out: dict[str, Any] = {"mem_available_kb": avail_kb}
     with instance(size_kb=16) as inst, pinned(0):
+        # What buffer_size_kb shows for each size (whole sub-buffers' data: rounded up),
+        # measured on CPU 0, CPU 1's yardstick.
+        out["shown"] = {}
+        for kb in (64, 32, 48):
+            _must(inst.set("per_cpu/cpu0/buffer_size_kb", kb), "per_cpu/cpu0/buffer_size_kb")
+            out["shown"][str(kb)] = inst.get("per_cpu/cpu0/buffer_size_kb")
         out["other_cpu"] = inst.set("per_cpu/cpu1/buffer_size_kb", 64)
         out["other_cpu_reads"] = inst.get("per_cpu/cpu1/buffer_size_kb")
         once = avail_kb * 6 // 10
@@ -1214,7 +1220,8 @@ def check_snapshot_busy(args: list[str]) -> dict:
         if not os.path.exists(f"{inst.path}/snapshot"):
             raise probelib.Skip("kernel has no snapshot file (CONFIG_TRACER_SNAPSHOT is off)")
         trig = f"{inst.path}/events/sched/sched_switch/trigger"
-        out: dict[str, Any] = {"allocated_before": "NOT ALLOCATED" not in inst.get("snapshot")}
+        # print_snapshot_help() (trace.c): "Snapshot is freed" / "Snapshot is allocated"
+        out: dict[str, Any] = {"freed_before": "Snapshot is freed" in inst.get("snapshot")}
         fd = os.open(f"{inst.path}/snapshot", os.O_RDONLY)
         try:
             out["arm_while_open"] = write_file(trig, ARMED_SNAPSHOT)

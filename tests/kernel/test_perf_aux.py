@@ -435,7 +435,7 @@ def test_bytes_a_pmu_skips_are_in_aux_head_and_in_no_record(contig: dict) -> Non
     """perf_aux_output_skip() (alignment: BTS, SPE, TRBE) moves aux_head past bytes no record
     reports: each 256-byte record starts 64 bytes after the previous one ended, aux_head
     counts both, and the reported bytes are the PMU's data."""
-    k = contig["skip"]
+    k = contig["skips"]
     assert k["records"] and k["sizes"] == [k["chunk"]], k
     step = k["skip"] + k["chunk"]
     assert k["offsets"] == [k["skip"] + i * step for i in range(len(k["offsets"]))], k
