@@ -600,8 +600,8 @@ def check_full(args: list[str]) -> dict:
     """An AUX area the reader says is full: aux_tail one aux_size behind aux_head (as a
     reader that consumed nothing of a full area leaves it). perf_aux_output_begin() finds no
     room (aux_head - aux_tail >= aux_size), gives the PMU no handle, disables the event and
-    wakes the reader: no byte written, no record, POLLIN. Re-enabled with the area consumed
-    (aux_tail = aux_head), it writes again."""
+    wakes the reader: no byte written, no record, POLLIN. Given room (aux_tail = aux_head)
+    it stays quiet until enabled again, then writes."""
     fd = open_test_pmu(chunk=4096, period_us=300)
     rb = RingBuffer(fd, 16)
     aux = AuxArea(fd, rb, 16)
@@ -610,8 +610,11 @@ def check_full(args: list[str]) -> dict:
     out: dict[str, Any] = {"aux_size": aux.size, "head_while_full": aux.head,
                            "records_while_full": len(aux_records(_drain(rb))),
                            "revents": _revents(fd)}
-    aux.tail = aux.head
-    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)  # the event was disabled: on again
+    aux.tail = aux.head  # room again: a disabled event stays quiet
+    time.sleep(0.1)
+    out["head_with_room_not_enabled"] = aux.head
+    out["records_with_room_not_enabled"] = len(aux_records(_drain(rb)))
+    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
     time.sleep(0.1)
     head = aux.head
     time.sleep(0.1)

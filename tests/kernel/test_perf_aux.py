@@ -157,18 +157,24 @@ def test_a_truncation_stops_the_event(aux, test_pmu: int, check) -> None:
     assert not t["head_moved_after_stop"], "aux_head moved after the probe stopped"
 
 
-def test_an_area_the_reader_left_full_gets_no_data_and_stops_the_event(aux,
-                                                                       test_pmu: int) -> None:
+def test_an_area_the_reader_left_full_gets_no_data_and_stops_the_event(aux, test_pmu: int,
+                                                                       check) -> None:
     """aux_tail one aux_size behind aux_head (nothing consumed of a full area): perf_aux_
     output_begin() finds no room (aux_head - aux_tail >= perf_aux_size()), returns no handle,
     disables the event and wakes the reader (ring_buffer.c, "if (!handle->size)"). Nothing
-    is written, no record, POLLIN; enabled again once consumed, the PMU writes right data.
-    (Found unrun by ./lab coverage: the PMU's own truncation never leaves zero room.)"""
+    is written, no record, POLLIN; given room again the disabled event stays quiet until
+    ENABLE, then the PMU writes right data. (Found unrun by ./lab coverage: the PMU's own
+    truncation never leaves zero room.)"""
     f = aux("full")
     assert (f["head_while_full"], f["records_while_full"]) == (0, 0), \
         f"with no room the PMU wrote: aux_head {f['head_while_full']}, " \
         f"{f['records_while_full']} records"
     assert "POLLIN" in f["revents"], f"the reader was not woken: poll {f['revents']}"
+    after = f["records_with_room_not_enabled"]
+    check("full-area-stops-event", after == 0 and f["head_with_room_not_enabled"] == 0,
+          f"the event found no room, yet given room without ENABLE it wrote {after} records "
+          f"(aux_head {f['head_with_room_not_enabled']}): it was not disabled",
+          no_room=True, truncated=0, records_after=after)
     assert f["writes_after_enable"], "after aux_tail = aux_head and ENABLE nothing was written"
     assert not f["bad_words_after"], f["bad_words_after"]
 
