@@ -207,7 +207,7 @@ def test_an_allocation_failure_registering_the_remote_is_refused_and_leaves_noth
     TR:1300-1375): refused with ENOMEM or loaded. A refused load leaves no module and no
     remotes/test (a leftover directory would make every later load EEXIST); the last loads
     it, and the remote takes and shows an event. No splat."""
-    r = probe_check("probe_trace_remote", "load-failures")
+    r = probe_check("probe_trace_remote", "load-failures", timeout=900)  # a module load a try
     what = f"loading {r['module']}"
     check_sweep(r["sweep"], what)
     wrong = [f"{where(what, a)}: left module {a['module']}, remotes/test {a['remote']}"
