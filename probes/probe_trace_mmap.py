@@ -1274,63 +1274,12 @@ def check_alloc_failures(args: list[str]) -> dict:
     return {"geometry": geometry, "map": fault_inject.summary(sweep)}
 
 
-# Events consumed before a warm reboot: three sub-buffers' worth of 4 KiB ones and more, so
-# that whole sub-buffers lie behind the head when the machine resets.
-CONSUMED_EVENTS, CONSUMED_PAD = 120, 100
-
-
-def _consumed_tag(mark_text: str) -> str:
-    """The consumed markers' tag: derived from MARK, never containing it."""
-    return "ringlab-consumed-" + mark_text[::-1]
-
-
-def _write_and_consume(inst: Instance, tag: str) -> dict:
-    """Write CONSUMED_EVENTS markers `tag-N`, then read them all through trace_pipe (a
-    consuming read): how many were written and how many the read returned."""
-    for i in range(CONSUMED_EVENTS):
-        inst.mark(f"{tag}-{i:04d} " + "x" * CONSUMED_PAD)
-    fd = os.open(f"{inst.path}/trace_pipe", os.O_RDONLY | os.O_NONBLOCK)
-    text = b""
-    try:
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:
-                break
-            if not chunk:
-                break
-            text += chunk
-    finally:
-        os.close(fd)
-    return {"written": CONSUMED_EVENTS, "read": text.decode(errors="replace").count(tag)}
-
-
-def _kernel_log() -> list[str]:
-    """The kernel's log as /dev/kmsg has it now (the messages of this boot)."""
-    fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
-    lines = []
-    try:
-        while True:
-            try:
-                rec = os.read(fd, 8192)
-            except BlockingIOError:
-                break
-            except OSError:  # EPIPE: a record was overwritten while reading; go on
-                continue
-            lines.append(rec.decode(errors="replace").split(";", 1)[-1].rstrip("\n"))
-    finally:
-        os.close(fd)
-    return lines
-
-
 def check_persistent(args: list[str]) -> dict:
     """PHASE MARK BOOT [FIXED [COPY]]: instances the kernel command line made (trace_instance=
     NAME@LABEL on reserve_mem=, NAME@ADDR:SIZE on memmap=, COPY=NAME a backup copy). `write`
-    puts MARK in BOOT's buffer (tracing on only for it), after markers ringlab-consumed-... that it
-    reads back through trace_pipe first; after a warm reboot `read` says whether MARK came back
-    in BOOT (and in COPY), how many consumed markers `trace` shows again and what the kernel
-    logged of rewinding (7.x rewinds to the sub-buffers read in the previous boot), then which
-    of them user space may map, and reads an event through BOOT's mapping when allowed."""
+    puts MARK in BOOT's buffer (tracing on only for it); after a warm reboot `read` says whether
+    MARK came back in BOOT (and in COPY), then which of them user space may map, and reads an
+    event through BOOT's mapping when the kernel allows one."""
     phase, mark_text, names = args[0], args[1], args[2:]
     root = tracefs.root()
     roles = dict(zip(("boot", "fixed", "copy"), names))
@@ -1345,17 +1294,12 @@ def check_persistent(args: list[str]) -> dict:
                           for cpu in range(os.cpu_count() or 1)}
     if phase == "write":
         out["tracing_on_at_boot"] = boot.get("tracing_on")
-        with pinned(0):
-            _must(boot.set("tracing_on", 1), "tracing_on")
-            out["consumed"] = _write_and_consume(boot, _consumed_tag(mark_text))
-            boot.mark(mark_text)
-            _must(boot.set("tracing_on", 0), "tracing_on")
+        _must(boot.set("tracing_on", 1), "tracing_on")
+        boot.mark(mark_text)
+        _must(boot.set("tracing_on", 0), "tracing_on")
         out["has_mark"] = mark_text in read_file(f"{boot.path}/trace")
         return out
-    shown = read_file(f"{boot.path}/trace")
-    out["has_mark"] = mark_text in shown
-    out["consumed_shown"] = shown.count(_consumed_tag(mark_text))
-    out["rewound"] = [ln for ln in _kernel_log() if "rewound" in ln]
+    out["has_mark"] = mark_text in read_file(f"{boot.path}/trace")
     if out["instances"].get("copy"):
         out["copy_has_mark"] = mark_text in read_file(f"{root}/instances/{roles['copy']}/trace")
     out["map"] = {}

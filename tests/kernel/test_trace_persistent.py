@@ -33,12 +33,6 @@ PHASE_ARGS = (BOOT, FIXED, COPY)
 # release between them that allowed it is not pinned here (no tree of the lab has it), so a
 # kernel from 6.13 to 6.19 may do either, and its answer is reported as a fact.
 REFUSES_BEFORE, MAPS_SINCE = (6, 13, 0), (7, 0, 0)
-# rb_meta_validate_events() (7.2.13 ring_buffer.c:2127-2163) rewinds the head at boot over the
-# sub-buffers the previous boot had read ("Try to rewind the head so that we can read the
-# pages which are already read in the previous boot"), logging "Ring buffer [cpu] rewound N
-# pages", and puts the reader page back before the old head (rb_meta_inject_reader_page()).
-# Every 7.x tree of the lab has it; the release that added it is not pinned here.
-REWINDS_SINCE = (7, 0, 0)
 
 # warm_reboot: the guest comes from its snapshot's restore, whose first reset boots (a cold
 # QEMU's does not under TCG, and needed a second one: issue 44 saw a rerun of it).
@@ -116,30 +110,3 @@ def test_a_backup_copy_holds_the_previous_boots_events(persistent: dict) -> None
         pytest.skip(f"the kernel made no backup instance from trace_instance={COPY}={BOOT} "
                     "(backup copies of boot instances: 7.x)")
     assert read["copy_has_mark"], f"{COPY}, a copy of {BOOT} made at boot, lacks its marker"
-
-
-@persistent_guest
-def test_what_was_read_before_the_reboot_is_rewound_after_it(persistent: dict,
-                                                              kernel_fact) -> None:
-    """Markers written and all consumed through trace_pipe before the warm reboot (three
-    sub-buffers' worth and more, so whole sub-buffers lie behind the head): on a kernel that
-    rewinds (REWINDS_SINCE), its boot log says it rewound pages and `trace` shows every one of
-    them again, with the marker written after them. (Found unrun by ./lab coverage:
-    rb_meta_inject_reader_page() and the rewind loop ran in no test.)"""
-    wrote, read = persistent["wrote"], persistent["read"]
-    c = wrote["consumed"]
-    assert c["read"] == c["written"], \
-        f"before the reboot trace_pipe returned {c['read']} of the {c['written']} markers"
-    kernel_fact("persistent buffer rewound at boot", bool(read["rewound"]))
-    version = release_version(persistent["release"]) or REWINDS_SINCE
-    if version < REWINDS_SINCE and not read["rewound"]:
-        pytest.skip(f"the kernel ({persistent['release']}) did not rewind its persistent "
-                    f"buffer: {read['consumed_shown']} of {c['written']} consumed markers shown "
-                    "(rewinding at boot: 7.x)")
-    assert read["rewound"], \
-        f"the boot log has no \"Ring buffer [cpu] rewound N pages\" though {c['written']} " \
-        f"markers were consumed before the reboot"
-    assert read["consumed_shown"] == c["written"], \
-        f"after the rewind `trace` shows {read['consumed_shown']} of the {c['written']} " \
-        f"markers consumed before the reboot ({read['rewound']})"
-    assert read["has_mark"], "the marker written after them is gone"
