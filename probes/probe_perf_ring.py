@@ -936,8 +936,8 @@ def check_alloc_failures(args: list[str]) -> dict:
     (perf_mmap_close() on the way out). After each attempt, injection off: what a refused call
     left must not show. The event maps again with the size asked, its samples reach that
     mapping (the first mapping's too, for the second: the same data_head); once all is
-    closed VmPin is back, and the user's allowance maps as before the sweeps
-    (map_the_allowance(): a charge a refusal kept would shrink it)."""
+    closed VmPin is back; the user's allowance is measured before, between and after the
+    sweeps (map_the_allowance(): a charge a refusal kept would shrink it)."""
     data_pages = int(args[0]) if args else 4
     fault_inject.prepare()
     pin_start = vm_pin_kb()
@@ -975,9 +975,11 @@ def check_alloc_failures(args: list[str]) -> dict:
         return seen
 
     first = fault_inject.summary(fault_inject.sweep(first_setup, call, judge))
+    between = map_the_allowance()
     second = fault_inject.summary(fault_inject.sweep(second_setup, call, judge))
-    return {"data_pages": data_pages, "vm_pin_kb": pin_start, "first": first,
-            "second": second, "allowance_before": before, "allowance_after": map_the_allowance()}
+    return {"data_pages": data_pages, "page_kb": PAGE // 1024, "vm_pin_kb": pin_start,
+            "first": first, "second": second, "allowance": {
+                "before": before, "after_first": between, "after_second": map_the_allowance()}}
 
 
 CHECKS = probelib.check_table(globals())

@@ -14,7 +14,6 @@ import mmap
 import os
 import re
 import signal
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -117,8 +116,6 @@ def timestamps_rise(lines: list[str]) -> bool:
 
 def _gate(check: str) -> None:
     root = tracefs.root()
-    if check == "load-failures":  # loads the module itself
-        return
     if not os.path.isdir(f"{root}/{REMOTE}"):
         raise probelib.Skip(f"no {REMOTE} in tracefs: the kernel has no trace remotes, or "
                             "remote_test (CONFIG_TRACE_REMOTE_TEST) is not loaded")
@@ -331,78 +328,6 @@ def check_alloc_failures(args: list[str]) -> dict:
                fault_inject.sweep(open_setup, open_pipe, open_judge))}
     r.reset()
     return out
-
-
-def check_load_failures(args: list[str]) -> dict:
-    """[LIMIT]: finit_module() of remote_test with its 1st, 2nd, ... allocation failing
-    (the module loader's own and trace_remote_register()'s: tracefs files, eventfs, the
-    buffer description). Run where remote_test is not loaded yet (it has no module_exit).
-    After each attempt, injection off: a refused load leaves no module and no remotes/test,
-    and the modules it needs are loaded first, outside the sweep. The last attempt loads it:
-    then remotes/test takes an event."""
-    limit = int(args[0]) if args else 4000
-    fault_inject.prepare()
-    if os.path.isdir("/sys/module/remote_test"):
-        raise probelib.Skip("remote_test is loaded already (it has no module_exit): this "
-                            "check needs a guest that has not loaded it")
-    steps = _insmod_steps("remote_test")
-    for path in steps[:-1]:
-        _finit_module(path)
-    root = tracefs.root()
-
-    def setup() -> int:
-        return os.open(steps[-1], os.O_RDONLY)
-
-    def load(fd: int) -> None:
-        _finit(fd, steps[-1])
-
-    def judge(fd: int, outcome: str) -> dict:
-        os.close(fd)
-        return {"module": os.path.isdir("/sys/module/remote_test"),
-                "remote": os.path.isdir(f"{root}/{REMOTE}")}
-
-    out = {"module": steps[-1], "deps": steps[:-1],
-           "sweep": fault_inject.summary(fault_inject.sweep(setup, load, judge, limit))}
-    if os.path.isdir(f"{root}/{REMOTE}"):
-        r = Remote(root)
-        r.reset()
-        r.set("events/test/selftest/enable", 1)
-        out["loads"] = r.set("tracing_on", 1)
-        out["event"] = r.event(3003)
-        out["shown"] = ids(r.lines())
-        r.reset()
-    return out
-
-
-# finit_module(2): include/uapi/asm-generic/unistd.h (273), arch/x86/entry/syscalls (313)
-FINIT_MODULE = {"x86_64": 313, "aarch64": 273}
-MODULE_INIT_COMPRESSED_FILE = 4  # include/uapi/linux/module.h
-libc_syscall = probelib.libc.syscall
-
-
-def _insmod_steps(module: str) -> list[str]:
-    """The .ko files modprobe would insert for `module`, its dependencies first."""
-    done = subprocess.run(["modprobe", "--show-depends", module], capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        raise probelib.Skip(f"modprobe --show-depends {module}: {done.stderr.strip()}")
-    return [line.split()[1] for line in done.stdout.splitlines()
-            if line.startswith("insmod ")]
-
-
-def _finit(fd: int, path: str) -> None:
-    """finit_module(fd) of the .ko at `path` (compressed ones decompressed by the kernel)."""
-    flags = 0 if path.endswith(".ko") else MODULE_INIT_COMPRESSED_FILE
-    if libc_syscall(FINIT_MODULE[os.uname().machine], fd, b"", flags) != 0:
-        raise probelib.libc_error()
-
-
-def _finit_module(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        _finit(fd, path)
-    finally:
-        os.close(fd)
 
 
 def _must(result: str) -> None:

@@ -37,6 +37,8 @@ _PART_WITHIN = 30  # lines (arm64 prints ~15 of "Mem abort info" first): further
 # The kinds that report a kernel stuck rather than crashed (under TCG a loaded host can make
 # one of its own: a guest death with only these is rerun, pytest_plugin/health.py).
 LOCKUPS = ("soft lockup", "hard lockup", "RCU stall", "hung task")
+# The kind of warn_alloc()'s report: what a test that makes allocations fail causes itself.
+ALLOCATION_FAILURE = "allocation failure"
 # Their banners, found anywhere in a console line (lockup_in()).
 _LOCKUP_ANYWHERE = tuple(re.compile(p.pattern.removeprefix("^")) for k, p in _KINDS
                          if k in LOCKUPS)

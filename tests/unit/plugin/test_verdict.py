@@ -12,7 +12,7 @@ import pytest
 from _pytest._code.code import ReprFileLocation
 
 from harness.pytest_plugin.record import Record
-from harness.pytest_plugin.verdict import CHECKS_KEY, VERDICT_KEY, Verdict, reason
+from harness.pytest_plugin.verdict import CHECKS_KEY, INJECTS_MARKER, VERDICT_KEY, Verdict, reason
 from harness.results import verdicts
 from harness.results.known_issues import KnownIssue
 
@@ -26,9 +26,10 @@ def _issue(checks: tuple[str, ...] = (), splats: tuple[str, ...] = ()) -> KnownI
 
 def _judge(outcome: str = "passed", excinfo: Any = None, checks: verdicts.Checks | None = None,
            found: list[Any] | None = None, tcg: bool = False,
-           issues: list[KnownIssue] | None = None, longrepr: Any = None
-           ) -> tuple[pytest.TestReport, Record, Any]:
-    item = SimpleNamespace(nodeid=NODE, stash=pytest.Stash())
+           issues: list[KnownIssue] | None = None, longrepr: Any = None,
+           markers: tuple[str, ...] = ()) -> tuple[pytest.TestReport, Record, Any]:
+    item = SimpleNamespace(nodeid=NODE, stash=pytest.Stash(),
+                           get_closest_marker=lambda name: name if name in markers else None)
     if checks is not None:
         item.stash[CHECKS_KEY] = checks
     report = pytest.TestReport(NODE, ("f", 1, "test_x"), {}, outcome, longrepr, "call")
@@ -39,8 +40,18 @@ def _judge(outcome: str = "passed", excinfo: Any = None, checks: verdicts.Checks
     return report, rec, item.stash[VERDICT_KEY]
 
 
-def _splat(title: str, tcg_artefact: bool = False) -> SimpleNamespace:
-    return SimpleNamespace(title=title, tcg_artefact=tcg_artefact, text=f"[ 1.0] {title}\n...")
+def _splat(title: str, tcg_artefact: bool = False, kind: str = "WARNING") -> SimpleNamespace:
+    return SimpleNamespace(title=title, tcg_artefact=tcg_artefact, kind=kind,
+                           text=f"[ 1.0] {title}\n...")
+
+
+def test_a_test_that_injects_allocation_failures_owns_their_warnings_and_no_other_splat(
+        ) -> None:
+    failure = _splat("vmalloc error", kind="allocation failure")
+    warning = _splat("WARNING: at kernel/events/core.c:1")
+    assert _judge(found=[failure], markers=(INJECTS_MARKER,))[0].outcome == "passed"
+    assert _judge(found=[failure])[0].outcome == "failed"
+    assert _judge(found=[failure, warning], markers=(INJECTS_MARKER,))[0].outcome == "failed"
 
 
 def test_a_passing_test_with_a_failed_check_fails_with_the_check() -> None:
