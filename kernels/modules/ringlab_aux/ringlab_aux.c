@@ -194,12 +194,15 @@ static int rl_event_init(struct perf_event *event)
 {
 	u64 config = event->attr.config;
 	u64 period_us = event->attr.config1 ?: default_period_us;
-	/* a dynamic type: 0 (HARDWARE) until ringlab_aux_contig is registered */
-	bool contig = event->attr.type >= PERF_TYPE_MAX && event->attr.type == rl_contig_pmu.type;
+	/*
+	 * The core tries every PMU for a type it does not know (a legacy type, or the type of a
+	 * PMU unregistered since): each answers only for its own.
+	 */
+	bool contig = event->pmu == &rl_contig_pmu;
 	struct rl_event *s;
 	u32 chunk;
 
-	if (event->attr.type != rl_pmu.type && !contig)
+	if (event->attr.type != event->pmu->type)
 		return -ENOENT;
 	if (config & ~(contig ? RL_CONTIG_CONFIG_MASK : RL_CONFIG_MASK))
 		return -EINVAL;
