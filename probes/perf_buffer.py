@@ -123,11 +123,12 @@ def _ring_bytes(data: bytes, data_size: int, off: int, n: int) -> bytes:
 class RingBuffer:
     """An mmap of a perf event's ring buffer: control page plus 2^n data pages."""
 
-    def __init__(self, fd: int, data_pages: int, writable: bool = True) -> None:
+    def __init__(self, fd: int, data_pages: int, writable: bool = True,
+                 at: int | None = None) -> None:
         self.page = PAGE
         self.length = (1 + data_pages) * self.page
         prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
-        self.map = Mapping(fd, self.length, prot)
+        self.map = Mapping(fd, self.length, prot, at=at)
         self.base = self.map.addr
 
     def _u64(self, off: int) -> ctypes.c_uint64:

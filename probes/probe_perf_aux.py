@@ -638,13 +638,15 @@ def _mapped() -> int:
 
 
 def open_contig(chunk: int = 4096, skip_words: int = 0, min_pages: int = 0,
-                period_us: int = 300, max_chunks: int = 0, cpu: int = 0) -> int:
+                period_us: int = 300, max_chunks: int = 0, aux_watermark: int = 0,
+                cpu: int = 0) -> int:
     """A per-CPU event of ringlab_aux_contig (ringlab_aux.c): chunk bytes, skip_words u64s
     skipped before each chunk, setup_aux() refusing fewer than min_pages pages."""
     a = perf.attr(test_pmu_type(CONTIG), chunk | (skip_words << CFG_SKIP_SHIFT) |
                   (max_chunks << CFG_MAX_SHIFT), perf.ATTR_DISABLED | perf.ATTR_SAMPLE_ID_ALL)
     a.config1, a.config2 = period_us, min_pages
     a.sample_type = perf.PERF_SAMPLE_IDENTIFIER
+    a.aux_watermark = aux_watermark
     return perf.perf_event_open(a, -1, cpu)
 
 
@@ -705,13 +707,15 @@ def check_contig(args: list[str]) -> dict:
         out["min_pages"][str(n)] = probelib.outcome(partial(_map_aux, fd, rb, n))
     rb.close()
     os.close(fd)
-    # skips: 8 words (64 bytes) before each 256-byte chunk, 20 chunks (well inside the area)
-    fd = open_contig(chunk=256, skip_words=8, max_chunks=20)
+    # skips: 8 words (64 bytes) before each 256-byte chunk, 20 chunks (well inside the area);
+    # a 64-byte watermark, so that a skip alone crosses it (perf_aux_output_skip() wakes)
+    fd = open_contig(chunk=256, skip_words=8, max_chunks=20, aux_watermark=64)
     rb = RingBuffer(fd, 16)
     aux = AuxArea(fd, rb, 16)
     run_for(fd, 0.2)
     recs = aux_records(_drain(rb))
     out["skips"] = {"skip": 64, "chunk": 256, "records": len(recs), "aux_head": aux.head,
+                    "revents": _revents(fd),
                    "offsets": [r.offset for r in recs[:6]], "sizes": sorted({r.size for r in recs}),
                    "bad_words": [w for r in recs for w in aux.bad_words(r.offset, r.size)][:8]}
     aux.close()

@@ -929,6 +929,12 @@ def _writes_into(rb: RingBuffer, fd: int, n: int = 3) -> int:
     return len(samples(rb.read_new()))
 
 
+# An address 32 TiB up, far from anything a process maps (x86-64 and arm64 user space reach
+# 128 TiB at least): every table between the top level and the PTEs is made by the mapping,
+# and freed by its munmap (free_pgtables()).
+NO_PAGE_TABLES = 1 << 45
+
+
 def check_alloc_failures(args: list[str]) -> dict:
     """[DATA_PAGES]: mmap() of an event's buffer with its 1st, 2nd, ... allocation failing
     (fault_inject.sweep: slab and page allocations, the page tables of the mapping included),
@@ -951,7 +957,9 @@ def check_alloc_failures(args: list[str]) -> dict:
         return {"fd": fd, "first": RingBuffer(fd, data_pages)}
 
     def call(state: dict) -> None:
-        state["rb"] = RingBuffer(state["fd"], data_pages)
+        # Mapped where this process has no page table yet, so that map_range() allocates
+        # some (remap_pfn_range()) and its failure is swept too.
+        state["rb"] = RingBuffer(state["fd"], data_pages, at=NO_PAGE_TABLES)
 
     def judge(state: dict, outcome: str) -> dict:
         fd, seen = state["fd"], dict[str, Any]()

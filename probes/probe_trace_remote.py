@@ -14,7 +14,7 @@ import mmap
 import os
 import re
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -271,12 +271,12 @@ def check_too_big(args: list[str]) -> dict:
 
 def check_alloc_failures(args: list[str]) -> dict:
     """Loading the buffer (tracing_on=1: trace_remote_load(), ring_buffer_alloc_remote(),
-    trace_remote_alloc_buffer()) and opening trace_pipe (trace_remote_get(),
-    trace_remote_iter()), each with its 1st, 2nd, ... allocation failing
+    trace_remote_alloc_buffer()) and opening per_cpu/cpu0/trace_pipe, trace_pipe and trace
+    (trace_remote_get(), trace_remote_iter()), each with its 1st, 2nd, ... allocation failing
     (fault_inject.sweep). After each attempt, injection off: a refused load leaves the buffer
     unloaded and tracing off; then the remote loads, takes an event and shows it, and unloads
-    once off and reset (R2); a refused open leaves a trace_pipe that opens and reads the
-    event."""
+    once off and reset (R2); after an open, refused or not, `trace` shows the event and
+    trace_pipe reads it."""
     fault_inject.prepare()
     r = Remote(tracefs.root())
     r.reset()
@@ -312,20 +312,28 @@ def check_alloc_failures(args: list[str]) -> dict:
         r.event(2002)
         return {}
 
-    def open_pipe(state: dict) -> None:
-        state["fd"] = os.open(f"{r.path}/trace_pipe", os.O_RDONLY)
+    def opener(name: str) -> Callable[[dict], None]:
+        def open_file(state: dict) -> None:
+            state["fd"] = os.open(f"{r.path}/{name}", os.O_RDONLY)
+        return open_file
 
     def open_judge(state: dict, outcome: str) -> dict:
         if "fd" in state:
             os.close(state["fd"])
-        seen = {"piped": ids(r.pipe())}
+        seen = {"shown": ids(r.lines()), "piped": ids(r.pipe())}
         r.reset()
         r.set("events/test/selftest/enable", 1)
         return seen
 
-    out = {"load": fault_inject.summary(fault_inject.sweep(load_setup, load, load_judge)),
+    # The per-CPU pipe first: its reader locks are allocated once, at the remote's first
+    # per-CPU open (TR:251-263), and kept.
+    out = {"open_cpu_pipe": fault_inject.summary(fault_inject.sweep(
+               open_setup, opener("per_cpu/cpu0/trace_pipe"), open_judge)),
+           "load": fault_inject.summary(fault_inject.sweep(load_setup, load, load_judge)),
            "open_pipe": fault_inject.summary(
-               fault_inject.sweep(open_setup, open_pipe, open_judge))}
+               fault_inject.sweep(open_setup, opener("trace_pipe"), open_judge)),
+           "open_trace": fault_inject.summary(
+               fault_inject.sweep(open_setup, opener("trace"), open_judge))}
     r.reset()
     return out
 

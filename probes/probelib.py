@@ -37,6 +37,7 @@ libc.syscall.restype = ctypes.c_long
 MAP_FAILED = ctypes.c_void_p(-1).value
 # include/uapi/asm-generic/mman-common.h, linux/mman.h (what Python's mmap module lacks)
 MAP_FIXED, MAP_ANONYMOUS, PROT_NONE = 0x10, 0x20, 0
+MAP_FIXED_NOREPLACE = 0x100000
 MREMAP_MAYMOVE, MREMAP_FIXED, MREMAP_DONTUNMAP = 1, 2, 4
 
 def errname(e: OSError | int) -> str:
@@ -283,8 +284,11 @@ class Mapping:
     which is what every tracefs file reports; the kernel decides, so ask the kernel."""
 
     def __init__(self, fd: int, length: int, prot: int = mmap.PROT_READ,
-                 flags: int = mmap.MAP_SHARED, offset: int = 0) -> None:
-        addr = libc.mmap(None, length, prot, flags, fd, offset)
+                 flags: int = mmap.MAP_SHARED, offset: int = 0, at: int | None = None) -> None:
+        """`at`: map exactly there (MAP_FIXED_NOREPLACE), e.g. where no page table exists yet."""
+        if at is not None:
+            flags |= MAP_FIXED_NOREPLACE
+        addr = libc.mmap(at, length, prot, flags, fd, offset)
         if not mapped(addr):
             raise libc_error()
         self.addr, self.length = addr, length

@@ -440,13 +440,15 @@ def test_an_area_the_pmu_refuses_is_enomem_and_one_it_takes_maps(contig: dict) -
 def test_bytes_a_pmu_skips_are_in_aux_head_and_in_no_record(contig: dict) -> None:
     """perf_aux_output_skip() (alignment: BTS, SPE, TRBE) moves aux_head past bytes no record
     reports: each 256-byte record starts 64 bytes after the previous one ended, aux_head
-    counts both, and the reported bytes are the PMU's data."""
+    counts both, the reported bytes are the PMU's data, and the reader is woken past the
+    64-byte aux_watermark."""
     k = contig["skips"]
     assert k["records"] and k["sizes"] == [k["chunk"]], k
     step = k["skip"] + k["chunk"]
     assert k["offsets"] == [k["skip"] + i * step for i in range(len(k["offsets"]))], k
     assert k["aux_head"] == k["records"] * step, k
     assert not k["bad_words"], k["bad_words"]
+    assert "POLLIN" in k["revents"], f"a 64-byte aux_watermark crossed, no POLLIN: {k}"
 
 
 @pytest.mark.injects_allocation_failures

@@ -35,8 +35,9 @@ PHASE_ARGS = (BOOT, FIXED, COPY)
 REFUSES_BEFORE, MAPS_SINCE = (6, 13, 0), (7, 0, 0)
 
 # warm_reboot: the guest comes from its snapshot's restore, whose first reset boots (a cold
-# QEMU's does not under TCG, and needed a second one: issue 44 saw a rerun of it).
-persistent_guest = pytest.mark.guest(cmdline=PERSISTENT, memory_mb=1024, warm_reboot=True)
+# QEMU's does not under TCG, and needed a second one: issue 44 saw a rerun of it). Two CPUs,
+# so that the per-CPU metas past the first are laid out and validated too (rb_range_meta()).
+persistent_guest = pytest.mark.guest(cmdline=PERSISTENT, memory_mb=1024, warm_reboot=True, cpus=2)
 OBSERVED = pytest.StashKey[dict[int, dict]]()
 
 

@@ -174,16 +174,21 @@ def test_a_size_the_remote_cannot_describe_is_refused_at_load(remote_check) -> N
 
 
 @pytest.mark.injects_allocation_failures
+@pytest.mark.guest(fresh=True)  # the per-CPU readers' locks are made at the first such open
 def test_an_allocation_failure_loading_or_opening_is_refused_and_leaves_nothing(
         remote_check, new_splats) -> None:
-    """Loading the buffer (tracing_on=1) and opening trace_pipe with each of their allocations
-    failing in turn (fail-nth, probes/fault_inject.py): ENOMEM or done. A refused load leaves
-    the buffer unloaded and tracing off (TR:114-136 unwinds through trace_remote_unload()),
-    and then the remote loads, shows an event and unloads once off and reset; after a refused
-    open, trace_pipe reads the event. No splat."""
+    """Loading the buffer (tracing_on=1) and opening per_cpu/cpu0/trace_pipe, trace_pipe and
+    trace with each of their allocations failing in turn (fail-nth, probes/fault_inject.py):
+    ENOMEM or done. A refused load leaves the buffer unloaded and tracing off (TR:114-136
+    unwinds through trace_remote_try_unload()), and then the remote loads, shows an event and
+    unloads once off and reset; after an open, `trace` shows the event and trace_pipe reads
+    it. No splat."""
     r = remote_check("alloc-failures")
+    opens = {"open_cpu_pipe": "opening per_cpu/cpu0/trace_pipe",
+             "open_pipe": "opening trace_pipe", "open_trace": "opening trace"}
     check_sweep(r["load"], "tracing_on=1 (loading the buffer)")
-    check_sweep(r["open_pipe"], "opening trace_pipe")
+    for key, what in opens.items():
+        check_sweep(r[key], what)
     wrong = []
     for a in r["load"]["attempts"]:
         at = where("tracing_on=1", a)
@@ -193,8 +198,10 @@ def test_an_allocation_failure_loading_or_opening_is_refused_and_leaves_nothing(
                                                                    "7 (unloaded)"):
             wrong.append(f"{at}: then loading gave {a['loads']}, the event {a['event']}, "
                          f"`trace` showed {a['shown']}, off and reset {a['unloaded']!r}")
-    for a in r["open_pipe"]["attempts"]:
-        if a["piped"] != [2002]:
-            wrong.append(f"{where('opening trace_pipe', a)}: then trace_pipe read {a['piped']}")
+    for key, what in opens.items():
+        for a in r[key]["attempts"]:
+            if (a["shown"], a["piped"]) != ([2002], [2002]):
+                wrong.append(f"{where(what, a)}: then `trace` showed {a['shown']}, "
+                             f"trace_pipe read {a['piped']}")
     assert not wrong, "\n".join(wrong)
     assert not not_injected(new_splats()), f"kernel splats: {not_injected(new_splats())}"
