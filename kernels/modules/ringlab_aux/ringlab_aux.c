@@ -274,22 +274,6 @@ static struct pmu rl_pmu = {
 	.free_aux	= rl_free_aux,
 };
 
-static struct pmu rl_contig_pmu = {
-	.module		= THIS_MODULE,
-	.task_ctx_nr	= perf_hw_context,
-	.capabilities	= PERF_PMU_CAP_AUX_NO_SG,
-	.event_init	= rl_event_init,
-	.add		= rl_add,
-	.del		= rl_del,
-	.start		= rl_start,
-	.stop		= rl_stop,
-	.read		= rl_read,
-	.setup_aux	= rl_setup_aux,
-	.free_aux	= rl_free_aux,
-	.event_mapped	= rl_event_mapped,
-	.event_unmapped	= rl_event_unmapped,
-};
-
 #ifdef RL_HAVE_PMU_REVOKE
 /*
  * echo 1 > /sys/module/ringlab_aux/parameters/unregister: the PMU goes away while the module
@@ -325,7 +309,15 @@ static const bool rl_unregistered;
 
 static int __init rl_init(void)
 {
-	int ret = perf_pmu_register(&rl_pmu, "ringlab_aux", -1);
+	int ret;
+
+	/* ringlab_aux_contig: the same PMU, without scatter-gather, told of each mapping */
+	rl_contig_pmu = rl_pmu;
+	rl_contig_pmu.capabilities = PERF_PMU_CAP_AUX_NO_SG;
+	rl_contig_pmu.event_mapped = rl_event_mapped;
+	rl_contig_pmu.event_unmapped = rl_event_unmapped;
+
+	ret = perf_pmu_register(&rl_pmu, "ringlab_aux", -1);
 
 	if (ret)
 		return ret;
