@@ -962,7 +962,8 @@ def check_alloc_failures(args: list[str]) -> dict:
         state["rb"] = RingBuffer(state["fd"], data_pages, at=NO_PAGE_TABLES)
 
     def judge(state: dict, outcome: str) -> dict:
-        fd, seen = state["fd"], dict[str, Any]()
+        fd = state["fd"]
+        seen: dict[str, Any] = {}
         rb = state.get("rb")
         if rb is None:
             try:

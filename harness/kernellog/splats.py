@@ -108,6 +108,14 @@ class Splat:
         return "\n".join(self.lines)
 
     @property
+    def task(self) -> str | None:
+        """The task an allocation failure's report names ("python3: vmalloc error: ..."),
+        else None: warn_alloc() prints current->comm first."""
+        if self.kind != ALLOCATION_FAILURE or not self.lines:
+            return None
+        return self.lines[0].split(": ", 1)[0]
+
+    @property
     def call_trace(self) -> list[str]:
         """The reliable frames after 'Call Trace:', innermost first ('? ' frames left out)."""
         return [_FRAME.match(f).group("fn") for f in trace_frames(self.lines)]  # type: ignore

@@ -248,3 +248,11 @@ def test_every_oops_in_the_kept_consoles_is_a_die_and_nothing_else_is() -> None:
                  "BUG: sleeping function called from invalid context at mm/x.c:1",
                  "BUG: kernel NULL pointer dereference, address: 0000000000000008"):
         assert splats.die_in(line) is None
+
+
+def test_an_allocation_failure_names_its_task_and_other_splats_none() -> None:
+    lines = open(Path(__file__).parent.parent / "data/console-splat-kinds-7.2.log").read().splitlines()
+    found = splats.find(lines)
+    failure = next(s for s in found if s.kind == splats.ALLOCATION_FAILURE)
+    assert failure.task == "bash"
+    assert all(s.task is None for s in found if s.kind != splats.ALLOCATION_FAILURE)

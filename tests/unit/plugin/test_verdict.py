@@ -40,18 +40,20 @@ def _judge(outcome: str = "passed", excinfo: Any = None, checks: verdicts.Checks
     return report, rec, item.stash[VERDICT_KEY]
 
 
-def _splat(title: str, tcg_artefact: bool = False, kind: str = "WARNING") -> SimpleNamespace:
-    return SimpleNamespace(title=title, tcg_artefact=tcg_artefact, kind=kind,
+def _splat(title: str, tcg_artefact: bool = False, task: str | None = None) -> SimpleNamespace:
+    return SimpleNamespace(title=title, tcg_artefact=tcg_artefact, task=task,
                            text=f"[ 1.0] {title}\n...")
 
 
 def test_a_test_that_injects_allocation_failures_owns_their_warnings_and_no_other_splat(
         ) -> None:
-    failure = _splat("vmalloc error", kind="allocation failure")
+    failure = _splat("vmalloc error", task="python3")
+    elsewhere = _splat("vmalloc error", task="kworker/0:1")
     warning = _splat("WARNING: at kernel/events/core.c:1")
     assert _judge(found=[failure], markers=(INJECTS_MARKER,))[0].outcome == "passed"
     assert _judge(found=[failure])[0].outcome == "failed"
     assert _judge(found=[failure, warning], markers=(INJECTS_MARKER,))[0].outcome == "failed"
+    assert _judge(found=[elsewhere], markers=(INJECTS_MARKER,))[0].outcome == "failed"
 
 
 def test_a_passing_test_with_a_failed_check_fails_with_the_check() -> None:
