@@ -9,12 +9,15 @@ from harness import config as lab_config
 from harness.commands import options
 from harness.errors import LabError
 from harness.explore.session import parse_budget
+from harness.kernels import gcov
 from harness.kernels.mutants import catalog, select
 from harness.mutate import session
 from harness.mutate.plan import Plan
 from harness.runs import run_folder
 
 OWN_LOGGING: bool = True
+# --steer: the explorer's modes each mutant is explored in (steered?), in turn
+STEER_MODES: dict[str, tuple[bool, ...]] = {"off": (False,), "on": (True,), "both": (False, True)}
 HOST_TOOLS: tuple[str, ...] = ("build",)
 
 
@@ -35,6 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "parallel kernel builds only slow each other)")
     mu.add_argument("--explore", metavar="BUDGET", help="judge each mutant with `./lab "
                     "explore` (BUDGET per path its file serves, e.g. 2m) instead of the suite")
+    mu.add_argument("--seeds", default="1", metavar="S,S", help="with --explore: the "
+                    "explorer's seeds, each mutant explored once per seed (default 1)")
+    mu.add_argument("--steer", choices=STEER_MODES, default="off", help="with --explore: the "
+                    "explorer blind (off), steered by the edges it has run (on), or both taking "
+                    "turns per seed; on and both mutate the kernel's coverage variant "
+                    "(./lab build --coverage)")
     mu.add_argument("--selftests", action="store_true", help="run the kernel's own selftests "
                     "of these paths on every mutant too: a column of the kill table says "
                     "whether they caught it (the kill rate stays the suite's)")
@@ -52,7 +61,25 @@ def main(args: argparse.Namespace) -> int:
     explore_s = parse_budget(args.explore) if args.explore else None
     if args.jobs < 1:
         raise LabError(f"-j {args.jobs}: expected 1 or more guests")
+    seeds, modes = explorer_runs(args.seeds, args.steer, explore_s is not None)
+    if True in modes:   # steering reads the gcov counters: the coverage variant is mutated
+        spec = gcov.variant(cfg, spec)
+        cfg = cfg.with_kernel(spec)
     out = run_folder.open_run(cfg, args, f"mutate-{lab_config.file_safe(spec.name)}")
     return session.run(Plan(cfg, spec, tuple(mutants), args.k, tuple(args.pytest_args), out,
                             whole_suite=args.whole_suite, explore_s=explore_s,
-                            selftests=args.selftests, jobs=args.jobs))
+                            selftests=args.selftests, jobs=args.jobs, seeds=seeds,
+                            modes=modes))
+
+
+def explorer_runs(seeds: str, steer: str, exploring: bool) -> tuple[tuple[int, ...],
+                                                                  tuple[bool, ...]]:
+    """--seeds and --steer, checked: (seeds, modes: steered or not)."""
+    if not exploring and (seeds != "1" or steer != "off"):
+        raise LabError("--seeds and --steer choose the explorer's runs: add --explore BUDGET")
+    try:
+        numbers = tuple(dict.fromkeys(int(s) for s in seeds.split(",")))
+    except ValueError:
+        raise LabError(f"--seeds {seeds!r}: expected whole numbers separated by commas, "
+                       "e.g. 0,1,2") from None
+    return numbers, STEER_MODES[steer]

@@ -18,7 +18,7 @@ from harness.explore.session import Explore, ExploreRequest
 from harness.kernels.mutants import Mutant, watchers_of_folder
 from harness.mutate import build, by_suite
 
-from harness.mutate.outcomes import (KILLED, NOT_BOOTED, NOT_RUN, SURVIVED, Judged,
+from harness.mutate.outcomes import (KILLED, NOT_BOOTED, NOT_RUN, SURVIVED, ExploreRun, Judged,
                                      selftest_killers, selftests_that_cannot_kill)
 from harness.mutate.plan import Plan
 from harness.mutate.workspace import Workspace
@@ -47,13 +47,33 @@ def paths_of(mutants: tuple[Mutant, ...]) -> tuple[str, ...]:
     """The explorer's paths the mutants' files serve, each once, in order."""
     return tuple(dict.fromkeys(p for m in mutants for p in explore_paths(m.file)))
 
+def runs_of(plan: Plan) -> list[tuple[int, bool]]:
+    """The explores every kernel gets, (seed, steered): per seed the modes take turns, so
+    that a host busier at one moment does not weigh on one mode alone."""
+    return [(seed, steer) for seed in plan.seeds for steer in plan.modes]
+
+
+def run_name(seed: int, steer: bool) -> str:
+    return f"seed{seed}-{'steered' if steer else 'blind'}"
+
+
 def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_dir: Path,
               base_build_s: float) -> Judged:
     paths = paths_of(plan.mutants)
-    log.info("mutate: exploring the unmutated kernel %s (%s, %.0f s each)", release,
-             ", ".join(paths), plan.explore_s)
-    base, base_run = explore(plan, ws.src, paths, base_dir, stop_at_new=False)
-    unexplained = [v for key, v in base.items() if not key.startswith(KNOWN)]
+    runs = runs_of(plan)
+    many = len(runs) > 1
+    log.info("mutate: exploring the unmutated kernel %s (%s, %.0f s each%s)", release,
+             ", ".join(paths), plan.explore_s,
+             f"; {len(runs)} explores: " + ", ".join(run_name(*r) for r in runs) if many else "")
+    bases: dict[tuple[int, bool], dict[str, str]] = {}
+    base_run = 0.0
+    for seed, steer in runs:
+        found, took = explore(plan, ws.src, paths,
+                              base_dir / run_name(seed, steer) if many else base_dir,
+                              seed, steer, stop_at_new=False)
+        bases[(seed, steer)], base_run = found, base_run + took
+    unexplained = sorted({v for base in bases.values() for key, v in base.items()
+                          if not key.startswith(KNOWN)})
     log.info("mutate: unmutated kernel: %d confirmed failure(s) no known issue explains: %s",
              len(unexplained), "; ".join(unexplained) or "none")
     base_st = selftests_base(plan, ws, base_dir) if plan.selftests else None
@@ -61,12 +81,13 @@ def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_di
     results = []
     for i, m in enumerate(plan.mutants, 1):
         r, run_dir = build.new_result(plan, m)
-        found: dict[str, str] = {}
         with build.mutant_built(plan, ws, m, outs, r) as built:
             if built:
                 try:
-                    found, run_s = explore(plan, ws.src, explore_paths(m.file), run_dir)
-                    r.run_s = round(run_s, 1)
+                    r.explored = [explore_mutant(plan, ws.src, m, run_dir, seed, steer,
+                                                 bases[(seed, steer)], many)
+                                  for seed, steer in runs]
+                    r.run_s = round(sum(e.seconds for e in r.explored), 1)
                 except LabError as e:
                     r.outcome, r.why = NOT_BOOTED, e.message.splitlines()[0][:300]
                 if base_st is not None:
@@ -75,18 +96,37 @@ def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_di
                                                   theirs, no_verdict)
                     if child.summary is not None and not child.not_run:
                         r.selftest_killers = selftest_killers(base_st, child)
-        new = [v for key, v in found.items() if key not in base]
         if r.outcome == NOT_RUN:
-            r.outcome = KILLED if new else SURVIVED
-            r.killed_by, r.why = list(new), new[0] if new else ""
+            kills = [e for e in r.explored or [] if e.killed]
+            r.outcome = KILLED if kills else SURVIVED
+            r.killed_by = list(dict.fromkeys(e.by for e in kills))
+            r.why = kills[0].by if kills else ""
         results.append(r)
-        log.info("mutant %d/%d %s: %s%s (build %.0f s, explore %.0f s)%s", i,
+        log.info("mutant %d/%d %s: %s%s (build %.0f s, explore %.0f s)%s%s", i,
                  len(plan.mutants), m.id, r.outcome.upper(), f": {r.why}" if r.why else "",
-                 r.build_s, r.run_s, "" if r.selftest_killers is None else
+                 r.build_s, r.run_s,
+                 "; " + ", ".join(f"{run_name(e.seed, e.steered)} "
+                                  f"{'killed' if e.killed else 'survived'} {e.seconds:.0f} s"
+                                  for e in r.explored or []) if many else "",
+                 "" if r.selftest_killers is None else
                  "; kernel selftests: " + ("KILLED" if r.selftest_killers else "survived"))
-    how = f"./lab explore {' '.join(paths)} --budget {plan.explore_s:g}s --seed 1"
+    how = (f"./lab explore {' '.join(paths)} --budget {plan.explore_s:g}s --seed "
+           + ",".join(map(str, plan.seeds))
+           + ("" if plan.modes == (False,) else " --steer" if plan.modes == (True,)
+              else ", blind and --steer"))
     return Judged(results, how, False, {"new confirmed failures": len(unexplained)}, base_run,
                   str(base_dir))
+
+
+def explore_mutant(plan: Plan, tree: Path, m: Mutant, run_dir: Path, seed: int, steer: bool,
+                   base: dict[str, str], many: bool) -> ExploreRun:
+    """One explore of the mutant's kernel: killed when it confirms a failure the unmutated
+    kernel's explore with the same seed and mode did not have."""
+    found, took = explore(plan, tree, explore_paths(m.file),
+                          run_dir / run_name(seed, steer) if many else run_dir, seed, steer)
+    new = [v for key, v in found.items() if key not in base]
+    return ExploreRun(seed, steer, bool(new), new[0] if new else "", round(took, 1))
+
 
 def selftests_base(plan: Plan, ws: Workspace, base_dir: Path) -> ChildRun:
     """The kernel's own selftests on the unmutated kernel: only a case that passes there can
@@ -105,15 +145,15 @@ def selftests_base(plan: Plan, ws: Workspace, base_dir: Path) -> ChildRun:
     return child
 
 
-def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path,
-            stop_at_new: bool = True) -> tuple[dict[str, str], float]:
+def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path, seed: int,
+            steer: bool, stop_at_new: bool = True) -> tuple[dict[str, str], float]:
     """`./lab explore` of the kernel built from `tree` on `paths`: {failure key: what failed}
     of its confirmed failures (a known issue's keyed KNOWN + its id, once), and the wall
     time."""
     out_dir.mkdir(parents=True, exist_ok=True)
     lab = Lab(with_build(plan.cfg, plan.name, tree=tree))
-    run = Explore(lab, ExploreRequest(plan.name, paths, plan.explore_s or 60, seed=1,
-                                      stop_at_new=stop_at_new), out_dir,
+    run = Explore(lab, ExploreRequest(plan.name, paths, plan.explore_s or 60, seed=seed,
+                                      steer=steer, stop_at_new=stop_at_new), out_dir,
                   say=lambda line: log.debug("%s", line))
     start = time.monotonic()
     try:

@@ -29,6 +29,19 @@ class MutantResult:
     fixes_revert: str | None = None
     report: str = ""                             # the mutant's ./lab run report folder
     selftest_killers: list[str] | None = None    # with --selftests: the kernel's own that failed
+    explored: list[ExploreRun] | None = None     # with --explore: one per (seed, mode)
+
+
+@dataclass
+class ExploreRun:
+    """One explore of a mutant's kernel: its seed, blind or steered, whether it found a
+    failure the unmutated kernel's explore (same seed and mode) did not, and its wall time
+    (an explore stops at its first such failure, once confirmed: the time to kill)."""
+    seed: int
+    steered: bool
+    killed: bool
+    by: str = ""
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,11 @@ class Plan:
     # Guests a test run (the unmutated kernel's, each mutant's) uses at once: ./lab run -j.
     # Under TCG each takes a core; the selftests' slow ftracetest cases gain most.
     jobs: int = 1
+    # With explore_s: the explorer's seeds, and whether it runs blind, steered by the edges it
+    # has run (on the coverage variant, which the verb then builds), or both taking turns per
+    # seed: every mutant is explored once per (seed, mode), issue 42's steered-vs-blind table.
+    seeds: tuple[int, ...] = (1,)
+    modes: tuple[bool, ...] = (False,)      # steered?
 
     @property
     def name(self) -> str:

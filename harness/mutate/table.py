@@ -36,6 +36,7 @@ def render(doc: dict) -> str:
                   "they judged (ours: below)"]
     if doc.get("whole_suite"):
         lines += ["", cost_line(doc)]
+    lines += versus(doc)
     lines += ["", f"killed {t[KILLED]} of {t['judged']} judged ({rate}); survived {t[SURVIVED]};"
               f" not built {t[NOT_BUILT]}; not booted {t[NOT_BOOTED]}; not run {t[NOT_RUN]}; "
               f"wall {doc['wall_s'] / 60:.1f} min"]
@@ -57,3 +58,37 @@ def cost_line(doc: dict) -> str:
     return (f"run time against the unmutated kernel ({base:.0f} s), {len(ran)} mutants: "
             f"{ratios[0]:.2f} / {mid:.2f} / {ratios[-1]:.2f}x (min / median / max); slowest "
             f"{slow_id} {slow_s:.0f} s; over 1.3x: {', '.join(over) or 'none'}")
+
+
+def versus(doc: dict) -> list[str]:
+    """With the explorer run in more than one (seed, mode): per mutant and mode, the seeds
+    that killed it and the median explore time of those kills; then each mode's totals.
+    Nothing when every mutant had one explore (the table above says it all)."""
+    runs = [e for r in doc["mutants"] for e in r.get("explored") or []]
+    if len({(e["seed"], e["steered"]) for e in runs}) < 2:
+        return []
+    modes = sorted({e["steered"] for e in runs})
+    name = {False: "blind", True: "steered"}
+    head = f"{'mutant':40s}" + "".join(f" {name[m] + ': kills, s to kill':>26s}" for m in modes)
+    lines = ["", "explorer, by mode (kills of the seeds run; median explore time of a kill):",
+             head]
+    for r in doc["mutants"]:
+        if not r.get("explored"):
+            continue
+        cells = []
+        for m in modes:
+            mine = [e for e in r["explored"] if e["steered"] == m]
+            kills = [e["seconds"] for e in mine if e["killed"]]
+            when = f"{statistics.median(kills):.0f}" if kills else "-"
+            cells.append(f" {f'{len(kills)}/{len(mine)}, {when}':>26s}")
+        lines.append(f"{r['id'][:40]:40s}" + "".join(cells))
+    for m in modes:
+        mine = [e for e in runs if e["steered"] == m]
+        kills = sorted(e["seconds"] for e in mine if e["killed"])
+        killed = {r["id"] for r in doc["mutants"] for e in r.get("explored") or []
+                  if e["steered"] == m and e["killed"]}
+        spread = (f"{kills[0]:.0f} / {statistics.median(kills):.0f} / {kills[-1]:.0f} s"
+                  if kills else "n/a")
+        lines.append(f"{name[m]}: {len(killed)} mutants killed by some seed; {len(kills)} of "
+                     f"{len(mine)} explores killed, in {spread} (min / median / max)")
+    return lines

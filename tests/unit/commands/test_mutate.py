@@ -1,7 +1,12 @@
 """`./lab mutate`: the command line parses to the verb's main."""
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from harness import cli, host
+from harness.errors import LabError
 from harness.commands import mutate
 
 
@@ -18,3 +23,28 @@ def test_mutate_parses_and_dispatches_to_main() -> None:
 def test_the_verb_declares_its_own_logging_and_the_build_tools() -> None:
     needs = host.verb_needs("mutate")
     assert needs.own_logging is True and needs.host_tools == ("build",)
+
+
+def test_seeds_and_steer_choose_the_explorers_runs() -> None:
+    assert mutate.explorer_runs("1", "off", False) == ((1,), (False,))
+    assert mutate.explorer_runs("0,1,2,1", "both", True) == ((0, 1, 2), (False, True))
+    assert mutate.explorer_runs("3", "on", True) == ((3,), (True,))
+
+
+@pytest.mark.parametrize("seeds, steer, exploring, says", [
+    ("0,x", "off", True, "--seeds '0,x': expected whole numbers"),
+    ("0,1", "off", False, "add --explore BUDGET"),
+    ("1", "both", False, "add --explore BUDGET"),
+])
+def test_bad_seeds_or_steer_give_one_clear_error(seeds: str, steer: str, exploring: bool,
+                                                 says: str) -> None:
+    with pytest.raises(LabError, match=re.escape(says)):
+        mutate.explorer_runs(seeds, steer, exploring)
+
+
+def test_steer_is_one_of_its_modes_on_the_command_line() -> None:
+    args = cli.build_parser(("mutate",)).parse_args(
+        ["mutate", "--explore", "30s", "--seeds", "0,1,2", "--steer", "both"])
+    assert (args.seeds, args.steer) == ("0,1,2", "both")
+    with pytest.raises(SystemExit):
+        cli.build_parser(("mutate",)).parse_args(["mutate", "--steer", "sometimes"])

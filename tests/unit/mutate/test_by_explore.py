@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -118,3 +119,40 @@ def test_a_known_issue_the_unmutated_kernel_did_not_show_kills_as_newly_known(
     judged = by_explore.judge_all(plan, ws, "7.2", [], tmp_path / "base", 0.0)
     assert [r.outcome for r in judged.results] == [KILLED, SURVIVED]
     assert judged.results[0].why.startswith("newly known first-map")
+
+
+def test_each_seed_and_mode_is_judged_against_the_unmutated_kernels_same_explore(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Steered against blind (issue 42): every kernel is explored once per (seed, mode), the
+    modes taking turns per seed, and a failure kills only where the unmutated kernel's
+    explore of the same seed and mode did not have it."""
+    plan = replace(_plan(tmp_path, ("kernel/trace/ring_buffer.c",)), seeds=(0, 1),
+                   modes=(False, True))
+    assert by_explore.runs_of(plan) == [(0, False), (0, True), (1, False), (1, True)]
+    meta = {"trace-mmap:meta": "trace-mmap:meta: {'read': 0}"}
+    base = {(0, False): {}, (0, True): dict(meta), (1, False): {}, (1, True): {}}
+    mutant = {(0, False): {}, (0, True): dict(meta), (1, False): {}, (1, True): dict(meta)}
+    asked: list[tuple[int, bool, Path]] = []
+
+    def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out: Path, seed: int,
+                steer: bool, stop_at_new: bool = True) -> tuple[dict[str, str], float]:
+        asked.append((seed, steer, out))
+        return (base if not stop_at_new else mutant)[(seed, steer)], 10.0 + seed
+
+    @contextlib.contextmanager
+    def built(*a: Any) -> Iterator[bool]:
+        yield True
+
+    monkeypatch.setattr(build, "mutant_built", built)
+    monkeypatch.setattr(by_explore, "explore", explore)
+    ws: Any = SimpleNamespace(src=tmp_path / "ws")
+    judged = by_explore.judge_all(plan, ws, "7.2", [], tmp_path / "base", 0.0)
+    [r] = judged.results
+    # seed 0 steered: the unmutated kernel had it too; seed 1 steered: new, a kill
+    assert [(e.seed, e.steered, e.killed) for e in r.explored or []] == [
+        (0, False, False), (0, True, False), (1, False, False), (1, True, True)]
+    assert r.outcome == KILLED and r.why == meta["trace-mmap:meta"]
+    assert {a[2].name for a in asked} == {"seed0-blind", "seed0-steered", "seed1-blind",
+                                          "seed1-steered"}
+    assert judged.selection.endswith("--seed 0,1, blind and --steer")
+    assert judged.base_counts == {"new confirmed failures": 1}

@@ -2,8 +2,10 @@
 and with --whole-suite what a mutant cost against the unmutated kernel."""
 from __future__ import annotations
 
-from harness.mutate.outcomes import (KILLED, NOT_BOOTED, NOT_BUILT, SURVIVED, MutantResult,
-                                     totals)
+from dataclasses import asdict
+
+from harness.mutate.outcomes import (KILLED, NOT_BOOTED, NOT_BUILT, SURVIVED, ExploreRun,
+                                     MutantResult, totals)
 from harness.mutate.table import cost_line, render
 
 
@@ -42,3 +44,29 @@ def test_whole_suite_run_reports_what_each_mutant_cost_against_the_unmutated_run
                     "over 1.3x: 004-d")
     assert line in render(doc)
     assert line not in render({**doc, "whole_suite": False})
+
+
+def test_explores_in_two_modes_get_a_steered_against_blind_section() -> None:
+    def run(seed: int, steered: bool, killed: bool, s: float) -> ExploreRun:
+        return ExploreRun(seed, steered, killed, "x" if killed else "", s)
+
+    rs = [MutantResult("030-a", "f", "r", KILLED, explored=[
+              run(0, False, False, 40), run(0, True, True, 12), run(1, False, True, 30),
+              run(1, True, True, 20)]),
+          MutantResult("031-b", "f", "r", SURVIVED, explored=[
+              run(0, False, False, 40), run(0, True, False, 40), run(1, False, False, 40),
+              run(1, True, False, 40)])]
+    doc = {"kernel": "k", "release": "7.2.13", "selection": "explore", "wall_s": 600,
+           "unmutated": {"counts": {}, "build_s": 1, "run_s": 1},
+           "totals": totals(rs), "mutants": [asdict(r) for r in rs]}
+    text = render(doc)
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines()
+            if line.startswith("03") and "/" in line}
+    assert rows == {"030-a": ["1/2,", "30", "2/2,", "16"], "031-b": ["0/2,", "-", "0/2,", "-"]}
+    assert "blind: 1 mutants killed by some seed; 1 of 4 explores killed, in 30 / 30 / 30 s" \
+        in text
+    assert "steered: 1 mutants killed by some seed; 2 of 4 explores killed, in 12 / 16 / 20 s" \
+        in text
+    one = {**doc, "mutants": [asdict(MutantResult("030-a", "f", "r", KILLED,
+                                                  explored=[run(1, False, True, 30)]))]}
+    assert "by mode" not in render(one)
