@@ -120,6 +120,13 @@ def _ring_bytes(data: bytes, data_size: int, off: int, n: int) -> bytes:
     return bytes(data[off:]) + bytes(data[:n - (data_size - off)])
 
 
+# An address 32 TiB up, far from anything a process maps (x86-64 and arm64 user space reach
+# 128 TiB at least): every table between the top level and the PTEs is made by the mapping,
+# and freed by its munmap (free_pgtables()). A mapping made there has its map_range()'s page
+# table allocations swept by fault_inject too.
+NO_PAGE_TABLES = 1 << 45
+
+
 class RingBuffer:
     """An mmap of a perf event's ring buffer: control page plus 2^n data pages."""
 

@@ -31,7 +31,7 @@ from typing import Any
 import fault_inject
 import perf_abi as perf
 import probelib
-from perf_buffer import AuxArea, RingBuffer
+from perf_buffer import NO_PAGE_TABLES, AuxArea, RingBuffer
 from perf_events import (event_id, lost_count, module_refs, open_dummy, test_pmu_type,
                          vm_pin_kb)
 from probelib import PAGE, Mapping, errno_result, libc
@@ -766,6 +766,50 @@ def check_alloc_failures(args: list[str]) -> dict:
 
     return {"vm_pin_kb": pin_start,
             "map": fault_inject.summary(fault_inject.sweep(setup, call, judge))}
+
+
+def check_contig_alloc_failures(args: list[str]) -> dict:
+    """ringlab_aux_contig (event_mapped/event_unmapped, AUX_NO_SG) with each allocation of a
+    call failing in turn (fault_inject.sweep): the first mapping of its buffer, where no page
+    table is yet (map_range()'s failure undoes event_mapped with event_unmapped), and its
+    read-only AUX area (overwrite: one block of the whole area, refused when the allocator
+    falls back to a smaller one). After each attempt, injection off: the PMU's count of live
+    mappings back to where it was once all is closed, the event maps again, VmPin as before."""
+    fault_inject.prepare()
+    pin_start, mapped_start = vm_pin_kb(), _mapped()
+
+    def data_setup() -> dict:
+        return {"fd": open_contig()}
+
+    def data_call(state: dict) -> None:
+        state["rb"] = RingBuffer(state["fd"], 16, at=NO_PAGE_TABLES)
+
+    def aux_setup() -> dict:
+        fd = open_contig()
+        return {"fd": fd, "rb": RingBuffer(fd, 16)}
+
+    def aux_call(state: dict) -> None:
+        state["aux"] = AuxArea(state["fd"], state["rb"], 8, writable=False)
+
+    def judge(state: dict, outcome: str) -> dict:
+        fd, rb, aux = state["fd"], state.get("rb"), state.get("aux")
+        seen: dict[str, Any] = {"mapped_while_open": _mapped() - mapped_start}
+        if outcome != "ok":   # the call refused: what it asked for maps now
+            seen["maps_after"] = probelib.outcome(
+                (lambda: RingBuffer(fd, 16).close()) if rb is None else
+                (lambda: AuxArea(fd, rb, 8, writable=False).close()))
+        if aux is not None:
+            aux.close()
+        if rb is not None:
+            rb.close()
+        os.close(fd)
+        seen["mapped_after"] = _mapped() - mapped_start
+        seen["vm_pin_kb"] = vm_pin_kb()
+        return seen
+
+    return {"vm_pin_kb": pin_start,
+            "data": fault_inject.summary(fault_inject.sweep(data_setup, data_call, judge)),
+            "aux": fault_inject.summary(fault_inject.sweep(aux_setup, aux_call, judge))}
 
 
 def _verified(aux: AuxArea, start: int, length: int) -> bool:

@@ -25,7 +25,7 @@ import perf_abi as perf
 import probelib
 from perf_events import (SAMPLE_SIZE, SAMPLE_TYPE, allowance_sizes, event_id, fire,
                          lost_count, open_counter, open_dummy, tracepoint_id, vm_pin_kb)
-from perf_buffer import RingBuffer, TornRecord, parse_records, sample_id
+from perf_buffer import NO_PAGE_TABLES, RingBuffer, TornRecord, parse_records, sample_id
 from probelib import (MAP_ANONYMOUS, MAP_FAILED, MAP_FIXED, MREMAP_DONTUNMAP, MREMAP_FIXED,
                       MREMAP_MAYMOVE, PAGE, PROT_NONE, child_outcome, libc)
 
@@ -927,12 +927,6 @@ def _writes_into(rb: RingBuffer, fd: int, n: int = 3) -> int:
     fire(n)
     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
     return len(samples(rb.read_new()))
-
-
-# An address 32 TiB up, far from anything a process maps (x86-64 and arm64 user space reach
-# 128 TiB at least): every table between the top level and the PTEs is made by the mapping,
-# and freed by its munmap (free_pgtables()).
-NO_PAGE_TABLES = 1 << 45
 
 
 def check_alloc_failures(args: list[str]) -> dict:

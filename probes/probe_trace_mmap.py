@@ -16,6 +16,7 @@ import errno
 import fcntl
 import mmap
 import os
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -1274,12 +1275,37 @@ def check_alloc_failures(args: list[str]) -> dict:
     return {"geometry": geometry, "map": fault_inject.summary(sweep)}
 
 
+# Events written to the boot instance and consumed through trace_pipe before the reboot:
+# about 4 sub-buffers of 4 KiB, so that the reader swaps some out and back into the ring.
+READ_BEFORE_REBOOT = 140
+
+
+def _consume_pipe(path: str) -> int:
+    """Events consumed from a trace_pipe (O_NONBLOCK) until EAGAIN: lines read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    data = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    return data.count(b"\n")
+
+
 def check_persistent(args: list[str]) -> dict:
     """PHASE MARK BOOT [FIXED [COPY]]: instances the kernel command line made (trace_instance=
     NAME@LABEL on reserve_mem=, NAME@ADDR:SIZE on memmap=, COPY=NAME a backup copy). `write`
-    puts MARK in BOOT's buffer (tracing on only for it); after a warm reboot `read` says whether
-    MARK came back in BOOT (and in COPY), then which of them user space may map, and reads an
-    event through BOOT's mapping when the kernel allows one."""
+    puts READ_BEFORE_REBOOT events in BOOT's buffer and consumes them through CPU 0's
+    trace_pipe, then MARK (tracing on only for it); after a warm reboot `read` says whether
+    MARK came back in BOOT (and in COPY), which of the consumed events BOOT's `trace` shows
+    again, then which of them user space may map, and reads an event through BOOT's mapping
+    when the kernel allows one."""
     phase, mark_text, names = args[0], args[1], args[2:]
     root = tracefs.root()
     roles = dict(zip(("boot", "fixed", "copy"), names))
@@ -1295,11 +1321,18 @@ def check_persistent(args: list[str]) -> dict:
     if phase == "write":
         out["tracing_on_at_boot"] = boot.get("tracing_on")
         _must(boot.set("tracing_on", 1), "tracing_on")
-        boot.mark(mark_text)
+        with pinned(0):
+            for i in range(READ_BEFORE_REBOOT):
+                boot.mark(f"{mark_text}-r{i:04d} " + "r" * 80)
+            out["consumed"] = _consume_pipe(f"{boot.path}/per_cpu/cpu0/trace_pipe")
+            boot.mark(mark_text)
         _must(boot.set("tracing_on", 0), "tracing_on")
+        out["read_events"] = READ_BEFORE_REBOOT
         out["has_mark"] = mark_text in read_file(f"{boot.path}/trace")
         return out
-    out["has_mark"] = mark_text in read_file(f"{boot.path}/trace")
+    shown = read_file(f"{boot.path}/trace")
+    out["has_mark"] = mark_text in shown
+    out["read_back"] = [int(i) for i in re.findall(rf"{re.escape(mark_text)}-r(\d{{4}}) ", shown)]
     if out["instances"].get("copy"):
         out["copy_has_mark"] = mark_text in read_file(f"{root}/instances/{roles['copy']}/trace")
     out["map"] = {}

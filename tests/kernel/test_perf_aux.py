@@ -470,3 +470,37 @@ def test_an_allocation_failure_mapping_the_aux_area_is_refused_and_leaves_nothin
             wrong.append(f"{at}: VmPin {a['vm_pin_kb']} kB once closed, {r['vm_pin_kb']} before")
     assert not wrong, "\n".join(wrong)
     assert not not_injected(new_splats()), f"kernel splats: {not_injected(new_splats())}"
+
+
+@pytest.mark.injects_allocation_failures
+@pytest.mark.parametrize("call", ["data", "aux"])
+def test_an_allocation_failure_on_a_pmu_that_hears_of_mappings_leaves_its_count_whole(
+        aux, test_pmu: int, new_splats, call: str) -> None:
+    """ringlab_aux_contig with each allocation failing in turn: the first mapping of its
+    buffer where no page table is yet (perf_mmap()'s error path after map_range(): the
+    event_mapped it made is undone by event_unmapped, core.c), and its read-only AUX area
+    (AUX_NO_SG overwrite: one block of the whole area; rb_alloc_aux() refuses a smaller
+    block the allocator fell back to). ENOMEM or made; while open, the PMU counts exactly
+    the mappings made (event_mapped less event_unmapped), none once closed; a refused call
+    maps on its own after; VmPin as before; no splat but the injected failures' reports."""
+    r = aux("contig-alloc-failures")
+    what = {"data": "the first mapping of a contig event's buffer",
+            "aux": "a contig event's read-only AUX area"}[call]
+    sweep = r[call]
+    check_sweep(sweep, what)
+    held = 1 if call == "aux" else 0     # the data mapping the AUX area needs, made by setup
+    wrong = []
+    for a in sweep["attempts"]:
+        at = where(what, a)
+        made = a["outcome"] == "ok"
+        if a["mapped_while_open"] != held + made:
+            wrong.append(f"{at}: the PMU counts {a['mapped_while_open']} live mapping(s) of "
+                         f"the event, {held + made} were made")
+        if a["mapped_after"] != 0:
+            wrong.append(f"{at}: {a['mapped_after']} mapping(s) still counted once closed")
+        if a.get("maps_after", "ok") != "ok":
+            wrong.append(f"{at}: then mapping it: {a['maps_after']}")
+        if a["vm_pin_kb"] != r["vm_pin_kb"]:
+            wrong.append(f"{at}: VmPin {a['vm_pin_kb']} kB once closed, {r['vm_pin_kb']} before")
+    assert not wrong, "\n".join(wrong)
+    assert not not_injected(new_splats()), f"kernel splats: {not_injected(new_splats())}"

@@ -111,3 +111,34 @@ def test_a_backup_copy_holds_the_previous_boots_events(persistent: dict) -> None
         pytest.skip(f"the kernel made no backup instance from trace_instance={COPY}={BOOT} "
                     "(backup copies of boot instances: 7.x)")
     assert read["copy_has_mark"], f"{COPY}, a copy of {BOOT} made at boot, lacks its marker"
+
+
+# ca296d32ece3 "tracing: ring_buffer: Rewind persistent ring buffer on reboot" (v6.17):
+# sub-buffers read before a reboot keep their data, and the next boot's validation walks back
+# from the head over them (rb_meta_validate_events()), so `trace` shows them again ("data read
+# via trace_pipe comes back on the next boot unless cleared with `echo > trace`"). A kernel
+# cannot be asked whether it rewinds: the release says.
+REWOUND_SINCE = (6, 17, 0)
+
+
+@persistent_guest
+def test_events_read_before_a_warm_reboot_come_back_after_it(persistent: dict, check) -> None:
+    """140 events (about 4 sub-buffers) written to the boot instance and consumed through
+    CPU 0's trace_pipe before the warm reboot: after it, `trace` shows the consumed ones again,
+    the oldest first and in order (the rewind of ca296d32ece3: the sub-buffers swapped out and
+    back into the ring behind the head are rewound over)."""
+    wrote, read = persistent["wrote"], persistent["read"]
+    version = release_version(persistent["release"]) or REWOUND_SINCE
+    if version < REWOUND_SINCE:
+        pytest.skip(f"{persistent['release']} predates the rewind of sub-buffers read before a "
+                    "reboot (ca296d32ece3, v6.17)")
+    assert wrote["consumed"] == wrote["read_events"], \
+        f"trace_pipe gave {wrote['consumed']} of the {wrote['read_events']} events before the reboot"
+    shown = read["read_back"]
+    assert shown == sorted(shown), f"the read events came back out of order: {shown}"
+    check("rewound", 0 in shown,
+          f"after a warm reboot `trace` shows {len(shown)} of the {wrote['consumed']} events "
+          f"consumed before it{', from ' + str(shown[0]) if shown else ''}; the oldest (0) "
+          "must come back (rb_meta_validate_events() rewinds over the sub-buffers read; "
+          f"boot log: {read['last_boot_info']!r})", shown=len(shown),
+          consumed=wrote["consumed"])
