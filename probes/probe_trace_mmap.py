@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import fault_inject
@@ -1281,21 +1282,19 @@ READ_BEFORE_REBOOT = 140
 
 
 def _consume_pipe(path: str) -> int:
-    """Events consumed from a trace_pipe (O_NONBLOCK) until EAGAIN: lines read."""
+    """Events consumed from a trace_pipe (O_NONBLOCK) until it is empty: lines read."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    data = b""
     try:
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:
-                break
-            if not chunk:
-                break
-            data += chunk
+        return sum(chunk.count(b"\n") for chunk in iter(partial(_read_or_empty, fd), b""))
     finally:
         os.close(fd)
-    return data.count(b"\n")
+
+
+def _read_or_empty(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except BlockingIOError:   # EAGAIN: nothing left to consume
+        return b""
 
 
 def check_persistent(args: list[str]) -> dict:
