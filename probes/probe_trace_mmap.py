@@ -1319,6 +1319,11 @@ def check_persistent(args: list[str]) -> dict:
                           for cpu in range(os.cpu_count() or 1)}
     if phase == "write":
         out["tracing_on_at_boot"] = boot.get("tracing_on")
+        # The instance holds "the last boot's data" (TRACE_ARRAY_FL_LAST_BOOT, set for every
+        # boot instance at boot) until a reset: a consuming read that finds it empty resets it
+        # then (update_last_data_if_empty()), wiping what was read. Truncating `trace` starts
+        # this boot's data first, as a user does.
+        _must(tracefs.write_file(f"{boot.path}/trace", ""), "trace")
         _must(boot.set("tracing_on", 1), "tracing_on")
         with pinned(0):
             for i in range(READ_BEFORE_REBOOT):

@@ -124,9 +124,11 @@ REWOUND_SINCE = (6, 17, 0)
 @persistent_guest
 def test_events_read_before_a_warm_reboot_come_back_after_it(persistent: dict, check) -> None:
     """140 events (about 4 sub-buffers) written to the boot instance and consumed through
-    CPU 0's trace_pipe before the warm reboot: after it, `trace` shows the consumed ones again,
-    the oldest first and in order (the rewind of ca296d32ece3: the sub-buffers swapped out and
-    back into the ring behind the head are rewound over)."""
+    CPU 0's trace_pipe before the warm reboot (after `trace` was truncated: the boot's own
+    data from then on, so that the empty read does not reset the buffer as the last boot's):
+    after it, `trace` shows the consumed ones again, the oldest first and in order (the rewind
+    of ca296d32ece3: the sub-buffers swapped out and back into the ring behind the head are
+    rewound over)."""
     wrote, read = persistent["wrote"], persistent["read"]
     version = release_version(persistent["release"]) or REWOUND_SINCE
     if version < REWOUND_SINCE:
@@ -141,4 +143,4 @@ def test_events_read_before_a_warm_reboot_come_back_after_it(persistent: dict, c
           f"consumed before it{', from ' + str(shown[0]) if shown else ''}; the oldest (0) "
           "must come back (rb_meta_validate_events() rewinds over the sub-buffers read; "
           f"boot log: {read['last_boot_info']!r})", shown=len(shown),
-          consumed=wrote["consumed"])
+          first_shown=shown[0] if shown else -1, consumed=wrote["consumed"])
