@@ -33,3 +33,20 @@ def test_refusals_left_refuses_to_look_while_a_pipe_file_is_held(tmp_path: Path)
             probe_trace_mmap._refusals_left(inst)  # type: ignore[arg-type]
     finally:
         os.close(fd)
+
+
+def test_a_trace_pipe_is_consumed_until_it_has_nothing_and_its_lines_counted(
+        tmp_path: Path) -> None:
+    """_consume_pipe() (the persistent check's reads before the reboot) stops at EAGAIN, the
+    answer of an empty trace_pipe opened O_NONBLOCK, here a FIFO whose writer stays open."""
+    fifo = tmp_path / "trace_pipe"
+    os.mkfifo(fifo)
+    keep = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)   # so that the writer may open
+    writer = os.open(fifo, os.O_WRONLY)
+    try:
+        os.write(writer, b"a-r0000 x\na-r0001 x\na-r0002 x\n")
+        assert probe_trace_mmap._consume_pipe(str(fifo)) == 3
+        assert probe_trace_mmap._consume_pipe(str(fifo)) == 0     # nothing left: EAGAIN
+    finally:
+        os.close(writer)
+        os.close(keep)
