@@ -44,9 +44,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "explorer blind (off), steered by the edges it has run (on), or both taking "
                     "turns per seed; on and both mutate the kernel's coverage variant "
                     "(./lab build --coverage)")
-    mu.add_argument("--coverage", action="store_true", help="mutate the kernel's coverage "
-                    "variant (./lab build --coverage; what --steer on and both use): a fix "
-                    "tried as a .patch reuses its incremental build")
     mu.add_argument("--selftests", action="store_true", help="run the kernel's own selftests "
                     "of these paths on every mutant too: a column of the kill table says "
                     "whether they caught it (the kill rate stays the suite's)")
@@ -65,7 +62,7 @@ def main(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise LabError(f"-j {args.jobs}: expected 1 or more guests")
     seeds, modes = explorer_runs(args.seeds, args.steer, explore_s is not None)
-    if args.coverage or True in modes:   # steering reads the gcov counters
+    if True in modes:   # steering reads the gcov counters: the coverage variant is mutated
         spec = gcov.variant(cfg, spec)
         cfg = cfg.with_kernel(spec)
     out = run_folder.open_run(cfg, args, f"mutate-{lab_config.file_safe(spec.name)}")
