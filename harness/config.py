@@ -69,6 +69,9 @@ class BuildKernel:
     # Source files (tree-relative .c paths) compiled with gcov profiling: the coverage variant
     # of a build kernel (harness/kernels/gcov.py). Empty: no file is profiled.
     profiled: tuple[str, ...] = ()
+    # With CONFIG_KCSAN: the only files KCSAN instruments (harness/kernels/kcsan.py). Empty:
+    # KCSAN's own default, every object.
+    kcsan_only: tuple[str, ...] = ()
 
     def with_series(self, extra: Path) -> BuildKernel:
         return replace(self, series=self.series + (extra,))
@@ -421,7 +424,7 @@ def _kernel(r: YamlReader, name: str, value: Any) -> KernelSpec:
 
 
 def _build(r: YamlReader, key: str, value: Any) -> BuildKernel:
-    b = r.mapping(value, key, {"tree", "debian_source", "series", "config"})
+    b = r.mapping(value, key, {"tree", "debian_source", "series", "config", "kcsan_only"})
     trees = [t for t in ("tree", "debian_source") if t in b]
     if len(trees) != 1:
         raise r.fail(key, "exactly one of: tree (a kernel source directory), debian_source "
@@ -454,14 +457,20 @@ def _build(r: YamlReader, key: str, value: Any) -> BuildKernel:
     fragments = c.get("fragments", [])
     if not isinstance(fragments, list):
         raise r.fail(f"{key}.config.fragments", "a list of config fragment files", fragments)
+    kcsan_only = b.get("kcsan_only", [])
+    if not isinstance(kcsan_only, list):
+        raise r.fail(f"{key}.kcsan_only", "a list of tree-relative .c files", kcsan_only)
     return BuildKernel(
         tree=tree,
         series=tuple(r.path(s, f"{key}.series[{i}]") for i, s in enumerate(series)),
         base=base,
         fragments=tuple(r.path(f, f"{key}.config.fragments[{i}]")
-                        for i, f in enumerate(fragments)))
+                        for i, f in enumerate(fragments)),
+        kcsan_only=tuple(r.string(f, f"{key}.kcsan_only[{i}]", _TREE_C_FILE,
+                                  "a tree-relative .c file") for i, f in enumerate(kcsan_only)))
 
 
+_TREE_C_FILE = re.compile(r"^(?!/)(?!.*(^|/)\.\.(/|$))[A-Za-z0-9_./-]+\.c$")
 _NIGHTLY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _GIT_REF = re.compile(r"^(?!-)(?!.*\.\.)[A-Za-z0-9_./+-]+(?<![./])$")
 

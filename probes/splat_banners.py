@@ -9,7 +9,7 @@ BANNERS on real logs of every kernel line (tests/unit/data/console-*).
 
 Sources (7.2.13; docs/splats.md says what differs on 6.12 and why): kernel/panic.c __warn(),
 lib/bug.c, arch/x86/mm/fault.c, arch/x86/kernel/{dumpstack,traps}.c,
-arch/arm64/{mm/fault.c,kernel/traps.c}, mm/kasan/report.c, mm/kfence/report.c, lib/ubsan.c,
+arch/arm64/{mm/fault.c,kernel/traps.c}, mm/kasan/report.c, kernel/kcsan/report.c, mm/kfence/report.c, lib/ubsan.c,
 kernel/locking/lockdep.c, kernel/rcu/{tree_stall.h,tree_exp.h,update.c}, kernel/watchdog.c,
 kernel/hung_task.c, lib/list_debug.c, lib/refcount.c, mm/page_alloc.c, mm/vmalloc.c,
 kernel/sched/core.c.
@@ -34,6 +34,9 @@ BANNERS: tuple[tuple[str, str], ...] = (
     ("lockdep", r"^(?:\[ )?BUG: (?:Invalid wait context|MAX_\w+ too low"
                 r"|key \S+ has not been registered|looking up invalid subclass)"),
     ("KASAN", rf"^BUG: KASAN: (?P<what>[\w-]+) in {FN}"),
+    # kernel/kcsan/report.c print_report(): the two racing functions in lexicographic order
+    # ("%ps / %ps"), or one ("%pS") when the other side was not instrumented.
+    ("KCSAN", r"^BUG: KCSAN: (?P<what>data-race|assert: race) in (?P<fns>.+)$"),
     ("KFENCE", rf"^BUG: KFENCE: (?P<what>[\w -]+?) in {FN}"),
     ("UBSAN", r"^UBSAN: (?P<what>[\w-]+) in (?P<file>\S+?):(?P<line>\d+)(?::\d+)?"),
     # CONFIG_UBSAN_TRAP on x86: "UBSAN: array index out of bounds at f+0x1/0x2", then an Oops.

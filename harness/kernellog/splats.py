@@ -1,4 +1,4 @@
-"""Kernel splats in a kernel log: WARNING, BUG, Oops, GPF, KASAN, KFENCE, UBSAN, lockdep, stalls,
+"""Kernel splats in a kernel log: WARNING, BUG, Oops, GPF, KASAN, KCSAN, KFENCE, UBSAN, lockdep, stalls,
 lockups, hung tasks, list corruption, refcount_t, bad page state, allocation failures, panics.
 
 A splat is what the kernel prints when it catches itself misbehaving; a probe that passes while
@@ -43,6 +43,14 @@ ALLOCATION_FAILURE = "allocation failure"
 _LOCKUP_ANYWHERE = tuple(re.compile(p.pattern.removeprefix("^")) for k, p in _KINDS
                          if k in LOCKUPS)
 _TRACE_END = re.compile(r"---\[ end (?:trace|Kernel panic)")
+# KCSAN's report ends with the rule it starts with (kernel/kcsan/report.c print_report()).
+_RULE = re.compile(r"^={40,}$")
+# A function of a KCSAN banner: "ringlab_splat_race_read [ringlab_splat]", "f+0x71/0xd0".
+_KCSAN_FN = re.compile(rf"^{_FN}$")
+# One side of a KCSAN report: "read-write to 0xffff888003a1c0c8 of 8 bytes by interrupt on cpu
+# 0:" or "race at unknown origin, with read to ... by task 212 on cpu 1:", its stack after it.
+_KCSAN_ACCESS = re.compile(r"^(?:race at unknown origin, with )?(?P<access>.+?) to 0x[0-9a-f]+ "
+                           r"of \d+ bytes by (?P<who>task \d+|interrupt) on cpu \d+:$")
 # The "CPU: 0 UID: 0 PID: 168 Comm: x Tainted: G        W          6.12.107" line of a report.
 _TAINT = re.compile(r"\b(?:(?P<none>Not tainted)|Tainted: (?P<flags>[A-Z ]+?)\s+\d)")
 # Parts of a banner that change from one occurrence of the same bug to the next.
@@ -117,7 +125,8 @@ class Splat:
 
     @property
     def call_trace(self) -> list[str]:
-        """The reliable frames after 'Call Trace:', innermost first ('? ' frames left out)."""
+        """The reliable frames after 'Call Trace:', innermost first ('? ' frames left out); a
+        KCSAN report's stacks, one after the other."""
         return [_FRAME.match(f).group("fn") for f in trace_frames(self.lines)]  # type: ignore
 
     @property
@@ -137,6 +146,25 @@ class Splat:
         fns = ([self.rip.split("+")[0]] if self.rip else []) + \
             (self.call_trace or self.guessed_trace)
         return next((_fn(f) for f in fns if not _REPORTERS.match(f)), None)
+
+    @property
+    def accesses(self) -> list[dict]:
+        """A KCSAN report's racing accesses, as printed: the other side first, then the one
+        that found it; each with its access type, task or interrupt, and frames. [] for any
+        other kind."""
+        out: list[dict] = []
+        stack: list[str] | None = None
+        for line in self.lines:
+            text = line.strip()
+            if (m := _KCSAN_ACCESS.match(text)):
+                stack = []
+                out.append({"access": m.group("access"), "frames": stack,
+                            "in": "interrupt" if m.group("who") == "interrupt" else "task"})
+            elif stack is not None and (f := _FRAME.match(text)):
+                stack.append(f.group("fn"))
+            else:
+                stack = None
+        return out
 
     @property
     def guessed_trace(self) -> list[str]:
@@ -172,6 +200,7 @@ class Splat:
     def as_dict(self) -> dict:
         return {"title": self.title, "kind": self.kind, "rip": self.rip,
                 "call_trace": self.call_trace[:16],
+                **({"accesses": self.accesses} if self.kind == "KCSAN" else {}),
                 "tainting_modules": self.tainting_modules, "text": self.text}
 
 
@@ -179,11 +208,13 @@ def trace_frames(lines: list[str], guessed: bool = False) -> list[str]:
     """The reliable frames after 'Call Trace:' as printed, offsets and module kept
     ("hang_set+0x3f/0x60 [ringlab_splat]"): what decode_stacktrace.sh needs. `guessed`: the
     '? ' frames instead, without their mark."""
-    frames, inside = [], False
+    frames, inside, kcsan = [], False, False
     for line in lines:
         text = line.strip()
-        if text in _TRACE_HEADERS:
-            inside = True
+        if text in _TRACE_HEADERS or _KCSAN_ACCESS.match(text):
+            inside, kcsan = True, text not in _TRACE_HEADERS
+        elif inside and kcsan and not text:
+            inside = False  # the blank line after a KCSAN stack: the other side's follows
         elif inside and (text == "</TASK>" or text.startswith("---[ end")):
             break
         elif inside and text.startswith("? ") == guessed and _FRAME.match(line):
@@ -211,7 +242,8 @@ def find(lines: list[str]) -> list[Splat]:
             out.append(current)
         elif current is not None:
             current.lines.append(line)
-            if _TRACE_END.search(line) or len(current.lines) >= 60:
+            if _TRACE_END.search(line) or len(current.lines) >= 60 or \
+                    (current.kind == "KCSAN" and _RULE.match(line)):
                 current = None
     for s in out:
         s.title = title(s)
@@ -234,6 +266,10 @@ def title(s: Splat) -> str:
         return f"WARNING at {where}{_fn(groups['fn'])}"
     if kind in ("KASAN", "KFENCE"):
         return f"{kind}: {groups['what']} in {_fn(groups['fn'])}"
+    if kind == "KCSAN":  # one title per pair of functions, whatever side found the race
+        fns = sorted(_fn(m.group("fn")) for f in groups["fns"].split(" / ")
+                     if (m := _KCSAN_FN.match(f)))
+        return f"KCSAN: {groups['what']} in {' / '.join(fns)}"
     if kind == "UBSAN":
         where = f"at {_file(groups['file'])}:{groups['line']}" if groups.get("file") else \
             f"in {_fn(groups['fn'])}"

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from harness import paths
 from harness.config import BuildKernel, KernelSpec, LabConfig
-from harness.errors import BuildError, ConfigError
+from harness.errors import ConfigError
+from harness.kernels import objlines
 
 log = logging.getLogger(__name__)
 
@@ -33,37 +34,10 @@ FRAGMENT = paths.FRAGMENTS / "coverage.config"
 SUFFIX = "+coverage"
 
 
-def makefile_lines(files: list[str]) -> dict[str, list[str]]:
-    """Per directory Makefile (tree-relative), the kbuild lines that profile its files."""
-    out: dict[str, list[str]] = {}
-    for f in files:
-        p = PurePosixPath(f)
-        if p.suffix != ".c" or p.is_absolute() or ".." in p.parts:
-            raise BuildError(f"coverage: {f!r} is not a tree-relative .c file")
-        out.setdefault(str(p.parent / "Makefile"), []).append(f"GCOV_PROFILE_{p.stem}.o := y")
-    return out
-
-
 def profile(tree: Path, files: tuple[str, ...]) -> list[str]:
-    """Add the profiling lines for `files` to the Makefiles of `tree`, a hard-link copy: each
-    Makefile is written as a new file (the link to the pristine tree is broken, never written
-    through). Files the tree does not have are skipped. The Makefiles changed, tree-relative."""
-    present = [f for f in files if (tree / f).is_file()]
-    if absent := sorted(set(files) - set(present)):
-        log.info("coverage: this tree has no %s; not profiled", ", ".join(absent))
-    if not present:
-        raise BuildError(f"coverage: {tree} has none of the files to profile: {', '.join(files)}")
-    changed = []
-    for makefile, lines in makefile_lines(present).items():
-        path = tree / makefile
-        if not path.is_file():
-            raise BuildError(f"coverage: {path} does not exist: cannot profile "
-                             f"{', '.join(lines)}")
-        text = path.read_text()
-        path.unlink()  # a hard link into the pristine tree: a new file, never an edit
-        path.write_text(text.rstrip("\n") + f"\n\n{MARK}\n" + "\n".join(lines) + "\n")
-        changed.append(makefile)
-    return changed
+    """Add the profiling lines for `files` to the Makefiles of `tree`, a hard-link copy. The
+    Makefiles changed, tree-relative (none when `files` is empty)."""
+    return objlines.add(tree, files, "GCOV_PROFILE", MARK, what="coverage")
 
 
 def variant(cfg: LabConfig, spec: KernelSpec, extra: tuple[str, ...] = ()) -> KernelSpec:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO
 
 from harness import arch as arches, cache, host, progress
-from harness.kernels import gcov, kconfig, kernel, series, trees
+from harness.kernels import gcov, kconfig, kcsan, kernel, series, trees
 from harness.config import BuildKernel, DebianSource, KernelSpec
 from harness.errors import BuildError
 from harness.kernels.kernel import BootableKernel
@@ -71,6 +71,17 @@ def first_error(log_text: str) -> str:
         if re.match(r"^make(\[\d+\])?: \*\*\*", line):
             return line.strip()
     return lines[-1].strip() if lines else "(empty build log)"
+
+
+def _copied(src: BuildKernel) -> bool:
+    """Whether make builds a hard-link copy of the tree (patched, or its Makefiles changed)."""
+    return bool(src.series or src.profiled or src.kcsan_only)
+
+
+def make_vars(src: BuildKernel) -> list[str]:
+    """make's command-line variables for a build of `src` (a scoped KCSAN turns its default
+    off there, harness/kernels/kcsan.py)."""
+    return list(kcsan.MAKE_VARS) if src.kcsan_only else []
 
 
 def _digest(*parts: str) -> str:
@@ -193,13 +204,15 @@ class Builder:
         series_key = series.fingerprint(src.series) if src.series else "none"
         if src.profiled:  # the coverage variant: the same tree, other Makefiles
             series_key = _digest(series_key, "gcov", *src.profiled)
+        if src.kcsan_only:  # the race variant: KCSAN on these files only
+            series_key = _digest(series_key, "kcsan", *src.kcsan_only)
         return config_key, series_key
 
     def work_dir(self, tree: Path, src: BuildKernel, config_key: str, series_key: str) -> Path:
         """The build's folder: the O= output, the log, the patched copy. Kept per source,
         series and config, so the next build of the same kernel is incremental."""
         return cache.Layout(self.cache_root).build(
-            _digest(str(tree), series_key if src.series or src.profiled else "", config_key))
+            _digest(str(tree), series_key if _copied(src) else "", config_key))
 
     # --- the build -----------------------------------------------------------------------
 
@@ -240,7 +253,7 @@ class Builder:
         if not arches.is_native(arches.get(spec.arch)):
             # Checked before the long make: a wrong tree or fragment shows in seconds.
             check_arch(spec, (work / "out" / ".config").read_text())
-        self._make(spec, source, work / "out", report)
+        self._make(spec, src, source, work / "out", report)
         cache.record(work / "out", outputs(work / "out", spec.arch))
         report.make_seconds = time.monotonic() - make_start
         k = self._store(spec, src, tree, source, work / "out", entry, report)
@@ -263,10 +276,11 @@ class Builder:
 
     def _source(self, tree: Path, src: BuildKernel, work: Path) -> Path:
         """The tree make builds: the tree itself, or a patched hard-link copy of it."""
-        if not src.series and not src.profiled:
+        if not _copied(src):
             return tree
         patches = [p for s in src.series for p in series.read(s)]
-        what = f"applying {len(patches)} patch(es) to" if patches else "profiling with gcov"
+        what = f"applying {len(patches)} patch(es) to" if patches else \
+            "profiling with gcov" if src.profiled else "scoping KCSAN in"
         with progress.step(f"{what} a copy of {tree}"):
             current, fresh = work / "src", work / "src.new"
             trees.link_farm(tree, fresh)
@@ -276,6 +290,7 @@ class Builder:
                                   for m in re.finditer(r"^diff --git a/\S+ b/(\S+)", p.text,
                                                        re.M)})
                 touched += gcov.profile(fresh, src.profiled)
+                touched += kcsan.instrument(fresh, src.kcsan_only)
             except BaseException:
                 shutil.rmtree(fresh, ignore_errors=True)
                 raise
@@ -392,15 +407,16 @@ class Builder:
             log.info("kernel %s: the fragments change %d values of %s (listed in build.log)",
                      spec.name, overrides, base)
 
-    def _make(self, spec: KernelSpec, source: Path, out: Path, report: BuildReport) -> None:
+    def _make(self, spec: KernelSpec, src: BuildKernel, source: Path, out: Path,
+              report: BuildReport) -> None:
         modules = kconfig.values((out / ".config").read_text()).get("MODULES") == "y"
         targets = [Path(arches.get(spec.arch).image).name] + (["modules"] if modules else [])
         assert report.log is not None
         with report.log.open("a") as logf, progress.step(
                 f"building {spec.name} ({' '.join(targets)}, {self.jobs} jobs, log "
                 f"{report.log})") as status:
-            self._run_make(source, out, targets, logf, f"building kernel {spec.name}", status,
-                           report, arch=spec.arch)
+            self._run_make(source, out, targets + make_vars(src), logf,
+                           f"building kernel {spec.name}", status, report, arch=spec.arch)
 
     def _store(self, spec: KernelSpec, src: BuildKernel, tree: Path, source: Path, out: Path,
                entry: Path, report: BuildReport) -> BootableKernel:

@@ -136,7 +136,8 @@ def _kernel(data: dict[str, Any]) -> KernelSpec:
         source = BuildKernel(
             DebianSource(**tree["debian_source"]) if isinstance(tree, dict) else Path(tree),
             tuple(Path(s) for s in src.get("series", ())), src.get("base", "defconfig"),
-            tuple(Path(f) for f in src.get("fragments", ())), tuple(src.get("profiled", ())))
+            tuple(Path(f) for f in src.get("fragments", ())), tuple(src.get("profiled", ())),
+            tuple(src.get("kcsan_only", ())))
     return KernelSpec(data["name"], source, data.get("cmdline", ""), data["arch"])
 
 

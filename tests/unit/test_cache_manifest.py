@@ -259,7 +259,7 @@ def builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     monkeypatch.setattr(kbuild.Builder, "tree", lambda self, spec, src: tree)
     makes: list[dict[str, bool]] = []
 
-    def make(self: kbuild.Builder, spec: KernelSpec, source: Path, out: Path,
+    def make(self: kbuild.Builder, spec: KernelSpec, src: BuildKernel, source: Path, out: Path,
              report: kbuild.BuildReport) -> None:
         image = out / "arch/x86/boot/bzImage"
         makes.append({"image_was_there": image.exists()})

@@ -101,6 +101,20 @@ def test_build_kernel_from_a_debian_source_package(tmp_path: Path) -> None:
     assert src.tree == config.DebianSource("trixie", "linux-source-6.12") and src.base == "debian:d"
 
 
+def test_the_race_kernels_scope_kcsan_to_the_files_of_the_four_paths() -> None:
+    """The race variant instruments the mapping files only (harness/kernels/kcsan.py), the
+    same files the coverage variant profiles."""
+    from harness.kernels import gcov, kbuild
+    cfg = config.load(REPO / "lab.yaml")
+    for name in ("src-7.2-race", "src-7.3-race"):
+        src = cfg.kernel(name).source
+        assert isinstance(src, config.BuildKernel)
+        assert src.kcsan_only == gcov.FILES
+        assert [f.name for f in src.fragments][-1] == "race.config"
+        assert kbuild.make_vars(src) == ["KCSAN_SANITIZE=n"]
+    assert kbuild.make_vars(cfg.kernel("src-7.2-ringbuf").source) == []  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("build,key", [
     ("{tree: nope}", "kernels.k.build.tree"),
     ("{}", "kernels.k.build: expected exactly one of: tree"),
@@ -109,6 +123,9 @@ def test_build_kernel_from_a_debian_source_package(tmp_path: Path) -> None:
     ("{tree: ., config: {base: 'debian:k'}}", "kernels.k.build.config.base"),
     ("{tree: ., config: {fragments: [missing.config]}}", "kernels.k.build.config.fragments[0]"),
     ("{tree: ., series: 3}", "kernels.k.build.series"),
+    ("{tree: ., kcsan_only: kernel/events/core.c}", "kernels.k.build.kcsan_only"),
+    ("{tree: ., kcsan_only: [kernel/events/core.h]}", "kernels.k.build.kcsan_only[0]"),
+    ("{tree: ., kcsan_only: [../core.c]}", "kernels.k.build.kcsan_only[0]"),
 ])
 def test_bad_build_kernels_name_the_key(tmp_path: Path, build: str, key: str) -> None:
     assert key in error_of(tmp_path, f"kernels: {{k: {{build: {build}}}}}\n")

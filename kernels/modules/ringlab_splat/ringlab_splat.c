@@ -34,6 +34,11 @@
  *              locking dependency (CONFIG_PROVE_LOCKING), no deadlock
  *   hung       a kernel thread in D state for parameters/hung_s seconds (CONFIG_DETECT_HUNG_TASK;
  *              set /proc/sys/kernel/hung_task_timeout_secs lower first)
+ *   race       a data race (CONFIG_KCSAN): the writer's task reads a word, plain, for up to
+ *              2 s while a timer increments it, plain, from softirq: KCSAN's watchpoint on the
+ *              read sees the timer's write ("data-race in ringlab_splat_race_read /
+ *              ringlab_splat_race_tick"); one CPU is enough (CONFIG_KCSAN_INTERRUPT_WATCHER
+ *              keeps interrupts on while a watchpoint waits)
  */
 #include <linux/atomic.h>
 #include <linux/bug.h>
@@ -48,6 +53,7 @@
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/string.h>
+#include <linux/timer.h>
 #include <linux/vmalloc.h>
 #include <linux/workqueue.h>
 
@@ -261,6 +267,38 @@ static int fire_hung(void *unused)
 	module_put_and_kthread_exit(0);
 }
 
+static unsigned long race_word;
+static struct timer_list race_timer;
+static bool race_on;
+
+static void ringlab_splat_race_tick(struct timer_list *t)
+{
+	race_word++;		/* plain: the race KCSAN is to see */
+	if (READ_ONCE(race_on))
+		mod_timer(t, jiffies + 1);
+}
+
+static noinline unsigned long ringlab_splat_race_read(void)
+{
+	unsigned long end = jiffies + 2 * HZ, seen = 0;
+
+	while (time_before(jiffies, end)) {
+		seen += race_word;	/* plain, and read again each time round */
+		barrier();
+	}
+	return seen;
+}
+
+static noinline void fire_race(void)
+{
+	timer_setup(&race_timer, ringlab_splat_race_tick, 0);
+	WRITE_ONCE(race_on, true);
+	mod_timer(&race_timer, jiffies + 1);
+	ringlab_splat_race_read();
+	WRITE_ONCE(race_on, false);
+	timer_delete_sync(&race_timer);
+}
+
 struct fire_kind {
 	const char *name;
 	bool available;
@@ -286,6 +324,7 @@ static const struct fire_kind fire_kinds[] = {
 	{ "kasan", IS_ENABLED(CONFIG_KASAN), fire_kasan_v, NULL },
 	{ "lockdep", IS_ENABLED(CONFIG_PROVE_LOCKING), fire_lockdep, NULL },
 	{ "hung", IS_ENABLED(CONFIG_DETECT_HUNG_TASK), NULL, fire_hung },
+	{ "race", IS_ENABLED(CONFIG_KCSAN), fire_race, NULL },
 };
 
 static int fire_set(const char *val, const struct kernel_param *kp)
@@ -331,7 +370,7 @@ static const struct kernel_param_ops fire_ops = {
 
 module_param_cb(fire, &fire_ops, NULL, 0600);
 MODULE_PARM_DESC(fire, "write a kind (warn bug null refcount list alloc ubsan kasan lockdep "
-		 "hung) to make the kernel report one; reads the kinds this kernel can fire");
+		 "hung race) to make the kernel report one; reads the kinds this kernel can fire");
 
 static void __exit ringlab_splat_exit(void)
 {

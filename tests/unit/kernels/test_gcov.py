@@ -9,12 +9,12 @@ import pytest
 
 from harness.config import BuildKernel, DebianKernel, DebianSource, KernelSpec, LabConfig
 from harness.errors import BuildError, ConfigError
-from harness.kernels import gcov
+from harness.kernels import gcov, kcsan, objlines
 
 
 def test_makefile_lines_group_files_by_directory() -> None:
-    lines = gcov.makefile_lines(["kernel/events/core.c", "kernel/events/ring_buffer.c",
-                                 "kernel/trace/trace.c"])
+    lines = objlines.makefile_lines(["kernel/events/core.c", "kernel/events/ring_buffer.c",
+                                     "kernel/trace/trace.c"], "GCOV_PROFILE", "coverage")
     assert lines == {"kernel/events/Makefile": ["GCOV_PROFILE_core.o := y",
                                                 "GCOV_PROFILE_ring_buffer.o := y"],
                      "kernel/trace/Makefile": ["GCOV_PROFILE_trace.o := y"]}
@@ -23,7 +23,7 @@ def test_makefile_lines_group_files_by_directory() -> None:
 @pytest.mark.parametrize("bad", ["kernel/events/core.h", "/abs/core.c", "../x/core.c"])
 def test_a_file_that_is_not_a_tree_relative_c_file_is_refused(bad: str) -> None:
     with pytest.raises(BuildError, match="tree-relative .c"):
-        gcov.makefile_lines([bad])
+        objlines.makefile_lines([bad], "GCOV_PROFILE", "coverage")
 
 
 def _tree(root: Path) -> Path:
@@ -57,6 +57,20 @@ def test_profile_breaks_the_hard_link_and_skips_absent_files(tmp_path: Path) -> 
 def test_profile_of_a_tree_with_none_of_the_files_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(BuildError, match="none of the files"):
         gcov.profile(tmp_path, ("kernel/events/core.c",))
+
+
+def test_no_files_change_no_makefile(tmp_path: Path) -> None:
+    """A series-only copy (a review) asks for no profiling: nothing to add, no error."""
+    assert gcov.profile(tmp_path, ()) == []
+
+
+def test_kcsan_scope_turns_instrumentation_back_on_per_object(tmp_path: Path) -> None:
+    tree = _tree(tmp_path / "t")
+    changed = kcsan.instrument(tree, ("kernel/events/core.c", "kernel/trace/trace.c"))
+    assert sorted(changed) == ["kernel/events/Makefile", "kernel/trace/Makefile"]
+    assert "KCSAN_SANITIZE_core.o := y" in (tree / "kernel/events/Makefile").read_text()
+    # The default is turned off on make's command line, which overrides every Makefile.
+    assert kcsan.MAKE_VARS == ("KCSAN_SANITIZE=n",)
 
 
 def _cfg(tmp_path: Path) -> LabConfig:
