@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 
 from harness import arch as arches
-from harness.bench import (aux, boot, build, cpu_models, explore, parallel, perf_ring, throwaway,
-                           trace_mmap)
+from harness.bench import (aux, boot, build, cpu_models, explore, parallel, perf_ring,
+                           tcg_threads, throwaway, trace_mmap)
 from harness.commands import options
+from harness.errors import ConfigError
 from harness.nightly import bench as nightly_bench
 from harness.runs import run_folder
 
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     be = sub.add_parser("bench", help="benchmarks", description="Benchmarks.")
     bsub = be.add_subparsers(dest="bench", required=True, metavar="BENCH")
     for add in (_boot, _perf_ring, _trace_mmap, _parallel, _aux, _build, _cpu_models,
-                _explore, _nightly):
+                _tcg_threads, _explore, _nightly):
         add(bsub)
     be.set_defaults(func=main)
 
@@ -97,6 +98,22 @@ def _cpu_models(bsub: argparse._SubParsersAction) -> None:
                     "Arch.tcg_cpu_models)")
 
 
+def _tcg_threads(bsub: argparse._SubParsersAction) -> None:
+    bt = bsub.add_parser("tcg-threads", help="single- vs multi-threaded TCG for several "
+                         "vCPUs: do they run together, and does text patching oops",
+                         description="Boots a guest of CPUS vCPUs RUNS times per mode "
+                         "(single-threaded TCG, multi-threaded with qemu64,-cx16 and with max), "
+                         "the modes taking turns, snapshots off: how often both vCPUs run "
+                         "inside a 1 ms window (probes/probe_interleave.py), and whether "
+                         "flipping every static key and the function tracer under load "
+                         "oopses. Exit 1 if no multi-threaded mode was clean every time.")
+    options.kernel(bt)
+    options.runs(bt, 3, "boots per mode")
+    bt.add_argument("--cpus", type=int, default=2, help="vCPUs (default 2)")
+    bt.add_argument("--seconds", type=float, default=3.0,
+                    help="of the interleave probe (default 3)")
+
+
 def _explore(bsub: argparse._SubParsersAction) -> None:
     bx = bsub.add_parser("explore", help="the explorer's steps/s and sequences/min per path",
                          description="RUNS runs of SECONDS per path of `./lab explore` in one "
@@ -144,6 +161,10 @@ def main(args: argparse.Namespace) -> int:
     if args.bench == "cpu-models":
         models = cpu_models.parse_models(args.models, arches.get(spec.arch))
         return cpu_models.run(cfg, spec, models, args.runs)
+    if args.bench == "tcg-threads":
+        if args.cpus < 2:
+            raise ConfigError(f"--cpus {args.cpus}: at least 2 (two vCPUs to interleave)")
+        return tcg_threads.run(cfg, spec, runs=args.runs, cpus=args.cpus, seconds=args.seconds)
     if args.bench == "explore":
         return explore.run(cfg, spec, runs=args.runs, seconds=args.seconds)
     if args.bench == "nightly":

@@ -26,9 +26,10 @@ TITLES = {
     "kasan": r"KASAN: slab-out-of-bounds in fire_kasan",
     "lockdep": r"WARNING: possible circular locking dependency detected",
     "hung": r"INFO: task ringlab_hung blocked in fire_hung",
+    "race": r"KCSAN: data-race in ringlab_splat_race_read / ringlab_splat_race_tick",
 }
 # Kinds every kernel the lab runs must fire: no config option of theirs is optional on a
-# kernel with modules (the others need UBSAN_BOUNDS, KASAN, PROVE_LOCKING, DEBUG_LIST).
+# kernel with modules (the others need UBSAN_BOUNDS, KASAN, PROVE_LOCKING, DEBUG_LIST, KCSAN).
 ALWAYS = ("warn", "bug", "null", "refcount", "alloc", "hung")
 
 # Kinds reported from a kernel thread of the module's, after the writer got its answer: the
