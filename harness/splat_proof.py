@@ -1,6 +1,7 @@
 """The lab proves its eyes on each kernel: before a run, a throw-away guest fires one WARN and
 one BUG from kernels/modules/ringlab_splat, and the lab checks that its splat parser
-(harness/kernellog/splats.py) saw both, with their titles.
+(harness/kernellog/splats.py) saw both, with their titles. On a kernel with KCSAN (the race
+variant) it fires a data race too: KCSAN's reports are the point of that kernel.
 
 A lab that cannot see a splat must not report green (issue 33: every 7.x WARNING was invisible
 until the parser learned the v6.19 banner). The proof is cached with the kernel: its key is the
@@ -33,11 +34,16 @@ log = logging.getLogger(__name__)
 
 PARSER = [Path(splats.__file__), Path(splats.console.__file__)]
 MODULE = "ringlab_splat"
-VERSION = 1
+VERSION = 2
 # What fires, how the kernel's taint mask shows it fired (kernel/panic.c taint_flags), and the
 # kind and title the parser must give it: (fire, taint bit, kind, title pattern).
 FIRED = (("warn", 9, "WARNING", r"^WARNING at \S*ringlab_splat\.c:\d+ ringlab_splat_warn$"),
          ("bug", 7, "BUG", r"^kernel BUG at \S*ringlab_splat\.c:\d+$"))
+# Fired where the module lists it (CONFIG_KCSAN): a report taints nothing, so KCSAN's own
+# count of the races it reported (/sys/kernel/debug/kcsan) says whether it reported one.
+RACE = ("race", "data_races", "KCSAN",
+        r"^KCSAN: data-race in ringlab_splat_race_read / ringlab_splat_race_tick$")
+KCSAN_STATS = "/sys/kernel/debug/kcsan"
 
 
 class Blind(LabError):
@@ -127,6 +133,10 @@ def fire(lab: Lab, kernel_name: str, ko: Path, work: Path) -> Proof:
             seen[kind] = judge(kind, _settled(g)[before:], g.tainted, k.name, work)
             if not seen[kind]:
                 missed.append(kind)
+        if RACE[0] in g.run(f"cat /sys/module/{MODULE}/parameters/fire").stdout.split():
+            seen[RACE[0]] = fire_race(g, k.name, work)
+            if not seen[RACE[0]]:
+                missed.append(RACE[0])
         console = "\n".join(g.kernel_log[start:])
     if missed:
         return Proof(k.name, k.release, False, f"the kernel did not report "
@@ -142,6 +152,27 @@ def judge(kind: str, lines: list[str], tainted: int, kernel: str, work: Path) ->
     if not titles and tainted >= 0 and tainted >> bit & 1:
         raise Blind(f"kernel {kernel} reported the '{kind}' splat (taint bit {bit} set) and "
                     f"the lab's splat parser saw nothing in its log: every splat of a run on "
+                    f"it would go unseen", hint=f"the guest's console is in {work}")
+    return titles
+
+
+def kcsan_count(g: Guest, counter: str = RACE[1]) -> int:
+    """One of KCSAN's counters in the guest (-1 if it cannot be read)."""
+    r = g.run(f"mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug; "
+              f"cat {KCSAN_STATS}")
+    m = re.search(rf"^{counter}: (\d+)$", r.stdout, re.M)
+    return int(m.group(1)) if m else -1
+
+
+def fire_race(g: Guest, kernel: str, work: Path) -> list[str]:
+    """Fire a data race; the titles the parser gives KCSAN's reports of it. Raises Blind if
+    KCSAN counted a report the parser did not see."""
+    before, counted = len(g.kernel_log), kcsan_count(g)
+    g.run(f"echo {RACE[0]} > /sys/module/{MODULE}/parameters/fire", timeout=60)
+    titles = [s.title for s in splats.find(_settled(g)[before:]) if s.kind == RACE[2]]
+    if not titles and counted >= 0 and kcsan_count(g) > counted:
+        raise Blind(f"kernel {kernel} reported a data race (KCSAN's {RACE[1]} went up) and "
+                    f"the lab's splat parser saw nothing in its log: every race of a run on "
                     f"it would go unseen", hint=f"the guest's console is in {work}")
     return titles
 
@@ -162,7 +193,10 @@ def _settled(g: Guest) -> list[str]:
 def _judged(proof: Proof) -> Proof:
     """A proof whose titles do not say what fired is no proof: the title is what known issues
     and the explorer go by."""
-    for kind, _, _, pattern in FIRED:
+    fired = [(kind, pattern) for kind, _, _, pattern in FIRED]
+    if RACE[0] in proof.seen:
+        fired.append((RACE[0], RACE[3]))
+    for kind, pattern in fired:
         if not any(re.match(pattern, t) for t in proof.seen.get(kind, [])):
             return Proof(proof.kernel, proof.release, False,
                          f"the '{kind}' splat was seen with the title "

@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import explore_load
 import explore_ops
 import gcov_edges
 import probelib
@@ -159,16 +160,26 @@ def run_sequence(world_cls: Any, path: str, setup: dict, uid: int,
 
 def run_actors(world_cls: Any, path: str, setup: dict, uid: int,
                steps: list[dict] | None = None, rngs: list[random.Random] | None = None,
-               max_steps: int = 12, trail: mmap.mmap | None = None) -> dict:
-    """Two actors (threads of one process: one mm, one user) making their own sequences on
-    one world at once: the same instance, the same user's charge. Their interleaving is the
-    scheduler's, so no step is judged; the oracle is the end state (everything given back,
-    the buffer resizable, the instance removable) and the kernel log. `steps` (a replay)
-    carry their actor; else each actor generates with its own rng."""
+               max_steps: int = 12, trail: mmap.mmap | None = None, actors: int = 2) -> dict:
+    """Actors (threads of one process: one mm, one user) making their own sequences on one
+    world at once: the same instance, the same user's charge; the setup's loads
+    (explore_load.py) run beside them in processes of their own, from before the world is
+    made until the actors are done. Their interleaving is the scheduler's, so no step is
+    judged; the oracle is the end state (everything given back, the buffer resizable, the
+    instance removable) and the kernel log. `steps` (a replay) carry their actor; else each
+    actor generates with its own rng."""
     import threading
-    world = world_cls(path, setup, uid)
-    models = [world_cls.model(path, setup) for _ in range(2)]
-    done: list[list[dict]] = [[], []]
+    n_actors = max([actors, *(s.get("actor", 0) + 1 for s in steps or [])])
+    loads = explore_load.Running([tuple(x) for x in setup.get("load", [])], setup) \
+        if setup.get("load") else None
+    try:
+        world = world_cls(path, setup, uid)
+    except BaseException:
+        if loads is not None:
+            loads.stop()
+        raise
+    models = [world_cls.model(path, setup) for _ in range(n_actors)]
+    done: list[list[dict]] = [[] for _ in range(n_actors)]
     errors: list[str] = []
 
     def actor(i: int) -> None:
@@ -191,19 +202,20 @@ def run_actors(world_cls: Any, path: str, setup: dict, uid: int,
                 m.apply(step, result)       # the objects the kernel made, nothing judged
         except Exception as e:  # noqa: BLE001 - the explorer's own error
             errors.append(f"actor {i}: {type(e).__name__}: {e}")
-    threads = [threading.Thread(target=actor, args=(i,)) for i in range(2)]
+    threads = [threading.Thread(target=actor, args=(i,)) for i in range(n_actors)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    ran = done[0] + done[1]
+    load = loads.stop() if loads is not None else {}
+    ran = [s for d in done for s in d]
     if errors:
-        return {"steps": ran, "error": errors[0]}
+        return {"steps": ran, "error": errors[0], "load": load}
     world.release()
     for m in models:
         m.release()
-    return {"steps": ran, "failure": compare(models[0].end(), world.end(models[0].end()),
-                                             "end")}
+    return {"steps": ran, "load": load,
+            "failure": compare(models[0].end(), world.end(models[0].end()), "end")}
 
 
 # --- the kernel log -------------------------------------------------------------------------------
@@ -273,8 +285,10 @@ class Explorer:
     """Sequences of one path, each in a child under a fresh uid, the kernel log after each."""
 
     def __init__(self, path: str, seed: int, max_steps: int | None = None, actors: int = 1,
-                 excuses: list[dict] | None = None, steer: bool = False) -> None:
+                 excuses: list[dict] | None = None, steer: bool = False,
+                 loads: list[tuple[str, int]] | None = None) -> None:
         self.path, self.seed, self.actors = path, seed, actors
+        self.loads = loads or []    # (explore_load.LOADS name, CPU) beside every sequence
         # Steering (a coverage kernel): a sequence that ran an edge no earlier one did joins
         # the corpus; a share of later sequences start from a prefix of one of it.
         self.steer = steer
@@ -295,8 +309,15 @@ class Explorer:
         self.uid += 1
         return self.uid
 
+    def actors_in(self, steps: list[dict]) -> int:
+        """How many actors made these steps (at least the explore's own count)."""
+        return max([self.actors, *(s.get("actor", 0) + 1 for s in steps)])
+
     def setup(self, k: int) -> dict:
-        return self.world_cls.setup(self.path, random.Random(f"{self.path}/{self.seed}/{k}"))
+        """Sequence k's setup: the path's own, drawn from (path, seed, k), and the loads that
+        run beside it (kept in the setup, so a replay runs them too)."""
+        setup = self.world_cls.setup(self.path, random.Random(f"{self.path}/{self.seed}/{k}"))
+        return dict(setup, load=[list(x) for x in self.loads]) if self.loads else setup
 
     def one(self, setup: dict, steps: list[dict] | None = None, k: int | None = None,
             extend: bool = False) -> dict:
@@ -313,13 +334,16 @@ class Explorer:
         self.trail.seek(0)
         self.trail.write(b"\0" * 4096)
         self.trail.seek(0)
-        concurrent = self.actors == 2 or any(s.get("actor") for s in steps or [])
+        concurrent = self.actors > 1 or bool(setup.get("load")) or \
+            any(s.get("actor") for s in steps or [])
         with self.world_cls.prepared(self.path, setup) as env:
             if concurrent:
-                rngs = [random.Random(f"{self.path}/{self.seed}/{k}/actor{i}") for i in (0, 1)]
+                rngs = [random.Random(f"{self.path}/{self.seed}/{k}/actor{i}")
+                        for i in range(self.actors)]
                 out = probelib.in_child(run_actors, self.world_cls, self.path,
                                         dict(setup, **env), self.next_uid(), steps,
-                                        rngs if steps is None else None, self.max_steps)
+                                        rngs if steps is None else None, self.max_steps, None,
+                                        self.actors)
             else:
                 out = probelib.in_child(run_sequence, self.world_cls, self.path,
                                         dict(setup, **env), self.next_uid(), steps, rng,
@@ -374,7 +398,7 @@ class Explorer:
             return False
         env = dict(setup, **out.get("env", {}))
         has = set().union(*(traits(self.world_cls, self.path, env, [
-            s for s in steps if s.get("actor", 0) == i]) for i in (0, 1)))
+            s for s in steps if s.get("actor", 0) == i]) for i in range(self.actors_in(steps))))
         return excused(self.excuses, check, has, out.get("kmsg", []))
 
     def explore(self, first: int, count: int, budget_s: float, shrink_s: float) -> dict:
@@ -391,6 +415,7 @@ class Explorer:
         untangled: dict[str, int] = {}
         k = first
         answers: dict[str, dict[str, int]] = {}    # op: result: steps (the reach)
+        load: dict[str, dict[str, int]] = {}       # load: its rounds, and the ones done
         last: tuple[int, dict, dict] | None = None
 
         def charge_late(late: list[str]) -> None:
@@ -423,6 +448,10 @@ class Explorer:
                 self.learn(setup, out)
             charge_late(late)
             last = (k, setup, out)
+            for name, counts in out.get("load", {}).items():
+                mine = load.setdefault(name, {"rounds": 0, "ok": 0})
+                for c in mine:
+                    mine[c] += counts[c]
             for step in out["steps"]:
                 by = answers.setdefault(step["op"], {})
                 by[str(step.get("result"))] = by.get(str(step.get("result")), 0) + 1
@@ -449,7 +478,7 @@ class Explorer:
         return {"path": self.path, "seed": self.seed, "first": first, "next": k,
                 "sequences": self.runs, "steps": self.steps_run,
                 "seconds": round(time.monotonic() - start, 3), "failures": failures,
-                "failed": seen, "answers": answers,
+                "failed": seen, "answers": answers, **({"load": load} if load else {}),
                 **({"edges": len(edges)} if edges else {}),
                 **({"corpus": len(self.corpus), "steered": self.steered} if self.steer else {})}
 
@@ -509,12 +538,15 @@ class Explorer:
         record = {"sequence": k, "setup": setup, "env": out["env"], "failure": f,
                   "steps": out["steps"], "kmsg": out.get("kmsg", []), "excused": known}
         env = dict(setup, **out["env"])
-        if f["check"] != "explorer" and self.actors == 2:   # not shrunk: racy
+        if out.get("load"):
+            record["load"] = out["load"]
+        concurrent = self.actors > 1 or bool(setup.get("load"))
+        if f["check"] != "explorer" and concurrent:   # not shrunk: racy
             record["traits"] = sorted(set().union(*(traits(
                 self.world_cls, self.path, env, [s for s in out["steps"]
                                                  if s.get("actor", 0) == i])
-                for i in (0, 1))))
-        if f["check"] != "explorer" and self.actors == 1:
+                for i in range(self.actors_in(out["steps"])))))
+        if f["check"] != "explorer" and not concurrent:
             steps = shrink(out["steps"], lambda s: self.fails_same(
                 setup, s, f["check"], known if self.excuses else None),
                 deadline=time.monotonic() + shrink_s, simpler=simpler(self.world_cls))
@@ -592,8 +624,10 @@ def main(argv: list[str]) -> int:
     r.add_argument("--count", type=int, default=10**9)
     r.add_argument("--max-steps", type=int, help="steps a sequence makes at the most "
                    "(default: the path's MAX_STEPS)")
-    r.add_argument("--actors", type=int, choices=(1, 2), default=1, help="2: two threads at "
-                   "once on one world, judged by the end state and the kernel log")
+    r.add_argument("--actors", type=int, choices=(1, 2, 3, 4), default=1, help="2 to 4: "
+                   "threads at once on one world, judged by the end state and the kernel log")
+    r.add_argument("--load", default="", help="NAME[@CPU],...: loads beside each sequence "
+                   "(explore_load.py LOADS), judged like actors")
     r.add_argument("--excuse", default="[]", help="JSON list of known issues' symptoms "
                    "({checks, traits, splats}): such failures do not hide a new one")
     r.add_argument("--steer", action="store_true", help="on a coverage kernel: keep the "
@@ -615,7 +649,13 @@ def main(argv: list[str]) -> int:
         probelib.emit({"path": a.path, "skip": missing})
         return 0
     if a.verb == "run":
-        e = Explorer(a.path, a.seed, a.max_steps, a.actors, json.loads(a.excuse), a.steer)
+        try:
+            loads = explore_load.parse(a.load, a.path, os.sysconf("SC_NPROCESSORS_ONLN"))
+        except ValueError as err:
+            probelib.emit({"path": a.path, "error": str(err)})
+            return 2
+        e = Explorer(a.path, a.seed, a.max_steps, a.actors, json.loads(a.excuse), a.steer,
+                     loads)
         probelib.emit(e.explore(a.first, a.count, a.budget, a.shrink))
         return 0
     doc = json.loads(a.file) if a.file.lstrip().startswith("{") else \

@@ -7,7 +7,7 @@ from harness import splat_proof
 from harness.commands import options
 from harness.errors import LabError
 from harness.explore import drive
-from harness.explore.session import ExploreRequest, parse_budget
+from harness.explore.session import ExploreRequest, check_loads, explore_load, parse_budget
 from harness.probe_modules import explore_paths
 from harness.resources import Lab
 from harness.runs import request as run_request, run_folder
@@ -32,9 +32,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    f"(default {DEFAULT_BUDGET})")
     e.add_argument("--seed", default="0", help="the sequences' seed (default 0): the same seed "
                    "on the same kernel makes the same calls")
-    e.add_argument("--actors", default="1", help="1, or 2: two threads making their own "
+    e.add_argument("--actors", default="1", help="1, or 2 to 4: threads making their own "
                    "sequences at once on a 2-vCPU guest (one user, one instance), judged by "
                    "the end state and the kernel log")
+    e.add_argument("--load", default="", metavar="NAME[@CPU],...", help="loads beside every "
+                   "sequence, each in a process pinned to its CPU (default: the last): "
+                   + "; ".join(f"{n} ({ld.doc})" for n, ld in explore_load.LOADS.items()) +
+                   "; judged like actors, on a 2-vCPU guest")
     e.add_argument("--steer", action="store_true", help="on a coverage kernel (./lab build "
                    "--coverage): keep the sequences that run new edges of the ring-buffer files "
                    "and start half of the later ones from a prefix of one (docs/coverage.md)")
@@ -56,11 +60,12 @@ def request(args: argparse.Namespace, kernel: str) -> ExploreRequest:
         seed = int(args.seed)
     except ValueError:
         raise LabError(f"--seed {args.seed!r}: expected a whole number") from None
-    if args.actors not in ("1", "2"):
-        raise LabError(f"--actors {args.actors!r}: expected 1 or 2")
+    if args.actors not in ("1", "2", "3", "4"):
+        raise LabError(f"--actors {args.actors!r}: expected 1 to 4")
+    check_loads(args.load)
     return ExploreRequest(kernel=kernel, paths=tuple(dict.fromkeys(args.paths)),
                           budget_s=parse_budget(args.budget), seed=seed, actors=int(args.actors),
-                          steer=args.steer,
+                          steer=args.steer, load=args.load,
                           keep=args.keep)
 
 

@@ -51,6 +51,7 @@ def write(out_dir: Path, request: ExploreRequest, kernel: str, release: str,
                              "seconds": round(res.seconds, 1),
                              "steps_per_s": round(res.steps_per_s, 1),
                              "crashes": res.crashes, "failures": failures,
+                             **({"load": res.load} if res.load else {}),
                              **({"edges": res.edges} if res.edges is not None else {}),
                              **({"corpus": res.corpus, "steered": res.steered}
                                 if res.corpus is not None else {})})
@@ -98,6 +99,13 @@ def answers_text(answers: dict[str, dict[str, int]]) -> str:
     return "; ".join(parts)
 
 
+def load_text(name: str, counts: dict[str, int], seconds: float) -> str:
+    """A load's throughput beside a path: "marker@1 812 rounds/s (3 refused)"."""
+    refused = counts["rounds"] - counts["ok"]
+    rate = counts["rounds"] / seconds if seconds else 0.0
+    return f"{name} {rate:.0f} rounds/s" + (f" ({refused} refused)" if refused else "")
+
+
 def lines(results: list[PathResult]) -> list[str]:
     out = []
     for res in results:
@@ -109,6 +117,9 @@ def lines(results: list[PathResult]) -> list[str]:
                    f"{len(res.failures)} distinct failure(s), {res.crashes} crash(es)")
         if res.stopped:
             out.append(f"  stopped before its budget: {res.stopped}")
+        if res.load:
+            out.append("  load beside it: " + ", ".join(
+                load_text(name, c, res.seconds) for name, c in res.load.items()))
         if res.answers:
             out.append("  reached: " + answers_text(res.answers))
         for f in res.failures.values():

@@ -23,6 +23,7 @@ from harness.results import known_issues
 from harness.resources import Lab
 
 log = logging.getLogger(__name__)
+explore_load = probe_module("explore_load")
 
 SLICE_S = 15.0       # one probe call: long enough that SSH costs nothing, short for progress
 SHRINK_S = 40.0      # a slice may also spend this shrinking its first failure of a check
@@ -37,6 +38,9 @@ class ExploreRequest:
     budget_s: float                 # per path
     seed: int
     actors: int = 1
+    # Loads beside each sequence (probes/explore_load.py): "NAME[@CPU],...", each path taking
+    # the ones that go with it.
+    load: str = ""
     # On a coverage kernel: sequences that ran new edges are kept and varied (docs/coverage.md).
     steer: bool = False
     keep: bool = False              # write new failures under tests/kernel/explore/
@@ -98,6 +102,14 @@ class PathResult:
     edges: int | None = None
     corpus: int | None = None
     steered: int = 0
+    # Each load's rounds beside the path's sequences, and the ones the kernel did.
+    load: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add_load(self, more: dict[str, dict[str, int]]) -> None:
+        for name, counts in more.items():
+            mine = self.load.setdefault(name, {"rounds": 0, "ok": 0})
+            for c, n in counts.items():
+                mine[c] = mine.get(c, 0) + n
 
     def add_answers(self, more: dict[str, dict[str, int]]) -> None:
         for op, by in more.items():
@@ -108,6 +120,29 @@ class PathResult:
     @property
     def steps_per_s(self) -> float:
         return self.steps / self.seconds if self.seconds else 0.0
+
+
+def guest_cpus(req: ExploreRequest) -> int | None:
+    """vCPUs of an explore's guest: two when actors or loads run at once (None: lab.yaml's)."""
+    return 2 if req.actors > 1 or req.load else None
+
+
+def loads_for(spec: str, path: str) -> str:
+    """The loads of `spec` ("NAME[@CPU],...") that go with `path` (explore_load.LOADS)."""
+    return ",".join(p for p in filter(None, (x.strip() for x in spec.split(",")))
+                    if path in explore_load.LOADS[p.partition("@")[0]].paths)
+
+
+def check_loads(spec: str) -> None:
+    """Every load of `spec` is one explore_load.LOADS names, with a whole CPU number; else one
+    LabError naming the culprit."""
+    for part in filter(None, (x.strip() for x in spec.split(","))):
+        name, _, cpu = part.partition("@")
+        if name not in explore_load.LOADS:
+            raise LabError(f"--load {part!r}: {name!r} is not one of "
+                           f"{', '.join(explore_load.LOADS)}")
+        if cpu and not cpu.isdigit():
+            raise LabError(f"--load {part!r}: the CPU after '@' must be a number")
 
 
 def _splat_title(lines: list[str]) -> str | None:
@@ -159,7 +194,7 @@ class Explore:
     def fresh_guest(self) -> Guest:
         self.stop_guest()
         self.guest = self.lab.boot(self.kernel.name, self.console_log,
-                                   cpus=2 if self.req.actors == 2 else None,
+                                   cpus=guest_cpus(self.req),
                                    cmdline=explore_cmdline(self.kernel.arch))
         self.boots += 1
         try:
@@ -197,6 +232,7 @@ class Explore:
                 out = self._probe(["run", path, "--seed", str(self.req.seed), "--first",
                                    str(first), "--budget", f"{slice_s:.1f}", "--shrink",
                                    str(SHRINK_S), "--actors", str(self.req.actors),
+                                   "--load", loads_for(self.req.load, path),
                                    "--excuse", excuses,
                                    *(["--steer"] if self.req.steer else [])],
                                   slice_s + 2 * SHRINK_S + 90)
@@ -209,6 +245,7 @@ class Explore:
                 return
             first = out["next"]
             res.add_answers(out.get("answers", {}))
+            res.add_load(out.get("load", {}))
             res.sequences += out["sequences"]
             res.steps += out["steps"]
             res.seconds += out["seconds"]

@@ -57,7 +57,8 @@ def args(*argv: str) -> argparse.Namespace:
                                            (["--budget", "0"], "more than 0"),
                                            (["--budget", "ten"], "--budget 'ten'"),
                                            (["--seed", "x"], "--seed 'x'"),
-                                           (["--actors", "3"], "--actors '3'")])
+                                           (["--actors", "5"], "--actors '5'"),
+                                           (["--load", "marker,x"], "--load 'x'")])
 def test_bad_input_is_one_error_naming_the_culprit(argv: list[str], culprit: str) -> None:
     with pytest.raises(LabError, match=culprit):
         verb.request(args(*argv), "k")
@@ -369,3 +370,23 @@ def report_title(lines: list[str]) -> str:
     from harness.kernellog import splats
     (found, *_) = splats.find(lines)
     return found.title
+
+
+def test_each_path_takes_the_loads_that_go_with_it_and_a_bad_one_is_named() -> None:
+    from harness.explore import session
+    assert session.loads_for("marker@0,samples,resize", "trace-mmap") == "marker@0,resize"
+    assert session.loads_for("marker@0,samples,resize", "perf-ring") == "samples"
+    assert session.loads_for("", "perf-ring") == ""
+    with pytest.raises(LabError, match="'nope' is not one of"):
+        session.check_loads("marker,nope")
+    assert session.guest_cpus(ExploreRequest(None, (), 1, 0)) is None
+    assert session.guest_cpus(ExploreRequest(None, (), 1, 0, load="marker")) == 2
+    assert session.guest_cpus(ExploreRequest(None, (), 1, 0, actors=3)) == 2
+
+
+def test_a_path_run_beside_loads_says_their_throughput() -> None:
+    res = PathResult("trace-mmap", sequences=3, steps=30, seconds=10.0)
+    res.add_load({"marker@1": {"rounds": 800, "ok": 797}})
+    res.add_load({"marker@1": {"rounds": 200, "ok": 200}})
+    text = "\n".join(report.lines([res]))
+    assert "load beside it: marker@1 100 rounds/s (3 refused)" in text

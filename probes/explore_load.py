@@ -1,0 +1,234 @@
+"""Load the explorer puts on the kernel while its actors run (issue 43): the writers a mapped
+reader races in real use. Each load is one record (Load): its name, the paths it goes with,
+what it does, and one round of it; `./lab explore --load NAME[@CPU],...` names them, and the
+explorer starts each in a process of its own pinned to its CPU before a sequence's actors
+start, and kills it once they are done, before the end state is judged (a load must not hold
+what the end check removes). A load's rounds are counted: the throughput beside the figures.
+
+The loads act on the sequence's own objects where the path has them by name (the tracefs
+instance of trace-mmap: its trace_marker, its buffer_size_kb, its sub-buffer size, its
+events); the perf paths' events are opened inside a sequence, so their loads are the same
+kernel paths on events of their own (high-frequency software samples into a mapped buffer on
+the CPU, map/unmap of an event's buffer on another CPU). A load's own failure (a write the
+kernel refuses) is counted, not judged: the actors' end state and the kernel log judge.
+
+Stdlib only; runnable by hand: python3 explore_load.py NAME INSTANCE [--cpu N] [--seconds S].
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+TRACE = ("trace-mmap",)
+PERF = ("perf-ring", "perf-aux", "pinning")
+
+
+@dataclass(frozen=True)
+class Load:
+    """One load: a round of it is `round(env, state, n)`; `start(env)` opens what the rounds
+    use (its state), in the load's own process."""
+    name: str
+    paths: tuple[str, ...]
+    doc: str
+    start: Callable[[dict], dict]
+    round: Callable[[dict, dict, int], bool]     # True: the kernel did what was asked
+
+
+def _write(path: str, text: str) -> bool:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    except OSError:
+        return False
+    try:
+        os.write(fd, text.encode())
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+# --- trace-mmap ----------------------------------------------------------------------------
+
+def _marker_start(env: dict) -> dict:
+    return {"fd": os.open(f"{env['instance']}/trace_marker", os.O_WRONLY)}
+
+
+def _marker_round(env: dict, st: dict, n: int) -> bool:
+    try:
+        os.write(st["fd"], f"ringlab-load {n}\n".encode())
+        return True
+    except OSError:
+        return False
+
+
+def _resize_round(env: dict, st: dict, n: int) -> bool:
+    """buffer_size_kb flips between two sizes: ring_buffer_resize() against the mapping."""
+    return _write(f"{env['instance']}/buffer_size_kb", f"{(8, 16)[n % 2]}\n")
+
+
+def _subbuf_round(env: dict, st: dict, n: int) -> bool:
+    """The sub-buffer size flips: ring_buffer_subbuf_order_set() against the mapping."""
+    return _write(f"{env['instance']}/buffer_subbuf_size_kb", f"{(4, 8)[n % 2]}\n")
+
+
+def _events_start(env: dict) -> dict:
+    """The instance records every scheduler event: the kernel writes on each context switch
+    and wake-up, from interrupts too, on every CPU."""
+    _write(f"{env['instance']}/events/sched/enable", "1\n")
+    return {}
+
+
+def _events_round(env: dict, st: dict, n: int) -> bool:
+    time.sleep(0.001)   # a switch each time: the events are the kernel's, not this loop's
+    return True
+
+
+# --- perf ------------------------------------------------------------------------------------
+
+ATTR_FREQ = 1 << 10          # attr.freq: sample_period is a frequency (include/uapi/linux/perf_event.h)
+
+
+def _open_clock(cpu: int, freq: int) -> int:
+    """A cpu-clock event sampling all of `cpu` at `freq` Hz, a wake-up each record."""
+    import perf_abi as perf
+    a = perf.attr(perf.PERF_TYPE_SOFTWARE, perf.PERF_COUNT_SW_CPU_CLOCK, ATTR_FREQ)
+    a.sample_period = freq
+    a.sample_type = perf.PERF_SAMPLE_IP | perf.PERF_SAMPLE_TID | perf.PERF_SAMPLE_TIME
+    a.wakeup_events = 1
+    return perf.perf_event_open(a, pid=-1, cpu=cpu)
+
+
+def _samples_start(env: dict) -> dict:
+    """A cpu-clock event sampling its CPU at 10 kHz into a mapped 1+8 page buffer, drained by
+    moving data_tail: perf_output_begin() in the timer's interrupt, the reader's tail update."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    fd = _open_clock(os.sched_getaffinity(0).pop(), 10000)
+    return {"fd": fd, "map": mmap.mmap(fd, 9 * page), "page": page}
+
+
+def _samples_round(env: dict, st: dict, n: int) -> bool:
+    m = st["map"]
+    head = int.from_bytes(m[1024:1032], "little")        # data_head (perf_event_mmap_page)
+    m[1032:1040] = head.to_bytes(8, "little")           # data_tail: all read
+    time.sleep(0.0005)
+    return True
+
+
+def _mapper_round(env: dict, st: dict, n: int) -> bool:
+    """An event of its own mapped and unmapped: perf_mmap() and perf_mmap_close(), the buffer
+    allocated and freed each time, on this load's CPU."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    fd = st.get("fd")
+    if fd is None:
+        fd = st["fd"] = _open_clock(os.sched_getaffinity(0).pop(), 1000)
+    try:
+        mmap.mmap(fd, (1 + 2 ** (n % 3)) * page).close()
+        return True
+    except OSError:
+        return False
+
+
+LOADS: dict[str, Load] = {load.name: load for load in (
+    Load("marker", TRACE, "trace_marker writes into the instance, numbered 'ringlab-load N'",
+         _marker_start, _marker_round),
+    Load("resize", TRACE, "buffer_size_kb flips 8 <-> 16 KiB", lambda env: {}, _resize_round),
+    Load("subbuf", TRACE, "buffer_subbuf_size_kb flips 4 <-> 8 KiB", lambda env: {},
+         _subbuf_round),
+    Load("events", TRACE, "the instance records the sched events", _events_start,
+         _events_round),
+    Load("samples", PERF, "a 10 kHz cpu-clock event writing into its mapped buffer, drained",
+         _samples_start, _samples_round),
+    Load("mapper", PERF, "an event's buffer mapped and unmapped in a loop", lambda env: {},
+         _mapper_round),
+)}
+
+
+def parse(spec: str, path: str, ncpus: int) -> list[tuple[str, int]]:
+    """`NAME[@CPU],...` -> [(name, cpu)]: a load without a CPU takes the last one (the actors
+    start on the first). ValueError naming the culprit for a load this path has not, or a CPU
+    the guest has not."""
+    out = []
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, _, cpu = part.partition("@")
+        if name not in LOADS:
+            raise ValueError(f"load {name!r}: not one of {', '.join(LOADS)}")
+        if path not in LOADS[name].paths:
+            raise ValueError(f"load {name!r} goes with {', '.join(LOADS[name].paths)}, "
+                             f"not {path}")
+        c = int(cpu) if cpu else ncpus - 1
+        if not 0 <= c < ncpus:
+            raise ValueError(f"load {part!r}: CPU {c} (the guest has {ncpus})")
+        out.append((name, c))
+    return out
+
+
+class Running:
+    """The loads of one sequence, each in a process of its own pinned to its CPU, counting its
+    rounds in a shared page."""
+
+    def __init__(self, loads: list[tuple[str, int]], env: dict) -> None:
+        self.loads = loads
+        self.counts = mmap.mmap(-1, 16 * max(1, len(loads)))
+        self.pids: list[int] = []
+        for i, (name, cpu) in enumerate(loads):
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    os.sched_setaffinity(0, {cpu})
+                    self._loop(i, LOADS[name], env)
+                except BaseException:   # noqa: BLE001 - a load that cannot start just stops
+                    code = 1
+                os._exit(code)
+            self.pids.append(pid)
+
+    def _loop(self, i: int, load: Load, env: dict) -> None:
+        st = load.start(env)
+        n = ok = 0
+        while True:
+            n += 1
+            ok += load.round(env, st, n)
+            self.counts[16 * i:16 * i + 16] = n.to_bytes(8, "little") + ok.to_bytes(8, "little")
+
+    def stop(self) -> dict[str, dict[str, int]]:
+        """Kill every load and wait for it; each load's rounds and the ones the kernel did."""
+        for pid in self.pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in self.pids:
+            os.waitpid(pid, 0)
+        out = {}
+        for i, (name, cpu) in enumerate(self.loads):
+            raw = self.counts[16 * i:16 * i + 16]
+            out[f"{name}@{cpu}"] = {"rounds": int.from_bytes(raw[:8], "little"),
+                                    "ok": int.from_bytes(raw[8:], "little")}
+        self.counts.close()
+        return out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description="Run one load by hand and print its rounds.")
+    ap.add_argument("name", choices=sorted(LOADS))
+    ap.add_argument("instance", nargs="?", default="/sys/kernel/tracing",
+                    help="the tracefs instance (trace loads)")
+    ap.add_argument("--cpu", type=int, default=0)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    a = ap.parse_args(argv)
+    r = Running([(a.name, a.cpu)], {"instance": a.instance})
+    time.sleep(a.seconds)
+    print(json.dumps(r.stop()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

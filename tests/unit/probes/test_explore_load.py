@@ -1,0 +1,127 @@
+"""Loads beside the explorer's actors (probes/explore_load.py, issue 43): named per path, run
+in processes of their own while the actors run, stopped before the end state is judged."""
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+import explore_load
+import probe_explore
+
+
+@pytest.mark.parametrize("spec,want", [
+    ("", []),
+    ("marker", [("marker", 1)]),
+    ("marker@0, resize", [("marker", 0), ("resize", 1)]),
+])
+def test_a_load_spec_names_loads_and_their_cpus(spec: str, want: list) -> None:
+    assert explore_load.parse(spec, "trace-mmap", 2) == want
+
+
+@pytest.mark.parametrize("spec,culprit", [
+    ("nope", "load 'nope': not one of"),
+    ("samples", "goes with perf-ring"),
+    ("marker@2", "CPU 2 (the guest has 2)"),
+])
+def test_a_bad_load_spec_names_the_culprit(spec: str, culprit: str) -> None:
+    with pytest.raises(ValueError, match=culprit.replace("(", r"\(").replace(")", r"\)")):
+        explore_load.parse(spec, "trace-mmap", 2)
+
+
+def test_every_load_says_which_paths_it_goes_with() -> None:
+    paths = {"perf-ring", "perf-aux", "pinning", "trace-mmap"}
+    for load in explore_load.LOADS.values():
+        assert load.paths and set(load.paths) <= paths and load.doc, load.name
+
+
+def _touching(monkeypatch: pytest.MonkeyPatch, where: Path) -> None:
+    """A load of the test's own: each round appends a byte to a file."""
+    def start(env: dict) -> dict:
+        return {"f": open(env["file"], "ab", buffering=0)}
+
+    def one(env: dict, st: dict, n: int) -> bool:
+        st["f"].write(b"x")
+        return n % 2 == 0
+    monkeypatch.setitem(explore_load.LOADS, "touch",
+                        explore_load.Load("touch", ("trace-mmap",), "a byte a round", start, one))
+
+
+def test_a_running_load_counts_its_rounds_and_is_gone_once_stopped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _touching(monkeypatch, tmp_path)
+    r = explore_load.Running([("touch", 0)], {"file": str(tmp_path / "f")})
+    while not (tmp_path / "f").exists() or (tmp_path / "f").stat().st_size < 50:
+        pass
+    counts = r.stop()
+    assert counts["touch@0"]["rounds"] >= 50
+    assert counts["touch@0"]["ok"] == counts["touch@0"]["rounds"] // 2
+    with pytest.raises(ChildProcessError):
+        os.waitpid(r.pids[0], os.WNOHANG)           # reaped: nothing left behind
+    size = (tmp_path / "f").stat().st_size
+    time.sleep(0.05)
+    assert (tmp_path / "f").stat().st_size == size  # and it writes no more
+
+
+class _World:
+    """Three actors' steps land here; the end state says whether a load still ran then."""
+    ended_with: list[int] = []
+
+    def __init__(self, path: str, setup: dict, uid: int) -> None:
+        self.file = Path(setup["file"])
+
+    @staticmethod
+    def model(path: str, setup: dict) -> "_Model":
+        return _Model()
+
+    def do(self, step: dict) -> str:
+        return "ok"
+
+    def release(self) -> None:
+        pass
+
+    def end(self, expected: dict) -> dict:
+        size = self.file.stat().st_size
+        time.sleep(0.02)    # a load still running would grow the file meanwhile
+        return {"load stopped": self.file.stat().st_size == size}
+
+
+class _Model:
+    def choose(self, rng: random.Random, id_: int) -> dict | None:
+        return {"op": "noop", "args": {}}
+
+    def valid(self, step: dict) -> bool:
+        return True
+
+    def apply(self, step: dict, result: str) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+    def end(self) -> dict:
+        return {"load stopped": True}
+
+
+def test_actors_run_beside_their_loads_which_stop_before_the_end_is_judged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _touching(monkeypatch, tmp_path)
+    setup = {"file": str(tmp_path / "f"), "load": [["touch", 0]]}
+    rngs = [random.Random(i) for i in range(3)]
+    out = probe_explore.run_actors(_World, "trace-mmap", setup, 0, None, rngs, 4, None, 3)
+    assert out["failure"] is None, out
+    assert sorted({s["actor"] for s in out["steps"]}) == [0, 1, 2]
+    assert len(out["steps"]) == 12
+    assert out["load"]["touch@0"]["rounds"] > 0
+
+
+def test_a_replay_runs_as_many_actors_as_its_steps_name(tmp_path: Path) -> None:
+    setup = {"file": str(tmp_path / "f")}
+    (tmp_path / "f").write_bytes(b"")
+    steps = [{"id": i, "op": "noop", "args": {}, "actor": i % 3} for i in range(6)]
+    out = probe_explore.run_actors(_World, "trace-mmap", setup, 0, steps, None, 4, None, 1)
+    assert sorted({s["actor"] for s in out["steps"]}) == [0, 1, 2]
+    assert "load" not in out or out["load"] == {}
