@@ -39,6 +39,10 @@ class Load:
     doc: str
     start: Callable[[dict], dict]
     round: Callable[[dict, dict, int], bool]     # True: the kernel did what was asked
+    # repro.py's form: lines run once, then a round's lines (`inst` the instance, `n` the
+    # round); empty: a reproducer runs this file beside it (`python3 explore_load.py NAME`).
+    py_start: tuple[str, ...] = ()
+    py_round: tuple[str, ...] = ()
 
 
 def _write(path: str, text: str) -> bool:
@@ -138,12 +142,17 @@ def _mapper_round(env: dict, st: dict, n: int) -> bool:
 
 LOADS: dict[str, Load] = {load.name: load for load in (
     Load("marker", TRACE, "trace_marker writes into the instance, numbered 'ringlab-load N'",
-         _marker_start, _marker_round),
-    Load("resize", TRACE, "buffer_size_kb flips 8 <-> 16 KiB", lambda env: {}, _resize_round),
+         _marker_start, _marker_round,
+         ("fd = os.open(f'{inst}/trace_marker', os.O_WRONLY)",),
+         ("os.write(fd, f'ringlab-load {n}\\n'.encode())",)),
+    Load("resize", TRACE, "buffer_size_kb flips 8 <-> 16 KiB", lambda env: {}, _resize_round,
+         (), ("open(f'{inst}/buffer_size_kb', 'w').write(('8', '16')[n % 2])",)),
     Load("subbuf", TRACE, "buffer_subbuf_size_kb flips 4 <-> 8 KiB", lambda env: {},
-         _subbuf_round),
+         _subbuf_round, (),
+         ("open(f'{inst}/buffer_subbuf_size_kb', 'w').write(('4', '8')[n % 2])",)),
     Load("events", TRACE, "the instance records the sched events", _events_start,
-         _events_round),
+         _events_round, ("open(f'{inst}/events/sched/enable', 'w').write('1')",),
+         ("time.sleep(0.001)",)),
     Load("samples", PERF, "a 10 kHz cpu-clock event writing into its mapped buffer, drained",
          _samples_start, _samples_round),
     Load("mapper", PERF, "an event's buffer mapped and unmapped in a loop", lambda env: {},

@@ -640,17 +640,49 @@ def is_concurrent(f: FailureLike) -> bool:
 
 
 def _py_actors(f: FailureLike) -> list[str]:
-    """Each actor's steps as a function, both run at once in threads of one process (as the
-    explorer ran them): no step is judged, the end state and the kernel log are; the
-    interleaving is the scheduler's, so a run may need repeating to fail."""
-    body = ["import threading"]
-    for i in (0, 1):
+    """Each actor's steps as a function, all run at once in threads of one process (as the
+    explorer ran them), beside the setup's loads in processes of their own: no step is
+    judged, the end state and the kernel log are; the interleaving is the scheduler's, so a
+    run may need repeating to fail."""
+    actors = sorted({s.get("actor", 0) for s in steps_of(f)} | {0})
+    loads = _py_loads(f)
+    body = ["import threading"] + loads
+    for i in actors:
         lines: list[str] = []
         for n, step in enumerate(s for s in steps_of(f) if s.get("actor", 0) == i):
             lines += _py_step(n, step, None, None, f.path)
         body += ["", "", f"def actor{i}():"] + ["    " + x for x in lines] + ["    pass"]
-    return body + ["", "", "threads = [threading.Thread(target=a) for a in (actor0, actor1)]",
-                   "for t in threads:", "    t.start()", "for t in threads:", "    t.join()"]
+    names = ", ".join(f"actor{i}" for i in actors) + ("," if len(actors) == 1 else "")
+    return body + ["", "", f"threads = [threading.Thread(target=a) for a in ({names})]",
+                   "for t in threads:", "    t.start()", "for t in threads:", "    t.join()",
+                   *(["stop_loads()"] if loads else [])]
+
+
+def _py_loads(f: FailureLike) -> list[str]:
+    """The setup's loads (probes/explore_load.py), each a child process pinned to its CPU,
+    killed by stop_loads() once the actors are done; a load with no Python form of its own
+    is named for the user to run beside."""
+    loads = [tuple(x) for x in f.setup.get("load", [])]
+    if not loads:
+        return []
+    lines = ["import signal, time", "", "", "load_pids = []", "", "",
+             "def stop_loads():", "    for pid in load_pids:",
+             "        os.kill(pid, signal.SIGKILL)", "        os.waitpid(pid, 0)"]
+    known = probe_module("explore_load").LOADS
+    for name, cpu in loads:
+        load = known[name]
+        if not load.py_round:
+            lines += ["", f"# load {name} on CPU {cpu}: run `python3 explore_load.py {name} "
+                      f"--cpu {cpu} --seconds 60` (probes/) beside this script"]
+            continue
+        lines += ["", "", "pid = os.fork()", "if pid == 0:",
+                  f"    os.sched_setaffinity(0, {{{cpu}}})  # load {name}: {load.doc}",
+                  "    n = 0",
+                  *("    " + x for x in load.py_start), "    while True:", "        n += 1",
+                  "        try:", *("            " + x for x in load.py_round),
+                  "        except OSError:", "            pass",
+                  "load_pids.append(pid)"]
+    return lines
 
 
 def write(folder: Path, f: FailureLike, title: str) -> list[Path]:

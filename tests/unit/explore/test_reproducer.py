@@ -101,3 +101,18 @@ def test_a_remote_reproducers_end_check_is_the_models_end_after_its_steps() -> N
     f = failure("trace-remote", steps=steps)
     assert '{"kb": 16, "loaded": False}' in reproducer.python_script(f, "t")
     assert "remote_end(16);" in c_reproducer.program(f, "t", reproducer.expectations(f))
+
+
+def test_three_actors_beside_loads_run_them_in_pinned_children(tmp_path: Path) -> None:
+    """A failure found with loads (`./lab explore --load`) restarts them in its repro.py: a
+    trace load in Python, a perf load named for the user to run beside; three actors run."""
+    steps = [dict(s, actor=i % 3, id=i) for i, s in enumerate(STEPS["trace-mmap"][:3])]
+    f = failure("trace-mmap", steps=steps)
+    f.setup = dict(f.setup, load=[["marker", 1], ["resize", 0]])
+    text = reproducer.python_script(f, "three actors and two loads")
+    assert "for a in (actor0, actor1, actor2)" in text
+    assert "os.sched_setaffinity(0, {1})  # load marker" in text
+    assert "open(f'{inst}/buffer_size_kb', 'w').write(('8', '16')[n % 2])" in text
+    assert text.rstrip().count("stop_loads()") >= 1
+    (tmp_path / "repro.py").write_text(text)
+    subprocess.run([sys.executable, "-m", "py_compile", str(tmp_path / "repro.py")], check=True)
