@@ -16,7 +16,7 @@ import yaml
 
 from harness import arch as arches
 from harness.errors import ConfigError
-from harness.probe_modules import explore_paths
+from harness.probe_modules import explore_paths, probe_module
 
 ACCELS = ("auto", "kvm", "tcg")
 TCG_THREADS = ("auto", "single", "multi")
@@ -122,6 +122,9 @@ class NightlyKernel:
     name: str
     branch: str | None = None
     remote: str = "origin"
+    # This kernel's own `./lab explore` after its suite, in place of nightly.explore (the race
+    # kernel's cell: actors and loads).
+    explore: NightlyExplore | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,8 @@ class NightlyExplore:
     report."""
     budget_s: float
     paths: tuple[str, ...] = ()
+    actors: int = 1                 # ./lab explore --actors
+    load: str = ""                  # ./lab explore --load
 
 
 @dataclass(frozen=True)
@@ -470,6 +475,7 @@ def _build(r: YamlReader, key: str, value: Any) -> BuildKernel:
                                   "a tree-relative .c file") for i, f in enumerate(kcsan_only)))
 
 
+_LOADS = re.compile(r"^[a-z]+(?:@\d+)?(?:,[a-z]+(?:@\d+)?)*$")
 _TREE_C_FILE = re.compile(r"^(?!/)(?!.*(^|/)\.\.(/|$))[A-Za-z0-9_./-]+\.c$")
 _NIGHTLY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _GIT_REF = re.compile(r"^(?!-)(?!.*\.\.)[A-Za-z0-9_./+-]+(?<![./])$")
@@ -520,7 +526,7 @@ def _nightly_kernel(r: YamlReader, item: Any, key: str, kernels: dict[str, Kerne
     """One entry of `nightly.kernels`: a kernel of `kernels:`, a branch only for a build
     kernel whose tree is a folder (only a git tree can fetch one)."""
     if isinstance(item, dict):
-        d = r.mapping(item, key, {"kernel", "branch", "remote"}, {"kernel"})
+        d = r.mapping(item, key, {"kernel", "branch", "remote", "explore"}, {"kernel"})
         name = r.string(d["kernel"], f"{key}.kernel")
         branch = r.optional(d, "branch", key, lambda v, k: r.string(
             v, k, _GIT_REF, "a git branch name"), None)
@@ -536,7 +542,9 @@ def _nightly_kernel(r: YamlReader, item: Any, key: str, kernels: dict[str, Kerne
     if branch is not None and not (isinstance(src, BuildKernel) and isinstance(src.tree, Path)):
         raise r.fail(f"{key}.branch", f"no branch: kernel {name} is not a `build` kernel "
                      "with a tree folder (only a git tree can fetch a branch)", branch)
-    return NightlyKernel(name, branch, remote)
+    explore = _nightly_explore(r, item["explore"], f"{key}.explore") \
+        if isinstance(item, dict) and "explore" in item else None
+    return NightlyKernel(name, branch, remote, explore)
 
 
 def _nightly_named(r: YamlReader, n: dict[str, Any], section: str,
@@ -576,17 +584,23 @@ def _nightly_selection(r: YamlReader, v: Any, name: str) -> NightlySelection:
                                            what="a pytest -k expression (empty: all tests)"))
 
 
-def _nightly_explore(r: YamlReader, value: Any) -> NightlyExplore:
-    e = r.mapping(value, "nightly.explore", {"budget", "paths"}, {"budget"})
+def _nightly_explore(r: YamlReader, value: Any, key: str = "nightly.explore") -> NightlyExplore:
+    e = r.mapping(value, key, {"budget", "paths", "actors", "load"}, {"budget"})
     budget = e["budget"]
     m = re.fullmatch(r"(\d+)(s|m)", str(budget))
     if not m or int(m[1]) == 0:
-        raise r.fail("nightly.explore.budget", "a time per path like 90s or 2m", budget)
+        raise r.fail(f"{key}.budget", "a time per path like 90s or 2m", budget)
     paths = e.get("paths") or []
     known = explore_paths()
     if not isinstance(paths, list) or any(p not in known for p in paths):
-        raise r.fail("nightly.explore.paths", "a list of " + ", ".join(known), paths)
-    return NightlyExplore(int(m[1]) * (60 if m[2] == "m" else 1), tuple(paths))
+        raise r.fail(f"{key}.paths", "a list of " + ", ".join(known), paths)
+    actors = r.optional(e, "actors", key, lambda v, k: r.integer(v, k, 1, 4), 1)
+    load = r.optional(e, "load", key, lambda v, k: r.string(
+        v, k, _LOADS, "loads of probes/explore_load.py: NAME[@CPU],..."), "")
+    loads = probe_module("explore_load").LOADS
+    if bad := [x for x in load.split(",") if x and x.partition("@")[0] not in loads]:
+        raise r.fail(f"{key}.load", "loads among " + ", ".join(loads), bad[0])
+    return NightlyExplore(int(m[1]) * (60 if m[2] == "m" else 1), tuple(paths), actors, load)
 
 
 def parse(data: Any, path: Path) -> LabConfig:

@@ -174,7 +174,8 @@ def explore_cell(req: RunRequest, explore: NightlyExplore, seed: int,
     asked = req.with_folder(run_dir / "explore")
     argv = [sys.executable, "-m", "harness.cli", "--lab-config", str(req.lab_config), "explore",
             "--request", asked.to_json(), "--budget", f"{explore.budget_s:g}s",
-            "--seed", str(seed), *explore.paths]
+            "--seed", str(seed), "--actors", str(explore.actors),
+            *(["--load", explore.load] if explore.load else []), *explore.paths]
     log.info("cell explore: %s", " ".join(argv))
     with (run_dir / "explore.log").open("w") as out:
         code = subprocess.call(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=out,

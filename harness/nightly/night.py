@@ -42,7 +42,7 @@ def task(plan: Plan, cell: Cell, commit: str, seed: int) -> CellTask:
     req = matrix.run_request(cfg, cell, plan.out / cell.name, refresh=refresh,
                              selftests=cfg.nightly.selftests)
     return CellTask(cell.name, req, str(paths.REPO), commit, cell.kernel,
-                    explore=cfg.nightly.explore, seed=seed)
+                    explore=cell.kernel.explore or cfg.nightly.explore, seed=seed)
 
 
 def run(plan: Plan) -> int:

@@ -198,7 +198,7 @@ def test_a_cells_explore_is_judged_by_its_exit(tmp_path: Path, monkeypatch: pyte
     got, why = cell.explore_cell(req, config.NightlyExplore(60, ("pinning",)), 20261126,
                                  tmp_path)
     assert got == status
-    assert calls[0][-5:] == ["--budget", "60s", "--seed", "20261126", "pinning"]
+    assert calls[0][-7:] == ["--budget", "60s", "--seed", "20261126", "--actors", "1", "pinning"]
     asked = RunRequest.from_json(calls[0][calls[0].index("--request") + 1])
     assert asked == req.with_folder(tmp_path / "explore")  # the cell's kernel, its folder
     assert ("a new failure" in why) == (code == 1)
