@@ -37,23 +37,32 @@ def figures(samples: list[Sample], paths: tuple[str, ...],
                      f"{sps['max']:7.1f}   sequences/min min {spm['min']:7.0f} median "
                      f"{spm['median']:7.0f} max {spm['max']:7.0f}   target >= "
                      f"{target:g} steps/s: {'met' if ok else 'MISSED'}")
+        for name in sorted({n for s in mine for n in s.load_rounds}):
+            rps = report.stats([s.load_rounds.get(name, 0) / s.seconds for s in mine])
+            results[path].setdefault("load_rounds_per_s", {})[name] = rps
+            lines.append(f"{'':12s} beside it, load {name}: rounds/s min {rps['min']:.0f} "
+                         f"median {rps['median']:.0f} max {rps['max']:.0f}")
     return results, lines, missed
 
 
 def run(cfg: LabConfig, kernel: KernelSpec, runs: int = 3, seconds: float = 20.0,
-        paths: tuple[str, ...] | None = None) -> int:
-    """Exit 1 if a path the kernel has missed the target (every explorer path by default)."""
+        paths: tuple[str, ...] | None = None, actors: int = 1, load: str = "") -> int:
+    """Exit 1 if a path the kernel has missed the target (every explorer path by default).
+    With `actors` or a `load`: the same on a 2-vCPU guest, each load's rounds/s beside."""
     paths = paths or explore_paths()
     out = report.folder(cfg, "explore", kernel.name)
     lab = Lab(cfg)
-    release, samples = samples_of.measure(lab, kernel.name, paths, runs, seconds, out)
+    release, samples = samples_of.measure(lab, kernel.name, paths, runs, seconds, out,
+                                          actors, load)
     if not samples:
         raise LabError("the kernel has none of the explorer's paths")
     goal, why = samples_of.target(lab.kernel(kernel.name).config_option)
     results, lines, missed = figures(samples, paths, goal)
     report.save(out, report.Report(
         [f"ringlab bench explore: kernel {release}, {runs} run(s) of {seconds:g} s per path, "
-         f"shrinking off; target {goal:g} steps/s: {why}", *lines],
+         f"shrinking off; target {goal:g} steps/s: {why}"
+         + (f"; {actors} actor(s), load {load or 'none'}, 2 vCPUs"
+            if actors > 1 or load else ""), *lines],
         {"kernel": release, "runs": runs, "seconds": seconds, "target": goal,
-         "results": results}))
+         "actors": actors, "load": load, "results": results}))
     return 1 if missed else 0

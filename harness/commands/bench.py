@@ -9,6 +9,7 @@ from harness.bench import (aux, boot, build, cpu_models, explore, parallel, perf
                            tcg_threads, throwaway, trace_mmap)
 from harness.commands import options
 from harness.errors import ConfigError
+from harness.explore.session import check_loads
 from harness.nightly import bench as nightly_bench
 from harness.runs import run_folder
 
@@ -123,6 +124,10 @@ def _explore(bsub: argparse._SubParsersAction) -> None:
     options.kernel(bx)
     options.runs(bx, 3, "runs per path")
     bx.add_argument("--seconds", type=float, default=20.0, help="of each run (default 20)")
+    bx.add_argument("--actors", type=int, default=1, choices=(1, 2, 3, 4),
+                    help="threads at once per sequence (./lab explore --actors)")
+    bx.add_argument("--load", default="", metavar="NAME[@CPU],...",
+                    help="loads beside each run (./lab explore --load); their rounds/s too")
 
 
 def _nightly(bsub: argparse._SubParsersAction) -> None:
@@ -166,7 +171,9 @@ def main(args: argparse.Namespace) -> int:
             raise ConfigError(f"--cpus {args.cpus}: at least 2 (two vCPUs to interleave)")
         return tcg_threads.run(cfg, spec, runs=args.runs, cpus=args.cpus, seconds=args.seconds)
     if args.bench == "explore":
-        return explore.run(cfg, spec, runs=args.runs, seconds=args.seconds)
+        check_loads(args.load)
+        return explore.run(cfg, spec, runs=args.runs, seconds=args.seconds, actors=args.actors,
+                           load=args.load)
     if args.bench == "nightly":
         return nightly_bench.run(cfg, spec, tuple(args.k or nightly_bench.SELECTIONS))
     if args.throwaway:

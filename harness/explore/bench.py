@@ -4,7 +4,7 @@ sequences/min are what the guest does; a failure's shrink is not throughput)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import ModuleError
@@ -23,6 +23,8 @@ class Sample:
     steps: int
     sequences: int
     seconds: float
+    # Beside the sequences (--load): each load's rounds in the run.
+    load_rounds: dict[str, int] = field(default_factory=dict)
 
     @property
     def steps_per_s(self) -> float:
@@ -42,10 +44,16 @@ def target(config_option: Callable[[str], str | None]) -> tuple[float, str]:
 
 
 def measure(lab: Lab, kernel_name: str | None, paths: tuple[str, ...], runs: int,
-            seconds: float, out_dir: Path) -> tuple[str, list[Sample]]:
+            seconds: float, out_dir: Path, actors: int = 1, load: str = ""
+            ) -> tuple[str, list[Sample]]:
+    """The samples; with `actors` > 1 or a `load` on a 2-vCPU guest, the path's loads
+    (session.loads_for) beside each run."""
+    from harness.explore import session
     k = lab.kernel(kernel_name)
     samples: list[Sample] = []
-    with lab.boot(k.name, out_dir / "bench-explore-console.log") as g:
+    cpus = session.guest_cpus(session.ExploreRequest(None, (), seconds, 0, actors=actors,
+                                                     load=load))
+    with lab.boot(k.name, out_dir / "bench-explore-console.log", cpus=cpus) as g:
         try:
             g.insmod(lab.module("ringlab_aux", k.name))
         except ModuleError:
@@ -53,10 +61,13 @@ def measure(lab: Lab, kernel_name: str | None, paths: tuple[str, ...], runs: int
         for run in range(runs):          # the paths take turns within a run
             for path in paths:
                 d = g.probe("probe_explore", ["run", path, "--seed", str(run), "--budget",
-                                              str(seconds), "--shrink", "0"],
+                                              str(seconds), "--shrink", "0", "--actors",
+                                              str(actors), "--load",
+                                              session.loads_for(load, path)],
                             timeout=seconds + 120).data
                 if "skip" in d:
                     continue
-                samples.append(Sample(path, run, d["steps"], d["sequences"], d["seconds"]))
+                samples.append(Sample(path, run, d["steps"], d["sequences"], d["seconds"],
+                                      {n: c["rounds"] for n, c in d.get("load", {}).items()}))
     return k.release, samples
 

@@ -33,7 +33,8 @@ def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, samples: list[Sample],
     monkeypatch.setattr(explore, "Lab", lambda cfg: SimpleNamespace(kernel=lambda name: kernel))
     monkeypatch.setattr(explore.report, "folder", lambda cfg, kind, kernel: out)
     monkeypatch.setattr(explore.samples_of, "measure",
-                        lambda lab, name, paths, runs, seconds, out: ("6.12.1-test", samples))
+                        lambda lab, name, paths, runs, seconds, out, actors, load:
+                        ("6.12.1-test", samples))
     return explore.run(SimpleNamespace(), SimpleNamespace(name="k"),  # type: ignore[arg-type]
                        runs=3, seconds=10.0, paths=paths)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 
 from harness.errors import ModuleError
+from harness.bench.explore import figures
 from harness.explore import bench
 
 
@@ -46,7 +47,8 @@ class _Lab:
         return f"{name}.ko"
 
     @contextlib.contextmanager
-    def boot(self, kernel: str, console_log: Path) -> Iterator[_Guest]:
+    def boot(self, kernel: str, console_log: Path, cpus: int | None = None) -> Iterator[_Guest]:
+        self.cpus = cpus
         yield self.guest
 
 
@@ -63,8 +65,24 @@ def test_each_run_has_its_own_seed_and_no_shrinking(tmp_path: Path) -> None:
     lab = _Lab(tmp_path, {"pinning": [_d(600, 6)] * 2})
     bench.measure(lab, None, ("pinning",), 2, 5.0, tmp_path)  # type: ignore[arg-type]
     assert lab.guest.calls == [["run", "pinning", "--seed", str(run), "--budget", "5.0",
-                                "--shrink", "0"] for run in (0, 1)]
+                                "--shrink", "0", "--actors", "1", "--load", ""]
+                               for run in (0, 1)]
     assert lab.guest.inserted == ["ringlab_aux.ko"]
+    assert lab.cpus is None     # lab.yaml's vCPUs: nothing runs at once
+
+
+def test_with_load_the_path_takes_its_own_loads_on_two_vcpus_and_counts_them(
+        tmp_path: Path) -> None:
+    d = dict(_d(600, 6), load={"samples@1": {"rounds": 5000, "ok": 5000}})
+    lab = _Lab(tmp_path, {"pinning": [d, d]})
+    _, samples = bench.measure(lab, None, ("pinning",), 2, 5.0, tmp_path,  # type: ignore[arg-type]
+                               actors=2, load="marker,samples")
+    assert lab.cpus == 2
+    assert lab.guest.calls[0][-4:] == ["--actors", "2", "--load", "samples"]
+    assert samples[0].load_rounds == {"samples@1": 5000}
+    results, lines, _ = figures(samples, ("pinning",))
+    assert results["pinning"]["load_rounds_per_s"]["samples@1"]["median"] == 500
+    assert any("load samples@1: rounds/s min 500 median 500 max 500" in x for x in lines)
 
 
 def test_a_kernel_without_the_aux_module_is_still_measured(tmp_path: Path) -> None:
