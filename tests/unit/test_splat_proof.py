@@ -70,3 +70,41 @@ def test_a_run_reads_its_proof_back_without_the_console(tmp_path: Path) -> None:
     assert splat_proof.read(tmp_path) == {"kernel": "k", "release": "r", "proved": False,
                                           "why": "no modules", "seen": {}, "cached": False}
     assert splat_proof.read(tmp_path / "none") is None
+
+
+class _RaceGuest:
+    """A guest whose kernel reports a data race when fired: KCSAN's counter goes up and
+    `printed` lands in its log."""
+
+    def __init__(self, printed: list[str], counts: bool = True) -> None:
+        self.kernel_log: list[str] = []
+        self.printed, self.counts, self.races = printed, counts, 0
+
+    def run(self, command: str, timeout: float = 60) -> SimpleNamespace:
+        if "echo race" in command:
+            self.kernel_log += self.printed
+            self.races += self.counts
+        out = f"enabled: 1\ndata_races: {self.races}\n" if "kcsan" in command else ""
+        return SimpleNamespace(stdout=out, exit_status=0)
+
+    def kmsg(self) -> list[str]:
+        return []
+
+
+def test_a_race_kcsan_counted_but_the_parser_missed_is_blind() -> None:
+    quiet = ["==================================================================",
+             "KCSAN: something the parser does not know",
+             "=================================================================="]
+    with pytest.raises(splat_proof.Blind, match="data_races went up"):
+        splat_proof.fire_race(_RaceGuest(quiet), "src-7.2-race", Path("w"))  # type: ignore[arg-type]
+    # KCSAN counted nothing: the kernel did not report it, not proved, not blind.
+    assert splat_proof.fire_race(_RaceGuest(quiet, counts=False), "k", Path("w")) == []  # type: ignore[arg-type]
+
+
+def test_a_fired_race_needs_its_title_in_the_proof() -> None:
+    seen = {"warn": ["WARNING at ringlab_splat.c:56 ringlab_splat_warn"],
+            "bug": ["kernel BUG at ringlab_splat.c:9"], "race": ["KCSAN: data-race in a / b"]}
+    judged = splat_proof._judged(splat_proof.Proof("k", "r", True, seen=seen))
+    assert not judged.proved and "'race' splat" in judged.why
+    seen["race"] = ["KCSAN: data-race in ringlab_splat_race_read / ringlab_splat_race_tick"]
+    assert splat_proof._judged(splat_proof.Proof("k", "r", True, seen=seen)).proved
