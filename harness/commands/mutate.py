@@ -8,7 +8,7 @@ import argparse
 from harness import config as lab_config
 from harness.commands import options
 from harness.errors import LabError
-from harness.explore.session import parse_budget
+from harness.explore.session import check_loads, parse_budget
 from harness.kernels import gcov
 from harness.kernels.mutants import catalog, select
 from harness.mutate import session
@@ -40,6 +40,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "explore` (BUDGET per path its file serves, e.g. 2m) instead of the suite")
     mu.add_argument("--seeds", default="1", metavar="S,S", help="with --explore: the "
                     "explorer's seeds, each mutant explored once per seed (default 1)")
+    mu.add_argument("--actors", type=int, default=1, choices=(1, 2, 3, 4), help="with "
+                    "--explore: threads at once per sequence (./lab explore --actors)")
+    mu.add_argument("--load", default="", metavar="NAME[@CPU],...", help="with --explore: "
+                    "loads beside each sequence (./lab explore --load): race mutants")
     mu.add_argument("--steer", choices=STEER_MODES, default="off", help="with --explore: the "
                     "explorer blind (off), steered by the edges it has run (on), or both taking "
                     "turns per seed; on and both mutate the kernel's coverage variant "
@@ -62,6 +66,9 @@ def main(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise LabError(f"-j {args.jobs}: expected 1 or more guests")
     seeds, modes = explorer_runs(args.seeds, args.steer, explore_s is not None)
+    if explore_s is None and (args.actors != 1 or args.load):
+        raise LabError("--actors and --load choose the explorer's runs: add --explore BUDGET")
+    check_loads(args.load)
     if True in modes:   # steering reads the gcov counters: the coverage variant is mutated
         spec = gcov.variant(cfg, spec)
         cfg = cfg.with_kernel(spec)
@@ -69,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
     return session.run(Plan(cfg, spec, tuple(mutants), args.k, tuple(args.pytest_args), out,
                             whole_suite=args.whole_suite, explore_s=explore_s,
                             selftests=args.selftests, jobs=args.jobs, seeds=seeds,
-                            modes=modes))
+                            modes=modes, actors=args.actors, load=args.load))
 
 
 def explorer_runs(seeds: str, steer: str, exploring: bool) -> tuple[tuple[int, ...],

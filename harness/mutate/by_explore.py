@@ -153,7 +153,8 @@ def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path, seed:
     out_dir.mkdir(parents=True, exist_ok=True)
     lab = Lab(with_build(plan.cfg, plan.name, tree=tree))
     run = Explore(lab, ExploreRequest(plan.name, paths, plan.explore_s or 60, seed=seed,
-                                      steer=steer, stop_at_new=stop_at_new), out_dir,
+                                      actors=plan.actors, load=plan.load, steer=steer,
+                                      stop_at_new=stop_at_new), out_dir,
                   say=lambda line: log.debug("%s", line))
     start = time.monotonic()
     try:

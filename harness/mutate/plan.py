@@ -36,6 +36,9 @@ class Plan:
     # seed: every mutant is explored once per (seed, mode), issue 42's steered-vs-blind table.
     seeds: tuple[int, ...] = (1,)
     modes: tuple[bool, ...] = (False,)      # steered?
+    # With explore_s: the explorer's actors and loads (race mutants, issue 43).
+    actors: int = 1
+    load: str = ""
 
     @property
     def name(self) -> str:

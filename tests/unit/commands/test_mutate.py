@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -48,3 +50,22 @@ def test_steer_is_one_of_its_modes_on_the_command_line() -> None:
     assert (args.seeds, args.steer) == ("0,1,2", "both")
     with pytest.raises(SystemExit):
         cli.build_parser(("mutate",)).parse_args(["mutate", "--steer", "sometimes"])
+
+
+def test_actors_and_loads_reach_the_plan_and_need_explore(monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:
+    """Race mutants are judged by the explorer with actors and loads (issue 43)."""
+    plans: list = []
+    monkeypatch.setattr(mutate.options, "config_and_kernel", lambda args: (
+        SimpleNamespace(), SimpleNamespace(name="src-7.2-race")))
+    monkeypatch.setattr(mutate, "select", lambda catalog, names: [])
+    monkeypatch.setattr(mutate, "catalog", lambda: [])
+    monkeypatch.setattr(mutate.run_folder, "open_run", lambda cfg, args, name: tmp_path)
+    monkeypatch.setattr(mutate.session, "run", lambda plan: plans.append(plan) or 0)
+    parse = cli.build_parser(("mutate",)).parse_args
+    mutate.main(parse(["mutate", "--explore", "2m", "--actors", "2", "--load", "marker,mapper"]))
+    assert (plans[0].actors, plans[0].load) == (2, "marker,mapper")
+    with pytest.raises(LabError, match="add --explore BUDGET"):
+        mutate.main(parse(["mutate", "--load", "marker"]))
+    with pytest.raises(LabError, match="'nope' is not one of"):
+        mutate.main(parse(["mutate", "--explore", "2m", "--load", "nope"]))
