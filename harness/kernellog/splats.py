@@ -45,6 +45,9 @@ _LOCKUP_ANYWHERE = tuple(re.compile(p.pattern.removeprefix("^")) for k, p in _KI
 _TRACE_END = re.compile(r"---\[ end (?:trace|Kernel panic)")
 # KCSAN's report ends with the rule it starts with (kernel/kcsan/report.c print_report()).
 _RULE = re.compile(r"^={40,}$")
+# Its two stacks (up to 64 frames each, NUM_STACK_ENTRIES) run past the 60 lines other reports
+# are cut at; a console that splits each line in two (\r\r\n) doubles them.
+_KCSAN_LINES = 400
 # A function of a KCSAN banner: "ringlab_splat_race_read [ringlab_splat]", "f+0x71/0xd0".
 _KCSAN_FN = re.compile(rf"^{_FN}$")
 # One side of a KCSAN report: "read-write to 0xffff888003a1c0c8 of 8 bytes by interrupt on cpu
@@ -162,7 +165,7 @@ class Splat:
                             "in": "interrupt" if m.group("who") == "interrupt" else "task"})
             elif stack is not None and (f := _FRAME.match(text)):
                 stack.append(f.group("fn"))
-            else:
+            elif text:      # blank lines come between a console's lines; anything else ends it
                 stack = None
         return out
 
@@ -208,13 +211,11 @@ def trace_frames(lines: list[str], guessed: bool = False) -> list[str]:
     """The reliable frames after 'Call Trace:' as printed, offsets and module kept
     ("hang_set+0x3f/0x60 [ringlab_splat]"): what decode_stacktrace.sh needs. `guessed`: the
     '? ' frames instead, without their mark."""
-    frames, inside, kcsan = [], False, False
+    frames, inside = [], False
     for line in lines:
         text = line.strip()
         if text in _TRACE_HEADERS or _KCSAN_ACCESS.match(text):
-            inside, kcsan = True, text not in _TRACE_HEADERS
-        elif inside and kcsan and not text:
-            inside = False  # the blank line after a KCSAN stack: the other side's follows
+            inside = True   # a KCSAN report's stacks each follow their access line
         elif inside and (text == "</TASK>" or text.startswith("---[ end")):
             break
         elif inside and text.startswith("? ") == guessed and _FRAME.match(line):
@@ -242,8 +243,8 @@ def find(lines: list[str]) -> list[Splat]:
             out.append(current)
         elif current is not None:
             current.lines.append(line)
-            if _TRACE_END.search(line) or len(current.lines) >= 60 or \
-                    (current.kind == "KCSAN" and _RULE.match(line)):
+            if _TRACE_END.search(line) or (current.kind == "KCSAN" and _RULE.match(line)) \
+                    or len(current.lines) >= (_KCSAN_LINES if current.kind == "KCSAN" else 60):
                 current = None
     for s in out:
         s.title = title(s)

@@ -108,3 +108,11 @@ def test_a_fired_race_needs_its_title_in_the_proof() -> None:
     assert not judged.proved and "'race' splat" in judged.why
     seen["race"] = ["KCSAN: data-race in ringlab_splat_race_read / ringlab_splat_race_tick"]
     assert splat_proof._judged(splat_proof.Proof("k", "r", True, seen=seen)).proved
+
+
+def test_a_real_kcsan_report_proves_the_race_kernel_sees_races() -> None:
+    lines = _lines("7.2-race")
+    start = next(i for i, line in enumerate(lines) if "BUG: KCSAN" in line) - 1
+    titles = splat_proof.fire_race(_RaceGuest(lines[start:]), "src-7.2-race",  # type: ignore[arg-type]
+                                   Path("w"))
+    assert titles == ["KCSAN: data-race in ringlab_splat_race_read / ringlab_splat_race_tick"]

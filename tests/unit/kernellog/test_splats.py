@@ -201,11 +201,14 @@ def _titles(path: Path) -> list[str]:
 
 def test_the_corpus_holds_every_kernel_line_the_lab_claims() -> None:
     lines = {p.name.removeprefix("console-splat-kinds-").removesuffix(".log") for p in CORPUS}
-    assert {"6.12", "7.2", "7.3", "7.3-rc7", "7.2-build", "rt", "arm64"} <= lines, lines
+    assert {"6.12", "7.2", "7.3", "7.3-rc7", "7.2-build", "7.2-race", "rt", "arm64"} <= lines, \
+        lines
 
 
-# A build on tinyconfig has no hung-task detector and no list checks.
-CAN_FIRE = {"console-splat-kinds-7.2-build.log": ("warn", "bug", "null", "refcount", "alloc")}
+# A build on tinyconfig has no hung-task detector and no list checks; the race kernel
+# (race.config: KCSAN, lockdep) must fire its two on top of the rest.
+CAN_FIRE = {"console-splat-kinds-7.2-build.log": ("warn", "bug", "null", "refcount", "alloc"),
+            "console-splat-kinds-7.2-race.log": (*ALWAYS, "lockdep", "race")}
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
@@ -256,3 +259,22 @@ def test_an_allocation_failure_names_its_task_and_other_splats_none() -> None:
     failure = next(s for s in found if s.kind == splats.ALLOCATION_FAILURE)
     assert failure.task == "bash"
     assert all(s.task is None for s in found if s.kind != splats.ALLOCATION_FAILURE)
+
+
+def test_a_real_kcsan_report_keeps_both_sides_and_ends_at_its_rule() -> None:
+    """KCSAN on the race kernel (7.2.13, race.config): the timer's write in softirq found by
+    the task's watchpoint; both stacks, each side's access, and nothing after the closing
+    rule in the report."""
+    lines = (DATA / "console-splat-kinds-7.2-race.log").read_text().splitlines()
+    race = [s for s in splats.find(lines) if s.kind == "KCSAN"]
+    assert [s.title for s in race] == [
+        "KCSAN: data-race in ringlab_splat_race_read / ringlab_splat_race_tick"]
+    r = race[0]
+    assert [(a["access"], a["in"]) for a in r.accesses] == [("write", "interrupt"),
+                                                            ("read", "task")]
+    assert r.accesses[0]["frames"][:2] == ["ringlab_splat_race_tick", "call_timer_fn"]
+    assert r.accesses[1]["frames"][:2] == ["ringlab_splat_race_read", "fire_race"]
+    assert r.lines[-1].startswith("=====") and "Reported by Kernel Concurrency" in r.text
+    assert r.site == "ringlab_splat_race_tick"
+    warn = next(s for s in splats.find(lines) if s.kind == "WARNING")
+    assert "accesses" in r.as_dict() and "accesses" not in warn.as_dict()
