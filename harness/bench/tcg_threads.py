@@ -31,7 +31,7 @@ MODES: tuple[tuple[str, str], ...] = (("single", "qemu64,-cx16"), ("multi", "qem
 TRACING = "/sys/kernel/tracing"
 # One vCPU busy while the other patches text: the patching CPU's IPIs must reach a running one.
 SPIN = "taskset -c 1 sh -c 'while :; do :; done' >/dev/null 2>&1 & echo $!"
-FLIPS = 5
+FLIPS = 2
 
 
 @dataclasses.dataclass
