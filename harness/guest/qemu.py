@@ -47,7 +47,9 @@ def base_cmdline(arch: str = arches.DEFAULT) -> str:
 
 def tcg_threads(setting: str, cpus: int) -> str:
     """Resolve machine.tcg_threads: 'auto' is single-threaded TCG when there are several vCPUs,
-    because multi-threaded TCG on QEMU 7.2 oopses on kernel text patching (Oops: int3)."""
+    because multi-threaded TCG on QEMU 7.2 oopses on kernel text patching (Oops: int3): 3 of 8
+    2-vCPU boots of 7.2.13 and 7.3~rc7 under `./lab bench tcg-threads`, none of 4
+    single-threaded (docs/results/2026-12-05-races.md)."""
     if setting != "auto":
         return setting
     return "single" if cpus > 1 else "multi"
