@@ -20,7 +20,6 @@ import argparse
 import json
 import mmap
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -183,39 +182,46 @@ def parse(spec: str, path: str, ncpus: int) -> list[tuple[str, int]]:
 
 class Running:
     """The loads of one sequence, each in a process of its own pinned to its CPU, counting its
-    rounds in a shared page."""
+    rounds in a shared page. A load stops when the pipe from its parent closes: the parent
+    may have dropped root since (the perf worlds run as the sequence's user) and could not
+    signal a root child, and a parent that dies takes its loads with it."""
 
     def __init__(self, loads: list[tuple[str, int]], env: dict) -> None:
         self.loads = loads
         self.counts = mmap.mmap(-1, 16 * max(1, len(loads)))
         self.pids: list[int] = []
+        stop_r, self.stop_w = os.pipe()
         for i, (name, cpu) in enumerate(loads):
             pid = os.fork()
             if pid == 0:
                 code = 0
                 try:
+                    os.close(self.stop_w)
+                    os.set_blocking(stop_r, False)
                     os.sched_setaffinity(0, {cpu})
-                    self._loop(i, LOADS[name], env)
+                    self._loop(i, LOADS[name], env, stop_r)
                 except BaseException:   # noqa: BLE001 - a load that cannot start just stops
                     code = 1
                 os._exit(code)
             self.pids.append(pid)
+        os.close(stop_r)
 
-    def _loop(self, i: int, load: Load, env: dict) -> None:
+    def _loop(self, i: int, load: Load, env: dict, stop: int) -> None:
         st = load.start(env)
         n = ok = 0
         while True:
+            try:
+                if os.read(stop, 1) == b"":
+                    return      # the parent closed the pipe (or died)
+            except BlockingIOError:
+                pass
             n += 1
             ok += load.round(env, st, n)
             self.counts[16 * i:16 * i + 16] = n.to_bytes(8, "little") + ok.to_bytes(8, "little")
 
     def stop(self) -> dict[str, dict[str, int]]:
-        """Kill every load and wait for it; each load's rounds and the ones the kernel did."""
-        for pid in self.pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        """Stop every load and wait for it; each load's rounds and the ones the kernel did."""
+        os.close(self.stop_w)
         for pid in self.pids:
             os.waitpid(pid, 0)
         out = {}

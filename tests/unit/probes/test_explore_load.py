@@ -125,3 +125,17 @@ def test_a_replay_runs_as_many_actors_as_its_steps_name(tmp_path: Path) -> None:
     out = probe_explore.run_actors(_World, "trace-mmap", setup, 0, steps, None, 4, None, 1)
     assert sorted({s["actor"] for s in out["steps"]}) == [0, 1, 2]
     assert "load" not in out or out["load"] == {}
+
+
+def test_loads_stop_even_when_their_parent_dropped_root(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The perf worlds drop to the sequence's user after the loads started as root: a signal
+    from the parent would be refused (EPERM) and the load would run on, holding the
+    sequence's result pipe open (the explore hung). The parent closes a pipe instead."""
+    _touching(monkeypatch, tmp_path)
+    kills: list[int] = []
+    monkeypatch.setattr(os, "kill", lambda pid, sig: kills.append(pid))  # would be EPERM
+    r = explore_load.Running([("touch", 0)], {"file": str(tmp_path / "f")})
+    while not (tmp_path / "f").exists() or (tmp_path / "f").stat().st_size < 5:
+        pass
+    assert r.stop()["touch@0"]["rounds"] >= 4 and kills == []
