@@ -47,6 +47,9 @@ class ExploreRequest:
     # Stop at the first failure no known issue explains (what `./lab mutate --explore` asks:
     # one new failure kills a mutant; the rest of the budget would only confirm it).
     stop_at_new: bool = False
+    # With stop_at_new: the failure keys (Failure.key) the unmutated kernel's explore had,
+    # which stop nothing: a mutant's explore that meets one of them goes on with its budget.
+    baseline: tuple[str, ...] = ()
 
 
 @dataclass
@@ -272,13 +275,15 @@ class Explore:
             self.say(f"{path}: {res.sequences} sequences, {res.steps} steps "
                      f"({res.steps_per_s:.0f}/s), {len(res.failures)} distinct failure(s), "
                      f"{max(0.0, self.req.budget_s - (time.monotonic() - start)):.0f} s left")
-            if self.req.stop_at_new and self.new_found(res):
+            if self.req.stop_at_new and self.new_found(res, self.req.baseline):
                 self.say(f"{path}: stopping at a failure no known issue explains")
                 return
 
     @staticmethod
-    def new_found(res: PathResult) -> bool:
-        return any(f.known_issue is None and f.check != "explorer"
+    def new_found(res: PathResult, baseline: tuple[str, ...] = ()) -> bool:
+        """A failure no known issue explains, the explorer's own errors aside, and none the
+        baseline (the unmutated kernel's explore) had."""
+        return any(f.known_issue is None and f.check != "explorer" and f.key not in baseline
                    for f in res.failures.values())
 
     def _crashed(self, path: str, res: PathResult, first: int, error: LabError) -> int:
@@ -322,7 +327,7 @@ class Explore:
             res = PathResult(path)
             self.results.append(res)
             self.run_path(path, res, issues)
-            if self.req.stop_at_new and self.new_found(res):
+            if self.req.stop_at_new and self.new_found(res, self.req.baseline):
                 break
         for res in self.results:
             for f in res.failures.values():

@@ -123,7 +123,8 @@ def explore_mutant(plan: Plan, tree: Path, m: Mutant, run_dir: Path, seed: int, 
     """One explore of the mutant's kernel: killed when it confirms a failure the unmutated
     kernel's explore with the same seed and mode did not have."""
     found, took = explore(plan, tree, explore_paths(m.file),
-                          run_dir / run_name(seed, steer) if many else run_dir, seed, steer)
+                          run_dir / run_name(seed, steer) if many else run_dir, seed, steer,
+                          baseline=tuple(base))
     new = [v for key, v in found.items() if key not in base]
     return ExploreRun(seed, steer, bool(new), new[0] if new else "", round(took, 1))
 
@@ -146,7 +147,8 @@ def selftests_base(plan: Plan, ws: Workspace, base_dir: Path) -> ChildRun:
 
 
 def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path, seed: int,
-            steer: bool, stop_at_new: bool = True) -> tuple[dict[str, str], float]:
+            steer: bool, stop_at_new: bool = True, baseline: tuple[str, ...] = ()
+            ) -> tuple[dict[str, str], float]:
     """`./lab explore` of the kernel built from `tree` on `paths`: {failure key: what failed}
     of its confirmed failures (a known issue's keyed KNOWN + its id, once), and the wall
     time."""
@@ -154,7 +156,7 @@ def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path, seed:
     lab = Lab(with_build(plan.cfg, plan.name, tree=tree))
     run = Explore(lab, ExploreRequest(plan.name, paths, plan.explore_s or 60, seed=seed,
                                       actors=plan.actors, load=plan.load, steer=steer,
-                                      stop_at_new=stop_at_new), out_dir,
+                                      stop_at_new=stop_at_new, baseline=baseline), out_dir,
                   say=lambda line: log.debug("%s", line))
     start = time.monotonic()
     try:

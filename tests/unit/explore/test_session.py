@@ -195,10 +195,12 @@ def _record(k: int, steps: list, traits: list[str], got: str = "EPERM") -> dict:
             "failure": {"check": "allowance", "at": "end", "expected": "ok", "got": got}}
 
 
-def _explore(slices: list[dict], stop_at_new: bool = False) -> tuple[object, list[list[str]]]:
+def _explore(slices: list[dict], stop_at_new: bool = False, baseline: tuple[str, ...] = ()
+             ) -> tuple[object, list[list[str]]]:
     from harness.explore.session import Explore
     run = Explore.__new__(Explore)
-    run.req = ExploreRequest(None, ("pinning",), 60, 1, stop_at_new=stop_at_new)
+    run.req = ExploreRequest(None, ("pinning",), 60, 1, stop_at_new=stop_at_new,
+                             baseline=baseline)
     run.say, run.guest = (lambda line: None), None
     calls: list[list[str]] = []
 
@@ -228,6 +230,23 @@ def test_a_new_failure_of_a_check_is_kept_beside_the_known_issue_of_that_check()
     excuses = json.loads(calls[1][calls[1].index("--excuse") + 1])
     assert {"checks": ["allowance", "vm_pin_kb", "result:mmap", "result:aux"],
             "traits": ["mapped-again", "aux-mapped-again"], "splats": []} in excuses
+
+
+def test_a_mutants_explore_goes_on_past_a_failure_the_unmutated_kernel_had_too() -> None:
+    """`./lab mutate --explore` stops a mutant's explore at its first new failure: one the
+    unmutated kernel's explore had is no kill and must not end the budget early (race
+    mutants 063 and 066 stopped at 15 s of 90 on the unmutated kernel's own WARN)."""
+    issues = known_issues.load()
+    one = {"next": 3, "sequences": 3, "steps": 30, "seconds": 0.2,
+           "failed": {"allowance": 1},
+           "failures": [_record(2, DOUBLE_CHARGE[:2], [], got="8 kB more")]}
+    run, calls = _explore([one, one, {"path": "pinning", "skip": "gone"}], stop_at_new=True,
+                          baseline=("pinning:allowance",))
+    run.run_path("pinning", PathResult("pinning"), issues)
+    assert len(calls) == 4, "the baseline's failure stopped nothing"
+    run, calls = _explore([one, one], stop_at_new=True)
+    run.run_path("pinning", PathResult("pinning"), issues)
+    assert len(calls) == 2, "a failure the baseline lacks stops at once"
 
 
 def test_a_path_that_goes_away_between_slices_stops_with_its_reason() -> None:

@@ -135,8 +135,11 @@ def test_each_seed_and_mode_is_judged_against_the_unmutated_kernels_same_explore
     asked: list[tuple[int, bool, Path]] = []
 
     def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out: Path, seed: int,
-                steer: bool, stop_at_new: bool = True) -> tuple[dict[str, str], float]:
+                steer: bool, stop_at_new: bool = True, baseline: tuple[str, ...] = ()
+                ) -> tuple[dict[str, str], float]:
         asked.append((seed, steer, out))
+        # a mutant's explore knows what the unmutated one with its seed and mode had
+        assert not stop_at_new or baseline == tuple(base[(seed, steer)])
         return (base if not stop_at_new else mutant)[(seed, steer)], 10.0 + seed
 
     @contextlib.contextmanager
