@@ -78,6 +78,11 @@ class _World:
         return _Model()
 
     def do(self, step: dict) -> str:
+        """A step waits (5 s at most) until the load made a round: they run at once."""
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not (self.file.exists() and
+                                                   self.file.stat().st_size > 0):
+            time.sleep(0.001)
         return "ok"
 
     def release(self) -> None:
@@ -120,7 +125,7 @@ def test_actors_run_beside_their_loads_which_stop_before_the_end_is_judged(
 
 def test_a_replay_runs_as_many_actors_as_its_steps_name(tmp_path: Path) -> None:
     setup = {"file": str(tmp_path / "f")}
-    (tmp_path / "f").write_bytes(b"")
+    (tmp_path / "f").write_bytes(b"x")   # no load here: steps need not wait for one
     steps = [{"id": i, "op": "noop", "args": {}, "actor": i % 3} for i in range(6)]
     out = probe_explore.run_actors(_World, "trace-mmap", setup, 0, steps, None, 4, None, 1)
     assert sorted({s["actor"] for s in out["steps"]}) == [0, 1, 2]
