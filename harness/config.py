@@ -597,9 +597,9 @@ def _nightly_explore(r: YamlReader, value: Any, key: str = "nightly.explore") ->
     actors = r.optional(e, "actors", key, lambda v, k: r.integer(v, k, 1, 4), 1)
     load = r.optional(e, "load", key, lambda v, k: r.string(
         v, k, _LOADS, "loads of probes/explore_load.py: NAME[@CPU],..."), "")
-    loads = probe_module("explore_load").LOADS
-    if bad := [x for x in load.split(",") if x and x.partition("@")[0] not in loads]:
-        raise r.fail(f"{key}.load", "loads among " + ", ".join(loads), bad[0])
+    loads = probe_module("explore_load")
+    if bad := [name for name, _ in loads.split(load) if name not in loads.LOADS]:
+        raise r.fail(f"{key}.load", "loads among " + ", ".join(loads.LOADS), bad[0])
     return NightlyExplore(int(m[1]) * (60 if m[2] == "m" else 1), tuple(paths), actors, load)
 
 

@@ -45,17 +45,8 @@ class Load:
 
 
 def _write(path: str, text: str) -> bool:
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-    except OSError:
-        return False
-    try:
-        os.write(fd, text.encode())
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+    import tracefs
+    return tracefs.write_file(path, text) == "ok"
 
 
 # --- trace-mmap ----------------------------------------------------------------------------
@@ -161,13 +152,20 @@ LOADS: dict[str, Load] = {load.name: load for load in (
 )}
 
 
+def split(spec: str) -> list[tuple[str, str]]:
+    """`NAME[@CPU],...` -> [(name, cpu as written, '' if none)]: the one reading of a spec,
+    for the guest (parse()) and the host (it checks names and picks each path's loads)."""
+    return [(name.strip(), cpu.strip()) for item in spec.split(",") if item.strip()
+            for name, _, cpu in [item.partition("@")]]
+
+
 def parse(spec: str, path: str, ncpus: int) -> list[tuple[str, int]]:
     """`NAME[@CPU],...` -> [(name, cpu)]: a load without a CPU takes the last one (the actors
     start on the first). ValueError naming the culprit for a load this path has not, or a CPU
     the guest has not."""
     out = []
-    for part in filter(None, (p.strip() for p in spec.split(","))):
-        name, _, cpu = part.partition("@")
+    for name, cpu in split(spec):
+        part = f"{name}@{cpu}" if cpu else name
         if name not in LOADS:
             raise ValueError(f"load {name!r}: not one of {', '.join(LOADS)}")
         if path not in LOADS[name].paths:

@@ -132,15 +132,15 @@ def guest_cpus(req: ExploreRequest) -> int | None:
 
 def loads_for(spec: str, path: str) -> str:
     """The loads of `spec` ("NAME[@CPU],...") that go with `path` (explore_load.LOADS)."""
-    return ",".join(p for p in filter(None, (x.strip() for x in spec.split(",")))
-                    if path in explore_load.LOADS[p.partition("@")[0]].paths)
+    return ",".join(f"{name}@{cpu}" if cpu else name for name, cpu in explore_load.split(spec)
+                    if path in explore_load.LOADS[name].paths)
 
 
 def check_loads(spec: str) -> None:
     """Every load of `spec` is one explore_load.LOADS names, with a whole CPU number; else one
     LabError naming the culprit."""
-    for part in filter(None, (x.strip() for x in spec.split(","))):
-        name, _, cpu = part.partition("@")
+    for name, cpu in explore_load.split(spec):
+        part = f"{name}@{cpu}" if cpu else name
         if name not in explore_load.LOADS:
             raise LabError(f"--load {part!r}: {name!r} is not one of "
                            f"{', '.join(explore_load.LOADS)}")
