@@ -7,7 +7,8 @@ from harness import splat_proof
 from harness.commands import options
 from harness.errors import LabError
 from harness.explore import drive
-from harness.explore.session import ExploreRequest, check_loads, explore_load, parse_budget
+from harness.explore.session import (CONFIRM_GUESTS, CONFIRM_TIMES, ExploreRequest, check_loads,
+                                     explore_load, parse_budget)
 from harness.probe_modules import explore_paths
 from harness.resources import Lab
 from harness.runs import request as run_request, run_folder
@@ -39,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "sequence, each in a process pinned to its CPU (default: the last): "
                    + "; ".join(f"{n} ({ld.doc})" for n, ld in explore_load.LOADS.items()) +
                    "; judged like actors, on a 2-vCPU guest")
+    e.add_argument("--confirm", default=str(CONFIRM_GUESTS), metavar="N", help="fresh guests "
+                   "a failure of actors or loads is replayed on, and reported k of N "
+                   f"(default {CONFIRM_GUESTS}, each {CONFIRM_TIMES} replays)")
     e.add_argument("--steer", action="store_true", help="on a coverage kernel (./lab build "
                    "--coverage): keep the sequences that run new edges of the ring-buffer files "
                    "and start half of the later ones from a prefix of one (docs/coverage.md)")
@@ -63,10 +67,12 @@ def request(args: argparse.Namespace, kernel: str) -> ExploreRequest:
     if args.actors not in ("1", "2", "3", "4"):
         raise LabError(f"--actors {args.actors!r}: expected 1 to 4")
     check_loads(args.load)
+    if not args.confirm.isdigit() or not 1 <= int(args.confirm) <= 20:
+        raise LabError(f"--confirm {args.confirm!r}: expected 1 to 20 fresh guests")
     return ExploreRequest(kernel=kernel, paths=tuple(dict.fromkeys(args.paths)),
                           budget_s=parse_budget(args.budget), seed=seed, actors=int(args.actors),
-                          steer=args.steer, load=args.load,
-                          keep=args.keep)
+                          steer=args.steer, load=args.load, keep=args.keep,
+                          confirm_guests=int(args.confirm))
 
 
 def main(args: argparse.Namespace) -> int:

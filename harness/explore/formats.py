@@ -22,10 +22,12 @@ def failure_outcome(f: Failure) -> tuple[str, str]:
     is a finding, not noise."""
     if f.check == "explorer":
         return "error", f"the explorer's own error, not the kernel's: {f.got}"
+    # a schedule's failure says how often fresh guests showed it again: "2 of 3 fresh guests"
+    odds = f" ({f.confirm_got})" if f.confirm_tries else ""
     if f.known_issue and f.confirmed:
-        return "xfailed", f"known kernel issue {f.known_issue}: {title(f)}"
+        return "xfailed", f"known kernel issue {f.known_issue}: {title(f)}{odds}"
     if f.confirmed:
-        return "failed", f"NEW: {title(f)}"
+        return "failed", f"NEW: {title(f)}{odds}"
     return "failed", f"{title(f)}; NOT confirmed on a fresh guest ({f.confirm_got}): flaky"
 
 

@@ -27,6 +27,11 @@ explore_load = probe_module("explore_load")
 
 SLICE_S = 15.0       # one probe call: long enough that SSH costs nothing, short for progress
 SHRINK_S = 40.0      # a slice may also spend this shrinking its first failure of a check
+# A concurrent failure (actors, loads) is a schedule's: it is replayed on this many fresh
+# guests, this many times in each, and reported as k of N guests (a WARN_ONCE fires once a
+# boot, so N replays in one guest cannot count it).
+CONFIRM_GUESTS = 3
+CONFIRM_TIMES = 3
 MARK = re.compile(r"ringlab-explore: (?P<path>\S+) seed (?P<seed>\d+) sequence (?P<k>\d+)")
 
 
@@ -50,6 +55,8 @@ class ExploreRequest:
     # With stop_at_new: the failure keys (Failure.key) the unmutated kernel's explore had,
     # which stop nothing: a mutant's explore that meets one of them goes on with its budget.
     baseline: tuple[str, ...] = ()
+    # Fresh guests a concurrent failure is replayed on (with stop_at_new: until one shows it).
+    confirm_guests: int = CONFIRM_GUESTS
 
 
 @dataclass
@@ -73,10 +80,25 @@ class Failure:
     known_issue: str | None = None
     confirmed: bool | None = None   # failed again from its shortest sequence, fresh guest
     confirm_got: object = None
+    # A concurrent failure's confirmation: the fresh guests it was replayed on, and in how
+    # many of them it failed again (k of N).
+    confirm_tries: int = 0
+    confirm_hits: int = 0
 
     @property
     def key(self) -> str:
         return f"{self.path}:{self.splat or self.check}"
+
+    @property
+    def site(self) -> str:
+        """The key without source lines: the same failure in two builds whose lines moved
+        (what a mutant's explore is compared with the unmutated kernel's by)."""
+        return f"{self.path}:{splats.without_lines(self.splat) if self.splat else self.check}"
+
+    @property
+    def concurrent(self) -> bool:
+        """Found with actors or loads: a schedule's failure, which one replay may not show."""
+        return bool(self.setup.get("load")) or any(s.get("actor") for s in self.steps)
 
     @property
     def slot(self) -> str:
@@ -275,16 +297,30 @@ class Explore:
             self.say(f"{path}: {res.sequences} sequences, {res.steps} steps "
                      f"({res.steps_per_s:.0f}/s), {len(res.failures)} distinct failure(s), "
                      f"{max(0.0, self.req.budget_s - (time.monotonic() - start)):.0f} s left")
-            if self.req.stop_at_new and self.new_found(res, self.req.baseline):
-                self.say(f"{path}: stopping at a failure no known issue explains")
+            if self.req.stop_at_new and self.new_found(res, self.req.baseline) \
+                    and self.confirm_new(res):
+                self.say(f"{path}: stopping at a confirmed failure no known issue explains")
                 return
 
     @staticmethod
     def new_found(res: PathResult, baseline: tuple[str, ...] = ()) -> bool:
-        """A failure no known issue explains, the explorer's own errors aside, and none the
-        baseline (the unmutated kernel's explore) had."""
-        return any(f.known_issue is None and f.check != "explorer" and f.key not in baseline
-                   for f in res.failures.values())
+        """A failure no known issue explains, the explorer's own errors aside, none the
+        baseline (the unmutated kernel's explore) had, and not already refused by a fresh
+        guest."""
+        return any(f.known_issue is None and f.check != "explorer" and f.site not in baseline
+                   and f.confirmed is not False for f in res.failures.values())
+
+    def confirm_new(self, res: PathResult) -> bool:
+        """Confirm the new failures now, so that one a fresh guest does not show again stops
+        nothing and the budget goes on (a race shows in some schedules only)."""
+        for f in res.failures.values():
+            if f.known_issue is None and f.check != "explorer" \
+                    and f.site not in self.req.baseline and f.confirmed is None:
+                self.confirm(f)
+                self.say(f"{res.path}: {f.key}: "
+                         f"{'confirmed' if f.confirmed else 'NOT confirmed'} ({f.confirm_got})")
+        return any(f.confirmed and f.known_issue is None and f.check != "explorer"
+                   and f.site not in self.req.baseline for f in res.failures.values())
 
     def _crashed(self, path: str, res: PathResult, first: int, error: LabError) -> int:
         """The guest died (or stopped answering) in a slice: the console's last
@@ -331,7 +367,7 @@ class Explore:
                 break
         for res in self.results:
             for f in res.failures.values():
-                if f.check == "explorer":   # the lab's own error: nothing to confirm
+                if f.check == "explorer" or f.confirmed is not None:   # nothing (more) to do
                     continue
                 if self.req.stop_at_new and f.known_issue:   # only the new one is asked
                     continue
@@ -362,6 +398,9 @@ class Explore:
 
     def confirm(self, f: Failure) -> None:
         """The shortest sequence once more, on a fresh guest: the same check must fail."""
+        if f.concurrent or f.check in ("crash", "hang") and guest_cpus(self.req):
+            self.confirm_concurrent(f)
+            return
         if f.check in ("crash", "hang") and f.sequence is not None:
             args = self._as_run(f)
         else:
@@ -388,6 +427,50 @@ class Explore:
                 and f.sequence is not None:
             self.confirm_as_run(f)
 
+    def confirm_concurrent(self, f: Failure) -> None:
+        """A schedule's failure: its sequences (every actor's, the loads beside them) replayed
+        CONFIRM_TIMES times on each of up to req.confirm_guests fresh guests, counted k of N;
+        confirmed when one guest showed it again (with stop_at_new, the first such ends it)."""
+        args = self._as_run(f) if f.check in ("crash", "hang") and f.sequence is not None \
+            else ["replay", f.path, reproducer.replay_json(f), "--times", str(CONFIRM_TIMES)]
+        seen: list[str] = []
+        for _ in range(max(1, self.req.confirm_guests)):
+            self.fresh_guest()
+            f.confirm_tries += 1
+            try:
+                out = self._probe(args, 90 if f.check == "hang" else 300 * CONFIRM_TIMES)
+            except (ProbeError, SSHError, GuestHang) as e:
+                hit = f.check in ("crash", "hang")
+                seen.append(f"the guest died: {self.guest.health() if self.guest else e}")
+                self.stop_guest()
+            else:
+                runs = out.get("replays") or out.get("failures", [])
+                hits = [r for r in runs if self._same(f, r)]
+                hit = bool(hits)
+                got = hits[0] if hits else next((r for r in runs if r.get("failure")), None)
+                seen.append(self._got(got) if got else "no failure")
+            f.confirm_hits += hit
+            if hit and self.req.stop_at_new:
+                break
+        f.confirmed = f.confirm_hits > 0
+        f.confirm_got = (f"{f.confirm_hits} of {f.confirm_tries} fresh guests, "
+                         f"{CONFIRM_TIMES} replays each: " + "; ".join(dict.fromkeys(seen)))
+
+    @staticmethod
+    def _same(f: Failure, run: dict) -> bool:
+        """A replay failed f's check (and showed its splat, when f has one)."""
+        got = run.get("failure")
+        if not got:
+            return False
+        check = "splat" if got["check"].startswith("splat:") else got["check"]
+        return check == f.check and (f.splat is None or
+                                     _splat_title(run.get("kmsg", [])) == f.splat)
+
+    @staticmethod
+    def _got(run: dict) -> str:
+        title = _splat_title(run.get("kmsg", []))
+        return title or str(run["failure"]["got"])[:200]
+
     def confirm_as_run(self, f: Failure) -> None:
         """The shrunk sequence kept the check but lost the splat that came with it: a
         WARN_ONCE fires once a boot, so the shrink, judged by the check in the same guest,
@@ -413,4 +496,5 @@ class Explore:
     def _as_run(self, f: Failure) -> list[str]:
         """The probe's arguments that run f's sequence again as the seed drew it, unshrunk."""
         return ["run", f.path, "--seed", str(f.seed), "--first", str(f.sequence), "--count",
-                "1", "--shrink", "0", "--actors", str(self.req.actors)]
+                "1", "--shrink", "0", "--actors", str(self.req.actors),
+                "--load", loads_for(self.req.load, f.path)]

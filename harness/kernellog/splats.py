@@ -286,6 +286,16 @@ def title(s: Splat) -> str:
     return f"{text} in {s.site}" if s.site else text
 
 
+_LINE = re.compile(r"(\S+\.[chS]):\d+\b")
+
+
+def without_lines(title: str) -> str:
+    """A title with its source lines dropped ("WARNING at kernel/trace/ring_buffer.c
+    ring_buffer_map_get_reader"): the same site in two builds of one tree whose lines moved,
+    as a mutant that adds or removes lines above a WARN_ON moves them."""
+    return _LINE.sub(r"\1", title)
+
+
 def _fn(name: str) -> str:
     """A function as the title names it: without the suffix of a copy GCC made of it
     (ct_kernel_exit.isra.0, rb_wake_up_waiters.constprop.0, f.cold), which one build makes

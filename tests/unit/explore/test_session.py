@@ -58,6 +58,7 @@ def args(*argv: str) -> argparse.Namespace:
                                            (["--budget", "ten"], "--budget 'ten'"),
                                            (["--seed", "x"], "--seed 'x'"),
                                            (["--actors", "5"], "--actors '5'"),
+                                           (["--confirm", "0"], "--confirm '0'"),
                                            (["--load", "marker,x"], "--load 'x'")])
 def test_bad_input_is_one_error_naming_the_culprit(argv: list[str], culprit: str) -> None:
     with pytest.raises(LabError, match=culprit):
@@ -202,6 +203,7 @@ def _explore(slices: list[dict], stop_at_new: bool = False, baseline: tuple[str,
     run.req = ExploreRequest(None, ("pinning",), 60, 1, stop_at_new=stop_at_new,
                              baseline=baseline)
     run.say, run.guest = (lambda line: None), None
+    run.fresh_guest = lambda: None   # type: ignore[method-assign,assignment,return-value]
     calls: list[list[str]] = []
 
     def probe(argv: list[str], timeout: float) -> dict:
@@ -226,7 +228,8 @@ def test_a_new_failure_of_a_check_is_kept_beside_the_known_issue_of_that_check()
                                     "pinning:allowance#perf-mmap-second-mapping-charged"]
     assert res.failures["pinning:allowance"].known_issue is None
     assert res.failures["pinning:allowance#perf-mmap-second-mapping-charged"].seen == 2
-    assert len(calls) == 2, "stop_at_new: no second slice after a new failure"
+    assert calls[2][0] == "replay", "the new failure is confirmed at once"
+    assert len(calls) == 3, "stop_at_new: no second slice after a confirmed new failure"
     excuses = json.loads(calls[1][calls[1].index("--excuse") + 1])
     assert {"checks": ["allowance", "vm_pin_kb", "result:mmap", "result:aux"],
             "traits": ["mapped-again", "aux-mapped-again"], "splats": []} in excuses
@@ -246,7 +249,109 @@ def test_a_mutants_explore_goes_on_past_a_failure_the_unmutated_kernel_had_too()
     assert len(calls) == 4, "the baseline's failure stopped nothing"
     run, calls = _explore([one, one], stop_at_new=True)
     run.run_path("pinning", PathResult("pinning"), issues)
-    assert len(calls) == 2, "a failure the baseline lacks stops at once"
+    assert [c[0] for c in calls] == ["run", "run", "replay"], \
+        "a failure the baseline lacks stops at once, confirmed"
+
+
+def test_a_mutants_explore_goes_on_past_a_new_failure_a_fresh_guest_did_not_show() -> None:
+    """A race shows in some schedules: a new failure its fresh guest did not show again
+    stops nothing, and the mutant's budget goes on (063, 066 ended at 16 s, issue 43)."""
+    one = {"next": 3, "sequences": 3, "steps": 30, "seconds": 0.2,
+           "failed": {"allowance": 1},
+           "failures": [_record(2, DOUBLE_CHARGE[:2], [], got="8 kB more")]}
+    quiet = {"next": 6, "sequences": 3, "steps": 30, "seconds": 0.2, "failures": [],
+             "replays": [{"failure": None}]}
+    run, calls = _explore([one, quiet, quiet, {"path": "pinning", "skip": "gone"}],
+                          stop_at_new=True)
+    res = PathResult("pinning")
+    run.run_path("pinning", res, known_issues.load())
+    assert [c[0] for c in calls] == ["run", "run", "replay", "run", "run"]
+    f = res.failures["pinning:allowance"]
+    assert (f.confirmed, f.confirm_got) == (False, "no failure")
+    assert not run.new_found(res), "refused by its fresh guest: no longer a stop"
+
+
+WARN_AT = ["WARNING: CPU: 1 PID: 77 at kernel/trace/ring_buffer.c:{} "
+           "ring_buffer_map_get_reader+0x1/0x2", "Reader on commit with 3 missed events"]
+
+
+def test_a_warn_that_moved_lines_is_the_same_site_for_a_mutants_baseline() -> None:
+    """A mutant that adds or removes lines above a WARN moves its line (066 found the
+    unmutated kernel's WARN at 8011 instead of 8014): compared by site, not by line."""
+    at_8014 = failure("trace-mmap", "splat", splat=report_title([WARN_AT[0].format(8014)]))
+    at_8011 = failure("trace-mmap", "splat", splat=report_title([WARN_AT[0].format(8011)]))
+    assert at_8014.key != at_8011.key
+    assert at_8014.site == at_8011.site == \
+        "trace-mmap:WARNING at kernel/trace/ring_buffer.c ring_buffer_map_get_reader"
+    res = PathResult("trace-mmap", failures={at_8011.key: at_8011})
+    assert not run_new_found(res, (at_8014.site,))
+    assert run_new_found(res, ())
+
+
+def run_new_found(res: PathResult, baseline: tuple[str, ...]) -> bool:
+    from harness.explore.session import Explore
+    return Explore.new_found(res, baseline)
+
+
+def _race(k: int = 4) -> Failure:
+    f = failure("trace-mmap", "splat", splat=report_title([WARN_AT[0].format(8014)]))
+    f.setup = dict(f.setup, load="marker@1,resize@1")
+    f.steps = [dict(s, actor=i % 2) for i, s in enumerate(MOVED)]
+    f.sequence = k
+    return f
+
+
+@pytest.mark.parametrize("stop_at_new, guests, hits", [(False, 3, 1), (True, 2, 1)])
+def test_a_race_is_replayed_on_fresh_guests_and_counted_k_of_n(
+        stop_at_new: bool, guests: int, hits: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure of actors and loads is a schedule's: one replay proves nothing either way,
+    and a WARN_ONCE fires once a boot. Replayed on N fresh guests, it is reported as k of N
+    (the race that shows 1 time in N, issue 43), the first hit ending a mutant's search."""
+    from types import SimpleNamespace
+    from harness.explore.session import CONFIRM_TIMES, Explore
+    lab: Any = SimpleNamespace(kernel=lambda name: SimpleNamespace(name=name))
+    run = Explore(lab, ExploreRequest("k", ("trace-mmap",), 1, 0, actors=2, load="marker",
+                                      stop_at_new=stop_at_new), Path("/nonexistent"),
+                  say=lambda s: None)
+    f = _race()
+    assert f.concurrent
+    boots: list[int] = []
+    asked: list[list[str]] = []
+    quiet = {"failure": None, "kmsg": []}
+    warned = {"failure": {"check": "splat:WARNING", "got": "a splat"},
+              "kmsg": [WARN_AT[0].format(8014), WARN_AT[1]]}
+    # guest 1: nothing in its replays; guest 2: the third replay warns; guest 3: nothing
+    answers = iter([[quiet] * 3, [quiet, quiet, warned], [quiet] * 3])
+
+    def probe(args: list[str], timeout: float) -> dict:
+        asked.append(args)
+        return {"replays": next(answers)}
+
+    monkeypatch.setattr(run, "_probe", probe)
+    monkeypatch.setattr(run, "fresh_guest", lambda: boots.append(1))
+    run.confirm(f)
+    assert len(boots) == guests == f.confirm_tries and f.confirm_hits == hits
+    assert all(a[0] == "replay" and a[-2:] == ["--times", str(CONFIRM_TIMES)] for a in asked)
+    assert f.confirmed is True
+    assert f.confirm_got.startswith(f"1 of {guests} fresh guests, {CONFIRM_TIMES} replays each")
+    from harness.explore.formats import failure_outcome
+    outcome, why = failure_outcome(f)
+    assert outcome == "failed" and f"(1 of {guests} fresh guests" in why
+
+
+def test_a_race_no_fresh_guest_showed_again_is_reported_with_its_count(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+    from harness.explore.session import Explore
+    lab: Any = SimpleNamespace(kernel=lambda name: SimpleNamespace(name=name))
+    run = Explore(lab, ExploreRequest("k", ("trace-mmap",), 1, 0, actors=2, confirm_guests=2),
+                  Path("/nonexistent"), say=lambda s: None)
+    f = _race()
+    monkeypatch.setattr(run, "_probe", lambda a, t: {"replays": [{"failure": None}] * 3})
+    monkeypatch.setattr(run, "fresh_guest", lambda: None)
+    run.confirm(f)
+    assert (f.confirmed, f.confirm_tries, f.confirm_hits) == (False, 2, 0)
+    assert f.confirm_got == "0 of 2 fresh guests, 3 replays each: no failure"
 
 
 def test_a_path_that_goes_away_between_slices_stops_with_its_reason() -> None:

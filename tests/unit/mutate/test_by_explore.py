@@ -158,4 +158,4 @@ def test_each_seed_and_mode_is_judged_against_the_unmutated_kernels_same_explore
     assert {a[2].name for a in asked} == {"seed0-blind", "seed0-steered", "seed1-blind",
                                           "seed1-steered"}
     assert judged.selection.endswith("--seed 0,1, blind and --steer")
-    assert judged.base_counts == {"new confirmed failures": 1}
+    assert judged.base_counts == {"failures no known issue explains": 1}
