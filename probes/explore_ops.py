@@ -226,6 +226,8 @@ class World:
     """A path's calls, in the sequence's child. Subclasses give OPS and their own setup."""
     OPS: ClassVar[dict[str, Op]]
     MAX_STEPS: ClassVar[int] = 12   # a generated sequence's length at the most
+    # Why the world cannot run as one of several actors (threads), or None when it can.
+    ONE_ACTOR: ClassVar[str | None] = None
 
     def __init__(self) -> None:
         self.fds: dict[int, int] = {}

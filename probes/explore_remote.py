@@ -405,6 +405,8 @@ class RemoteWorld(World):
     OPS = OPS
     C_SUPPORT = "remote.h"
     MAX_STEPS = 14
+    ONE_ACTOR = ("its consuming read ends on an alarm (read_idle), and only the main thread "
+                 "can arm one: run it with --actors 1")
 
     @staticmethod
     def model(path: str, setup: dict) -> RemoteModel:

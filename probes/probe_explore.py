@@ -642,6 +642,8 @@ def main(argv: list[str]) -> int:
     a = p.parse_args(argv)
     world = world_of(a.path)
     missing = world.missing(a.path)
+    if a.verb == "run" and a.actors > 1 and world.ONE_ACTOR and not missing:
+        missing = f"not with {a.actors} actors: {world.ONE_ACTOR}"
     if a.verb == "run" and a.available:
         probelib.emit({"path": a.path, "missing": missing})
         return 0

@@ -245,7 +245,7 @@ class Explore:
         excuses = json.dumps([{"checks": list(i.explore_checks), "traits": list(i.explore_traits),
                                "splats": list(i.splats)}
                               for i in issues if path in i.explore_paths])
-        avail = self._probe(["run", path, "--available"], 60)
+        avail = self._probe(["run", path, "--available", "--actors", str(self.req.actors)], 60)
         if avail.get("missing"):
             res.skipped = avail["missing"]
             self.say(f"{path}: skipped: {res.skipped}")

@@ -1086,3 +1086,20 @@ def test_an_extended_sequence_replays_its_prefix_then_goes_on_drawing() -> None:
     replay = probe_explore.run_sequence(World, "perf-ring", {}, 0, prefix, random.Random(1),
                                         max_steps=5)
     assert len(replay["steps"]) == 1
+
+
+@pytest.mark.parametrize("actors, skipped", [(1, False), (2, True)])
+def test_a_world_that_cannot_be_an_actor_is_skipped_with_its_reason(
+        actors: int, skipped: bool, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """trace-remote's consuming read ends on an alarm only the main thread can arm: with
+    actors it is a skip that says so, not the explorer's own error on every sequence."""
+    import json
+    monkeypatch.setattr(explore_remote.RemoteWorld, "missing", staticmethod(lambda p: None))
+    assert probe_explore.main(["run", "trace-remote", "--available", "--actors",
+                               str(actors)]) == 0
+    said = json.loads(capsys.readouterr().out)["missing"]
+    assert (said is not None) is skipped
+    if skipped:
+        assert said.startswith("not with 2 actors: ") and "--actors 1" in said
+    assert explore_perf.PerfWorld.ONE_ACTOR is None
