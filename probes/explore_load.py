@@ -9,7 +9,8 @@ The loads act on the sequence's own objects where the path has them by name (the
 instance of trace-mmap: its trace_marker, its buffer_size_kb, its sub-buffer size, its
 events); the perf paths' events are opened inside a sequence, so their loads are the same
 kernel paths on events of their own (high-frequency software samples into a mapped buffer on
-the CPU, map/unmap of an event's buffer on another CPU). A load's own failure (a write the
+the CPU, map/unmap of an event's buffer on another CPU, the test PMU's AUX writer against the
+AUX area's last munmap, a buffer's detach against SET_OUTPUT). A load's own failure (a write the
 kernel refuses) is counted, not judged: the actors' end state and the kernel log judge.
 
 Stdlib only; runnable by hand: python3 explore_load.py NAME INSTANCE [--cpu N] [--seconds S].
@@ -132,6 +133,77 @@ def _mapper_round(env: dict, st: dict, n: int) -> bool:
         return False
 
 
+def _other_cpu() -> int:
+    """The CPU after this load's (its own on a 1-CPU guest): where the actors run."""
+    return (os.sched_getaffinity(0).pop() + 1) % os.sysconf("SC_NPROCESSORS_ONLN")
+
+
+AUX_PAGES, AUX_PERIOD_US = 16, 100      # ringlab_aux: attr.config1 is the tick in us (>= 100)
+
+
+def _aux_start(env: dict) -> dict:
+    """The test PMU's event on the other CPU, enabled, ticking every 100 us in hard irq
+    (ringlab_aux's rl_tick(): perf_aux_output_begin() .. perf_aux_output_end()), its data
+    area mapped once and its AUX area placed after it (race mutant 069's recipe)."""
+    import perf_abi as perf
+    from perf_events import test_pmu_type
+    page = os.sysconf("SC_PAGE_SIZE")
+    a = perf.attr(test_pmu_type("ringlab_aux"), 4096, flags=0)     # 4 KiB chunks, enabled
+    a.config1 = AUX_PERIOD_US
+    fd = perf.perf_event_open(a, pid=-1, cpu=_other_cpu())
+    data = mmap.mmap(fd, 9 * page)
+    ctl = perf.PerfEventMmapPage
+    data[ctl.aux_offset.offset:ctl.aux_offset.offset + 8] = (9 * page).to_bytes(8, "little")
+    data[ctl.aux_size.offset:ctl.aux_size.offset + 8] = (AUX_PAGES * page).to_bytes(8, "little")
+    return {"fd": fd, "data": data, "page": page}
+
+
+def _aux_round(env: dict, st: dict, n: int) -> bool:
+    """The AUX area mapped read-only (overwrite: the writer never stops on a full area) and
+    unmapped while the other CPU writes into it: the last munmap's perf_pmu_output_stop()
+    and rb_free_aux() against a transaction in flight."""
+    page = st["page"]
+    try:
+        mmap.mmap(st["fd"], AUX_PAGES * page, prot=mmap.PROT_READ, offset=9 * page).close()
+        return True
+    except OSError:
+        return False
+
+
+def _detach_start(env: dict) -> dict:
+    """A dummy event of this load's own, and a child pinned to the other CPU asking
+    PERF_EVENT_IOC_SET_OUTPUT(-1) of the same event without end: perf_event_set_output()
+    reads mmap_count and event->rb under mmap_mutex (race mutant 068's recipe). A child, not
+    a thread: a thread shares the GIL and asked 75 times a second."""
+    import fcntl
+    import perf_abi as perf
+    fd = perf.perf_event_open(perf.attr(perf.PERF_TYPE_SOFTWARE, perf.PERF_COUNT_SW_DUMMY))
+    other, parent = _other_cpu(), os.getpid()
+    if os.fork() == 0:
+        try:
+            os.sched_setaffinity(0, {other})
+            n = 0
+            while n % 4096 or os.getppid() == parent:   # it goes with the load
+                n += 1
+                try:
+                    fcntl.ioctl(fd, perf.PERF_EVENT_IOC_SET_OUTPUT, -1)
+                except OSError:
+                    pass    # EINVAL while mapped (a buffer of its own): the check is the race
+        finally:
+            os._exit(0)
+    return {"fd": fd, "page": os.sysconf("SC_PAGE_SIZE")}
+
+
+def _detach_round(env: dict, st: dict, n: int) -> bool:
+    """The event's buffer mapped and its last munmap: perf_mmap_close() detaching the buffer
+    (ring_buffer_attach(event, NULL)) against the other CPU's SET_OUTPUT(-1)."""
+    try:
+        mmap.mmap(st["fd"], 2 * st["page"], prot=mmap.PROT_READ).close()
+        return True
+    except OSError:
+        return False
+
+
 LOADS: dict[str, Load] = {load.name: load for load in (
     Load("marker", TRACE, "trace_marker writes into the instance, numbered 'ringlab-load N'",
          _marker_start, _marker_round,
@@ -149,6 +221,10 @@ LOADS: dict[str, Load] = {load.name: load for load in (
          _samples_start, _samples_round),
     Load("mapper", PERF, "an event's buffer mapped and unmapped in a loop", lambda env: {},
          _mapper_round),
+    Load("aux", PERF, "the test PMU writing AUX chunks every 100 us on the other CPU, its AUX "
+         "area mapped and unmapped under it", _aux_start, _aux_round),
+    Load("detach", PERF, "an event's last munmap against SET_OUTPUT(-1) from a thread on the "
+         "other CPU", _detach_start, _detach_round),
 )}
 
 

@@ -144,3 +144,26 @@ def test_loads_stop_even_when_their_parent_dropped_root(tmp_path: Path,
     while not (tmp_path / "f").exists() or (tmp_path / "f").stat().st_size < 5:
         pass
     assert r.stop()["touch@0"]["rounds"] >= 4 and kills == []
+
+
+def test_the_detach_load_maps_its_event_and_leaves_no_child_behind() -> None:
+    """068's recipe as a load: its SET_OUTPUT child goes with the load."""
+    import perf_abi
+    try:
+        os.close(perf_abi.perf_event_open(perf_abi.attr(perf_abi.PERF_TYPE_SOFTWARE,
+                                                        perf_abi.PERF_COUNT_SW_DUMMY)))
+    except OSError as e:
+        pytest.skip(f"this host refuses a dummy perf event: {e}")
+    r = explore_load.Running([("detach", 0)], {})
+    time.sleep(0.5)
+    pid = r.pids[0]
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    counts = r.stop()
+    assert counts["detach@0"]["rounds"] > 0
+    assert counts["detach@0"]["ok"] == counts["detach@0"]["rounds"]
+    assert len(children) == 1, "the SET_OUTPUT child"
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{children[0]}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{children[0]}/status").exists() or \
+        "zombie" in Path(f"/proc/{children[0]}/status").read_text()
