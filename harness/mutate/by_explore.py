@@ -175,5 +175,6 @@ def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path, seed:
                              f"newly known {f.known_issue}: {f.key}: {f.got}"[:200])
         else:
             # by site: a mutant that moves lines must not turn the unmutated kernel's WARN new
-            found[f.site] = f"{f.key}: {f.got}"[:200]
+            odds = f" ({str(f.confirm_got).split(':')[0]})" if f.confirm_tries else ""
+            found[f.site] = f"{f.key}: {str(f.got)[:120]}{odds}"[:240]
     return found, time.monotonic() - start
