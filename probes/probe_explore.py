@@ -49,6 +49,8 @@ FIRST_UID = 20000   # sequences run as 20000, 20001, ...; never a real account
 LATE_S = 0.2        # waited after the last sequence for a splat of its deferred work
 UNTANGLE_TRIES = 3  # per check and slice: known failures tried without the known issue's steps
 STEER_SHARE = 0.5   # steered: the share of sequences started from a corpus entry's prefix
+RACE_TRIES = 3      # a race's shrink: replays of a candidate, one failing the same keeps it
+CLEAR_WARN_ONCE = "/sys/kernel/debug/clear_warn_once"   # kernel/panic.c, CONFIG_DEBUG_FS
 
 
 def worlds() -> dict[str, Any]:
@@ -260,6 +262,17 @@ def splat_key(lines: list[str]) -> str:
     return "splat:" + re.sub(r"\s+", " ", first).strip()
 
 
+def clear_warn_once() -> None:
+    """Re-arm every WARN_ONCE and WARN_ON_ONCE: one that fired in an earlier sequence fires
+    again in the next that reaches it, so each sequence is judged on its own and a replay in
+    the same guest can show it again (a race's shrink and confirmation need that)."""
+    try:
+        with open(CLEAR_WARN_ONCE, "w") as f:
+            f.write("1")
+    except OSError:
+        pass    # no debugfs: a WARN_ONCE shows once a boot, the host confirms on fresh guests
+
+
 # --- known issues ------------------------------------------------------------------------------
 
 def excused(excuses: list[dict], check: str, traits: set[str], kmsg: list[str]) -> bool:
@@ -330,6 +343,7 @@ class Explorer:
         if steps is not None:
             steps = explore_ops.named(self.world_cls.OPS, steps)
         self.settle()
+        clear_warn_once()
         self.kmsg.mark(f"{self.path} seed {self.seed} sequence {k if k is not None else 'replay'}")
         self.trail.seek(0)
         self.trail.write(b"\0" * 4096)
@@ -392,6 +406,34 @@ class Explorer:
         if out["failure"] is None or out["failure"]["check"] != check:
             return False
         return known is None or self.is_excused(setup, out, check, steps) == known
+
+    def fails_racy(self, setup: dict, steps: list[dict], check: str,
+                   known: bool | None = None) -> bool:
+        """fails_same for a schedule's failure: one of RACE_TRIES replays failing is enough."""
+        return any(self.fails_same(setup, steps, check, known) for _ in range(RACE_TRIES))
+
+    def shrink_race(self, setup: dict, steps: list[dict], check: str, known: bool | None,
+                    deadline: float) -> tuple[dict, list[dict]]:
+        """A failure of actors and loads made smaller where RACE_TRIES replays still show it:
+        the schedule first (each load, then each actor's whole part, dropped), then the steps
+        (ddmin, the actor of each step kept). What is left names what the race needs."""
+        def fails(candidate: list[dict], with_setup: dict | None = None) -> bool:
+            return time.monotonic() < deadline and \
+                self.fails_racy(setup if with_setup is None else with_setup, candidate,
+                                check, known)
+        for load in list(setup.get("load", [])):
+            fewer = [x for x in setup["load"] if x != load]
+            without = dict(setup, load=fewer) if fewer else \
+                {k: v for k, v in setup.items() if k != "load"}
+            if fails(steps, without):
+                setup = without
+        for actor in sorted({s.get("actor", 0) for s in steps}):
+            if len({s.get("actor", 0) for s in steps}) < 2:
+                break
+            trial = [s for s in steps if s.get("actor", 0) != actor]
+            if fails(trial):
+                steps = trial
+        return setup, _drop_steps(steps, fails, deadline)
 
     def is_excused(self, setup: dict, out: dict, check: str, steps: list[dict]) -> bool:
         if not self.excuses:
@@ -532,8 +574,10 @@ class Explorer:
         return again
 
     def _kept(self, k: int, setup: dict, out: dict, known: bool, shrink_s: float) -> dict:
-        """A failure's record, shrunk (one actor) to the shortest sequence that fails the same
-        check the same way (known issue's symptom or not)."""
+        """A failure's record, shrunk to the shortest sequence that fails the same check the
+        same way (known issue's symptom or not); a race's (actors, loads) over its schedule
+        and steps, each candidate replayed RACE_TRIES times, its smaller setup kept as
+        "shrunk_setup"."""
         f = out["failure"]
         record = {"sequence": k, "setup": setup, "env": out["env"], "failure": f,
                   "steps": out["steps"], "kmsg": out.get("kmsg", []), "excused": known}
@@ -541,11 +585,16 @@ class Explorer:
         if out.get("load"):
             record["load"] = out["load"]
         concurrent = self.actors > 1 or bool(setup.get("load"))
-        if f["check"] != "explorer" and concurrent:   # not shrunk: racy
+        if f["check"] != "explorer" and concurrent:
+            steps = [{k: v for k, v in s.items() if k != "result"} for s in out["steps"]]
+            small_setup, small = self.shrink_race(
+                setup, steps, f["check"], known if self.excuses else None,
+                time.monotonic() + shrink_s)
+            if len(small) < len(steps) or small_setup != setup:
+                record["shrunk"], record["shrunk_setup"] = small, small_setup
             record["traits"] = sorted(set().union(*(traits(
-                self.world_cls, self.path, env, [s for s in out["steps"]
-                                                 if s.get("actor", 0) == i])
-                for i in range(self.actors_in(out["steps"])))))
+                self.world_cls, self.path, env, [s for s in small if s.get("actor", 0) == i])
+                for i in range(self.actors_in(small)))))
         if f["check"] != "explorer" and not concurrent:
             steps = shrink(out["steps"], lambda s: self.fails_same(
                 setup, s, f["check"], known if self.excuses else None),

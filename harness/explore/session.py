@@ -181,7 +181,8 @@ def _failure(path: str, seed: int, rec: dict) -> Failure:
     steps = rec.get("shrunk") or [{k: v for k, v in s.items() if k != "result"}
                                   for s in rec["steps"]]
     return Failure(path=path, check=check, expected=f["expected"], got=f["got"], at=f["at"],
-                   seed=seed, sequence=rec.get("sequence"), setup=rec["setup"],
+                   seed=seed, sequence=rec.get("sequence"),
+                   setup=rec.get("shrunk_setup") or rec["setup"],
                    env=rec.get("env", {}), steps=steps, shrunk="shrunk" in rec,
                    traits=rec.get("traits", []), kmsg=rec.get("kmsg", []),
                    splat=_splat_title(rec.get("kmsg", [])))
@@ -398,7 +399,7 @@ class Explore:
 
     def confirm(self, f: Failure) -> None:
         """The shortest sequence once more, on a fresh guest: the same check must fail."""
-        if f.concurrent or f.check in ("crash", "hang") and guest_cpus(self.req):
+        if f.concurrent or guest_cpus(self.req):   # a race explore's, even shrunk to one actor
             self.confirm_concurrent(f)
             return
         if f.check in ("crash", "hang") and f.sequence is not None:

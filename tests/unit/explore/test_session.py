@@ -514,3 +514,20 @@ def test_a_path_run_beside_loads_says_their_throughput() -> None:
     res.add_load({"marker@1": {"rounds": 200, "ok": 200}})
     text = "\n".join(report.lines([res]))
     assert "load beside it: marker@1 100 rounds/s (3 refused)" in text
+
+
+def test_a_shrunk_race_keeps_the_smaller_schedule_it_was_shrunk_to() -> None:
+    """The guest's race shrink drops loads and actors: the failure's setup (what its
+    replays and reproducers run) is the smaller one, and the shrunk steps keep their actors."""
+    from harness.explore.session import _failure
+    steps = [{"id": 2, "op": "open", "args": [0], "actor": 0},
+             {"id": 1003, "op": "mmap", "args": ["@2", "all", "r", "shared"], "actor": 1}]
+    rec = {"sequence": 46, "setup": {"buffer_kb": 8, "load": [["marker", 1], ["resize", 1]]},
+           "shrunk_setup": {"buffer_kb": 8, "load": [["resize", 1]]}, "shrunk": steps,
+           "steps": steps + [{"id": 3, "op": "close", "args": ["@2"], "actor": 0,
+                              "result": "ok"}],
+           "env": {}, "traits": [], "kmsg": [],
+           "failure": {"check": "state", "at": "end", "expected": 1, "got": 2}}
+    f = _failure("trace-mmap", 0, rec)
+    assert f.setup == {"buffer_kb": 8, "load": [["resize", 1]]} and f.steps == steps
+    assert f.shrunk and f.concurrent

@@ -1,0 +1,71 @@
+"""A race's shrink in the guest (probes/probe_explore.py shrink_race): the schedule (loads,
+actors) and the steps made smaller where one of RACE_TRIES replays still fails the same way."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+import probe_explore
+
+
+def _steps() -> list[dict]:
+    return [{"id": i + 1000 * a, "op": "x", "args": {}, "actor": a}
+            for a in (0, 1) for i in range(5)]
+
+
+def _explorer(monkeypatch: pytest.MonkeyPatch, needs: set[int], load: str,
+              every: int = 1) -> tuple[probe_explore.Explorer, list[int]]:
+    """An explorer whose 'kernel' fails when the steps hold `needs` and the load `load` runs,
+    one replay in `every` (a race: some schedules only)."""
+    e = probe_explore.Explorer.__new__(probe_explore.Explorer)
+    replays: list[int] = []
+    tick = itertools.count()
+
+    def fails_same(setup: dict, steps: list[dict], check: str, known: object = None) -> bool:
+        replays.append(1)
+        hit = next(tick) % every == every - 1
+        return hit and needs <= {s["id"] for s in steps} and \
+            any(x[0] == load for x in setup.get("load", []))
+    monkeypatch.setattr(e, "fails_same", fails_same)
+    return e, replays
+
+
+def test_a_race_keeps_the_load_and_the_steps_it_needs_and_drops_the_rest(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    e, replays = _explorer(monkeypatch, {2, 1003}, "resize", every=2)
+    setup = {"buffer_kb": 8, "load": [["marker", 1], ["resize", 1], ["events", 1]]}
+    small_setup, small = e.shrink_race(setup, _steps(), "splat:x", None, float("inf"))
+    assert small_setup == {"buffer_kb": 8, "load": [["resize", 1]]}
+    assert {s["id"] for s in small} == {2, 1003}
+    assert all(s["actor"] == s["id"] // 1000 for s in small), "each step keeps its actor"
+    assert len(replays) > 0
+
+
+def test_a_race_of_one_actor_with_a_load_drops_the_other_actor_whole(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    e, _ = _explorer(monkeypatch, {1001}, "marker")
+    setup = {"load": [["marker", 1]]}
+    small_setup, small = e.shrink_race(setup, _steps(), "state", None, float("inf"))
+    assert small_setup == setup, "the one load it needs stays"
+    assert [s["id"] for s in small] == [1001]
+
+
+def test_a_race_past_its_deadline_is_kept_as_it_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    e, replays = _explorer(monkeypatch, {2}, "marker")
+    setup = {"load": [["marker", 1]]}
+    assert e.shrink_race(setup, _steps(), "state", None, 0.0) == (setup, _steps())
+    assert replays == []
+
+
+def test_every_sequence_starts_with_the_warn_once_flags_rearmed(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+    """A WARN_ONCE that fired in an earlier sequence would hide the same bug in every later
+    one, and a replay in the same guest could never show it again."""
+    from pathlib import Path
+    knob = Path(str(tmp_path)) / "clear_warn_once"
+    monkeypatch.setattr(probe_explore, "CLEAR_WARN_ONCE", str(knob))
+    probe_explore.clear_warn_once()
+    assert knob.read_text() == "1"
+    monkeypatch.setattr(probe_explore, "CLEAR_WARN_ONCE", str(knob / "none"))
+    probe_explore.clear_warn_once()     # no debugfs: nothing to do, no error
