@@ -375,8 +375,10 @@ class Explore:
                 self.confirm(f)
                 if f.known_issue is None:   # the sequence as run may have more traits
                     self.bind(f, issues)
+                where = f"in {str(f.confirm_got).split(':')[0]}" if f.confirm_tries \
+                    else "on a fresh guest"
                 self.say(f"{res.path}: {f.key}: "
-                         f"{'confirmed' if f.confirmed else 'NOT confirmed'} on a fresh guest"
+                         f"{'confirmed' if f.confirmed else 'NOT confirmed'} {where}"
                          f"{' (known issue ' + f.known_issue + ')' if f.known_issue else ' (new)'}")
 
     # --- after the explore ---
