@@ -184,10 +184,15 @@ def run_actors(world_cls: Any, path: str, setup: dict, uid: int,
     done: list[list[dict]] = [[] for _ in range(n_actors)]
     errors: list[str] = []
 
+    cpus = sorted(os.sched_getaffinity(0))
+
     def actor(i: int) -> None:
         m = models[i]
         mine = [s for s in steps if s.get("actor", 0) == i] if steps is not None else None
         try:
+            # Actor i on CPU i (mod the guest's): two actors run on two vCPUs, which TCG
+            # interleaves at any instruction, not only where the scheduler switches threads.
+            os.sched_setaffinity(0, {cpus[i % len(cpus)]})
             for n in range(len(mine) if mine is not None else max_steps):
                 if mine is not None:
                     step = mine[n]

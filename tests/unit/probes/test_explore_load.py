@@ -167,3 +167,23 @@ def test_the_detach_load_maps_its_event_and_leaves_no_child_behind() -> None:
         time.sleep(0.05)
     assert not Path(f"/proc/{children[0]}/status").exists() or \
         "zombie" in Path(f"/proc/{children[0]}/status").read_text()
+
+
+class _WhereWorld(_World):
+    """Each step answers the CPUs its thread may run on."""
+
+    def do(self, step: dict) -> str:
+        return ",".join(map(str, sorted(os.sched_getaffinity(0))))
+
+
+def test_actor_i_runs_pinned_to_cpu_i(tmp_path: Path) -> None:
+    """Two actors on two vCPUs: TCG interleaves them at any instruction, not only where the
+    scheduler switches threads on one CPU."""
+    cpus = sorted(os.sched_getaffinity(0))
+    (tmp_path / "f").write_bytes(b"x")
+    steps = [{"id": 1000 * a, "op": "noop", "args": {}, "actor": a} for a in range(3)]
+    out = probe_explore.run_actors(_WhereWorld, "trace-mmap", {"file": str(tmp_path / "f")},
+                                   0, steps, None, 4, None, 1)
+    assert {s["actor"]: s["result"] for s in out["steps"]} == {
+        a: str(cpus[a % len(cpus)]) for a in range(3)}
+    assert sorted(os.sched_getaffinity(0)) == cpus, "the caller's own CPUs are left alone"
