@@ -43,6 +43,9 @@ class Load:
     # round); empty: a reproducer runs this file beside it (`python3 explore_load.py NAME`).
     py_start: tuple[str, ...] = ()
     py_round: tuple[str, ...] = ()
+    # What a sequence did when a race shrink found it needs this load (probe_explore.py
+    # traits: the known issues' explore traits): the subbuf load's size flips under events.
+    traits: tuple[str, ...] = ()
 
 
 def _write(path: str, text: str) -> bool:
@@ -213,7 +216,8 @@ LOADS: dict[str, Load] = {load.name: load for load in (
          (), ("open(f'{inst}/buffer_size_kb', 'w').write(('8', '16')[n % 2])",)),
     Load("subbuf", TRACE, "buffer_subbuf_size_kb flips 4 <-> 8 KiB", lambda env: {},
          _subbuf_round, (),
-         ("open(f'{inst}/buffer_subbuf_size_kb', 'w').write(('4', '8')[n % 2])",)),
+         ("open(f'{inst}/buffer_subbuf_size_kb', 'w').write(('4', '8')[n % 2])",),
+         traits=("subbuf-changed-with-events",)),
     Load("events", TRACE, "the instance records the sched events", _events_start,
          _events_round, ("open(f'{inst}/events/sched/enable', 'w').write('1')",),
          ("time.sleep(0.001)",)),

@@ -418,10 +418,12 @@ class Explorer:
         return any(self.fails_same(setup, steps, check, known) for _ in range(RACE_TRIES))
 
     def shrink_race(self, setup: dict, steps: list[dict], check: str, known: bool | None,
-                    deadline: float) -> tuple[dict, list[dict]]:
+                    deadline: float) -> tuple[dict, list[dict], list[str]]:
         """A failure of actors and loads made smaller where RACE_TRIES replays still show it:
         the schedule first (each load, then each actor's whole part, dropped), then the steps
-        (ddmin, the actor of each step kept). What is left names what the race needs."""
+        (ddmin, the actor of each step kept). What is left names what the race needs; the
+        loads it was seen to need (dropped, it did not fail) are named apart."""
+        needed: list[str] = []
         def fails(candidate: list[dict], with_setup: dict | None = None) -> bool:
             return time.monotonic() < deadline and \
                 self.fails_racy(setup if with_setup is None else with_setup, candidate,
@@ -432,13 +434,15 @@ class Explorer:
                 {k: v for k, v in setup.items() if k != "load"}
             if fails(steps, without):
                 setup = without
+            elif time.monotonic() < deadline:
+                needed.append(load[0])
         for actor in sorted({s.get("actor", 0) for s in steps}):
             if len({s.get("actor", 0) for s in steps}) < 2:
                 break
             trial = [s for s in steps if s.get("actor", 0) != actor]
             if fails(trial):
                 steps = trial
-        return setup, _drop_steps(steps, fails, deadline)
+        return setup, _drop_steps(steps, fails, deadline), needed
 
     def is_excused(self, setup: dict, out: dict, check: str, steps: list[dict]) -> bool:
         if not self.excuses:
@@ -592,14 +596,16 @@ class Explorer:
         concurrent = self.actors > 1 or bool(setup.get("load"))
         if f["check"] != "explorer" and concurrent:
             steps = [{k: v for k, v in s.items() if k != "result"} for s in out["steps"]]
-            small_setup, small = self.shrink_race(
+            small_setup, small, needed = self.shrink_race(
                 setup, steps, f["check"], known if self.excuses else None,
                 time.monotonic() + shrink_s)
             if len(small) < len(steps) or small_setup != setup:
                 record["shrunk"], record["shrunk_setup"] = small, small_setup
+            # a load the race needs did what its traits say (the subbuf load's size flips)
             record["traits"] = sorted(set().union(*(traits(
                 self.world_cls, self.path, env, [s for s in small if s.get("actor", 0) == i])
-                for i in range(self.actors_in(small)))))
+                for i in range(self.actors_in(small))), *(
+                explore_load.LOADS[name].traits for name in needed)))
         if f["check"] != "explorer" and not concurrent:
             steps = shrink(out["steps"], lambda s: self.fails_same(
                 setup, s, f["check"], known if self.excuses else None),

@@ -35,8 +35,10 @@ def test_a_race_keeps_the_load_and_the_steps_it_needs_and_drops_the_rest(
         monkeypatch: pytest.MonkeyPatch) -> None:
     e, replays = _explorer(monkeypatch, {2, 1003}, "resize", every=2)
     setup = {"buffer_kb": 8, "load": [["marker", 1], ["resize", 1], ["events", 1]]}
-    small_setup, small = e.shrink_race(setup, _steps(), "splat:x", None, float("inf"))
+    small_setup, small, needed = e.shrink_race(setup, _steps(), "splat:x", None,
+                                               float("inf"))
     assert small_setup == {"buffer_kb": 8, "load": [["resize", 1]]}
+    assert needed == ["resize"], "seen to need it: without it, no replay failed"
     assert {s["id"] for s in small} == {2, 1003}
     assert all(s["actor"] == s["id"] // 1000 for s in small), "each step keeps its actor"
     assert len(replays) > 0
@@ -46,7 +48,7 @@ def test_a_race_of_one_actor_with_a_load_drops_the_other_actor_whole(
         monkeypatch: pytest.MonkeyPatch) -> None:
     e, _ = _explorer(monkeypatch, {1001}, "marker")
     setup = {"load": [["marker", 1]]}
-    small_setup, small = e.shrink_race(setup, _steps(), "state", None, float("inf"))
+    small_setup, small, _ = e.shrink_race(setup, _steps(), "state", None, float("inf"))
     assert small_setup == setup, "the one load it needs stays"
     assert [s["id"] for s in small] == [1001]
 
@@ -54,7 +56,7 @@ def test_a_race_of_one_actor_with_a_load_drops_the_other_actor_whole(
 def test_a_race_past_its_deadline_is_kept_as_it_ran(monkeypatch: pytest.MonkeyPatch) -> None:
     e, replays = _explorer(monkeypatch, {2}, "marker")
     setup = {"load": [["marker", 1]]}
-    assert e.shrink_race(setup, _steps(), "state", None, 0.0) == (setup, _steps())
+    assert e.shrink_race(setup, _steps(), "state", None, 0.0) == (setup, _steps(), [])
     assert replays == []
 
 
@@ -69,3 +71,22 @@ def test_every_sequence_starts_with_the_warn_once_flags_rearmed(
     assert knob.read_text() == "1"
     monkeypatch.setattr(probe_explore, "CLEAR_WARN_ONCE", str(knob / "none"))
     probe_explore.clear_warn_once()     # no debugfs: nothing to do, no error
+
+
+def test_a_load_the_race_needs_lends_its_traits_to_the_failure(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The subbuf load flips the sub-buffer size: a race that needs it did what the known
+    issue of that flip names (subbuf-changed-with-events), though no step of it did."""
+    e = probe_explore.Explorer.__new__(probe_explore.Explorer)
+    e.path, e.actors, e.excuses = "trace-mmap", 2, []
+    e.world_cls = probe_explore.world_of("trace-mmap")
+    setup = {"buffer_kb": 8, "subbuf_kb": 4, "load": [["marker", 1], ["subbuf", 1]]}
+    monkeypatch.setattr(e, "shrink_race", lambda *a: (setup, [], ["subbuf"]))
+    out = {"steps": [], "env": {"ncpus": 1, "instance": "x", "has_snapshot": True,
+                                "has_subbuf": True},
+           "failure": {"check": "splat:WARNING", "at": "kernel log", "expected": "no splat",
+                       "got": "x"}}
+    record = e._kept(7, setup, out, False, 10.0)
+    assert record["traits"] == ["subbuf-changed-with-events"]
+    monkeypatch.setattr(e, "shrink_race", lambda *a: (setup, [], ["marker"]))
+    assert e._kept(7, setup, out, False, 10.0)["traits"] == []
