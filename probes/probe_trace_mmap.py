@@ -1039,6 +1039,43 @@ def check_subbuf_change_reader(args: list[str]) -> dict:
     return out
 
 
+def check_marker_beside_snapshot_swap(args: list[str]) -> dict:
+    """trace_marker writes on CPU 0 while `echo 1 > snapshot` swaps the instance's buffer
+    with its snapshot from the last CPU, for a few seconds, nothing mapped: the writer's read
+    of tr->array_buffer.buffer against update_max_tr()'s swap. How many of each were made;
+    a data race there is the kernel log's (a race kernel's KCSAN), judged by the plugin."""
+    import threading
+    seconds = float(args[0]) if args else 3.0
+    last = max(os.sched_getaffinity(0))
+    with instance(size_kb=64) as inst:
+        if not os.path.exists(f"{inst.path}/snapshot"):
+            raise probelib.Skip("no snapshot file in a tracefs instance (CONFIG_TRACER_SNAPSHOT)")
+        _must(inst.set("snapshot", 1), "snapshot")     # allocated once: each swap is a swap
+        made = {"markers": 0, "swaps": 0, "refused": 0}
+        stop = time.monotonic() + seconds
+
+        def loop(cpu: int, file: str, data: bytes, count: str) -> None:
+            os.sched_setaffinity(0, {cpu})
+            fd = os.open(f"{inst.path}/{file}", os.O_WRONLY)
+            try:
+                while time.monotonic() < stop:
+                    try:
+                        os.write(fd, data)
+                        made[count] += 1
+                    except OSError:
+                        made["refused"] += 1
+            finally:
+                os.close(fd)
+        threads = [threading.Thread(target=loop, args=(0, "trace_marker", b"m", "markers")),
+                   threading.Thread(target=loop, args=(last, "snapshot", b"1", "swaps"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        inst.set("snapshot", 0)
+    return dict(made, cpus=last + 1)
+
+
 def check_full_read(args: list[str]) -> dict:
     """read() of whole committed sub-buffers of a mapped buffer, then the mapping drains the
     rest, round after round. A mapped buffer's sub-buffers are the ones user space maps

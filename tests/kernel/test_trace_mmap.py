@@ -596,6 +596,18 @@ def test_a_new_subbuf_size_leaves_no_unreadable_events(trace, check) -> None:
           f"{c['again']} (the end of file where EAGAIN is due)", **c)
 
 
+@pytest.mark.guest(cpus=2)
+def test_trace_marker_writes_beside_snapshot_swaps_leave_no_splat(trace) -> None:
+    """A trace_marker writer on one CPU and `echo 1 > snapshot` on the other: the writer
+    reads the instance's buffer pointer while update_max_tr() swaps it with the snapshot's
+    (kernel/trace/trace.c write_marker_to_buffer(), trace_snapshot.c update_max_tr()). Both
+    are allowed at once; the kernel log judges (a race kernel reports the data race)."""
+    r = trace("marker-beside-snapshot-swap", "3")
+    assert r["cpus"] >= 2, f"the two writers need two CPUs, the guest has {r['cpus']}"
+    assert r["markers"] > 0 and r["swaps"] > 0, \
+        f"both sides must run for the race to be asked: {r}"
+
+
 def test_read_of_whole_subbuffers_leaves_the_mapping_intact(trace, new_splats) -> None:
     f = trace("full-read")
     # ring_buffer_read_page() copies a full sub-buffer of a mapped buffer out instead of
