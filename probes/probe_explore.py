@@ -33,6 +33,7 @@ import mmap
 import os
 import random
 import re
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -163,8 +164,10 @@ def run_sequence(world_cls: Any, path: str, setup: dict, uid: int,
 def run_actors(world_cls: Any, path: str, setup: dict, uid: int,
                steps: list[dict] | None = None, rngs: list[random.Random] | None = None,
                max_steps: int = 12, trail: mmap.mmap | None = None, actors: int = 2) -> dict:
-    """Actors (threads of one process: one mm, one user) making their own sequences on one
-    world at once: the same instance, the same user's charge; the setup's loads
+    """Actors (threads of one process: one mm, one user; or, with the setup's "actors_as":
+    "process", processes forked from it: an mm each, so one's mmap() does not wait for
+    another's munmap() on mmap_lock) making their own sequences on one world at once: the
+    same instance, the same user's charge; the setup's loads
     (explore_load.py) run beside them in processes of their own, from before the world is
     made until the actors are done. Their interleaving is the scheduler's, so no step is
     judged; the oracle is the end state (everything given back, the buffer resizable, the
@@ -209,13 +212,20 @@ def run_actors(world_cls: Any, path: str, setup: dict, uid: int,
                 m.apply(step, result)       # the objects the kernel made, nothing judged
         except Exception as e:  # noqa: BLE001 - the explorer's own error
             errors.append(f"actor {i}: {type(e).__name__}: {e}")
-    threads = [threading.Thread(target=actor, args=(i,)) for i in range(n_actors)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    killed = None
+    if setup.get("actors_as") == "process":
+        killed = _actors_in_processes(actor, n_actors, done, errors, models)
+    else:
+        threads = [threading.Thread(target=actor, args=(i,)) for i in range(n_actors)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     load = loads.stop() if loads is not None else {}
     ran = [s for d in done for s in d]
+    if killed is not None:      # a signal in a step of that actor (its process died of it)
+        return {"steps": ran, "load": load,
+                "failure": failure(f"signal:actor{killed[0]}", "actor", "no signal", killed[1])}
     if errors:
         return {"steps": ran, "error": errors[0], "load": load}
     world.release()
@@ -223,6 +233,29 @@ def run_actors(world_cls: Any, path: str, setup: dict, uid: int,
         m.release()
     return {"steps": ran, "load": load,
             "failure": compare(models[0].end(), world.end(models[0].end()), "end")}
+
+
+def _actors_in_processes(actor: Callable[[int], None], n: int, done: list[list[dict]],
+                         errors: list[str], models: list[Any]) -> tuple[int, str] | None:
+    """Each actor in a process of its own, all at once; what each did comes back through a
+    pipe and is applied to the parent's copy of its model (the end state is judged here). The
+    first actor a signal killed, with the signal's name, or None."""
+    def one(i: int) -> dict:
+        actor(i)
+        return {"steps": done[i], "errors": errors}
+    started = [probelib.start_in_child(one, i) for i in range(n)]
+    killed = None
+    for i, (pid, r) in enumerate(started):
+        data, status = probelib.reap_child(pid, r)
+        if os.WIFSIGNALED(status):
+            killed = killed or (i, signal.Signals(os.WTERMSIG(status)).name)
+            continue
+        out = json.loads(data)
+        errors += out.get("errors", []) + ([out["error"]] if "error" in out else [])
+        done[i] = out.get("steps", [])
+        for step in done[i]:
+            models[i].apply({k: v for k, v in step.items() if k != "result"}, step["result"])
+    return killed
 
 
 # --- the kernel log -------------------------------------------------------------------------------
@@ -304,8 +337,9 @@ class Explorer:
 
     def __init__(self, path: str, seed: int, max_steps: int | None = None, actors: int = 1,
                  excuses: list[dict] | None = None, steer: bool = False,
-                 loads: list[tuple[str, int]] | None = None) -> None:
+                 loads: list[tuple[str, int]] | None = None, processes: bool = False) -> None:
         self.path, self.seed, self.actors = path, seed, actors
+        self.processes = processes and actors > 1   # actors as processes, not threads
         self.loads = loads or []    # (explore_load.LOADS name, CPU) beside every sequence
         # Steering (a coverage kernel): a sequence that ran an edge no earlier one did joins
         # the corpus; a share of later sequences start from a prefix of one of it.
@@ -335,6 +369,8 @@ class Explorer:
         """Sequence k's setup: the path's own, drawn from (path, seed, k), and the loads that
         run beside it (kept in the setup, so a replay runs them too)."""
         setup = self.world_cls.setup(self.path, random.Random(f"{self.path}/{self.seed}/{k}"))
+        if self.processes:
+            setup = dict(setup, actors_as="process")
         return dict(setup, load=[list(x) for x in self.loads]) if self.loads else setup
 
     def one(self, setup: dict, steps: list[dict] | None = None, k: int | None = None,
@@ -686,6 +722,8 @@ def main(argv: list[str]) -> int:
                    "(default: the path's MAX_STEPS)")
     r.add_argument("--actors", type=int, choices=(1, 2, 3, 4), default=1, help="2 to 4: "
                    "threads at once on one world, judged by the end state and the kernel log")
+    r.add_argument("--processes", action="store_true", help="with --actors: each actor a "
+                   "process of its own (an mm each), not a thread")
     r.add_argument("--load", default="", help="NAME[@CPU],...: loads beside each sequence "
                    "(explore_load.py LOADS), judged like actors")
     r.add_argument("--excuse", default="[]", help="JSON list of known issues' symptoms "
@@ -717,7 +755,7 @@ def main(argv: list[str]) -> int:
             probelib.emit({"path": a.path, "error": str(err)})
             return 2
         e = Explorer(a.path, a.seed, a.max_steps, a.actors, json.loads(a.excuse), a.steer,
-                     loads)
+                     loads, a.processes)
         probelib.emit(e.explore(a.first, a.count, a.budget, a.shrink))
         return 0
     doc = json.loads(a.file) if a.file.lstrip().startswith("{") else \

@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--actors", default="1", help="1, or 2 to 4: threads making their own "
                    "sequences at once on a 2-vCPU guest (one user, one instance), judged by "
                    "the end state and the kernel log")
+    e.add_argument("--processes", action="store_true", help="with --actors: each actor a "
+                   "process of its own (an mm each: one's mmap() does not wait for another's "
+                   "munmap() on mmap_lock), not a thread")
     e.add_argument("--load", default="", metavar="NAME[@CPU],...", help="loads beside every "
                    "sequence, each in a process pinned to its CPU (default: the last): "
                    + "; ".join(f"{n} ({ld.doc})" for n, ld in explore_load.LOADS.items()) +
@@ -67,12 +70,14 @@ def request(args: argparse.Namespace, kernel: str) -> ExploreRequest:
     if args.actors not in ("1", "2", "3", "4"):
         raise LabError(f"--actors {args.actors!r}: expected 1 to 4")
     check_loads(args.load)
+    if args.processes and args.actors == "1":
+        raise LabError("--processes makes the actors processes: add --actors 2 (to 4)")
     if not args.confirm.isdigit() or not 1 <= int(args.confirm) <= 20:
         raise LabError(f"--confirm {args.confirm!r}: expected 1 to 20 fresh guests")
     return ExploreRequest(kernel=kernel, paths=tuple(dict.fromkeys(args.paths)),
                           budget_s=parse_budget(args.budget), seed=seed, actors=int(args.actors),
                           steer=args.steer, load=args.load, keep=args.keep,
-                          confirm_guests=int(args.confirm))
+                          confirm_guests=int(args.confirm), processes=args.processes)
 
 
 def main(args: argparse.Namespace) -> int:

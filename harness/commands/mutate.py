@@ -42,6 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "explorer's seeds, each mutant explored once per seed (default 1)")
     mu.add_argument("--actors", type=int, default=1, choices=(1, 2, 3, 4), help="with "
                     "--explore: threads at once per sequence (./lab explore --actors)")
+    mu.add_argument("--processes", action="store_true", help="with --actors: actors as "
+                    "processes (./lab explore --processes)")
     mu.add_argument("--load", default="", metavar="NAME[@CPU],...", help="with --explore: "
                     "loads beside each sequence (./lab explore --load): race mutants")
     mu.add_argument("--steer", choices=STEER_MODES, default="off", help="with --explore: the "
@@ -66,8 +68,11 @@ def main(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise LabError(f"-j {args.jobs}: expected 1 or more guests")
     seeds, modes = explorer_runs(args.seeds, args.steer, explore_s is not None)
-    if explore_s is None and (args.actors != 1 or args.load):
-        raise LabError("--actors and --load choose the explorer's runs: add --explore BUDGET")
+    if explore_s is None and (args.actors != 1 or args.load or args.processes):
+        raise LabError("--actors, --processes and --load choose the explorer's runs: add "
+                       "--explore BUDGET")
+    if args.processes and args.actors == 1:
+        raise LabError("--processes makes the actors processes: add --actors 2 (to 4)")
     check_loads(args.load)
     if True in modes:   # steering reads the gcov counters: the coverage variant is mutated
         spec = gcov.variant(cfg, spec)
@@ -76,7 +81,8 @@ def main(args: argparse.Namespace) -> int:
     return session.run(Plan(cfg, spec, tuple(mutants), args.k, tuple(args.pytest_args), out,
                             whole_suite=args.whole_suite, explore_s=explore_s,
                             selftests=args.selftests, jobs=args.jobs, seeds=seeds,
-                            modes=modes, actors=args.actors, load=args.load))
+                            modes=modes, actors=args.actors, load=args.load,
+                            processes=args.processes))
 
 
 def explorer_runs(seeds: str, steer: str, exploring: bool) -> tuple[tuple[int, ...],

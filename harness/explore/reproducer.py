@@ -653,6 +653,11 @@ def _py_actors(f: FailureLike) -> list[str]:
             lines += _py_step(n, step, None, None, f.path)
         body += ["", "", f"def actor{i}():"] + ["    " + x for x in lines] + ["    pass"]
     names = ", ".join(f"actor{i}" for i in actors) + ("," if len(actors) == 1 else "")
+    if f.setup.get("actors_as") == "process":   # an mm each, as the explorer ran them
+        return body + ["", "", "pids = []", f"for a in ({names}):", "    pid = os.fork()",
+                       "    if pid == 0:", "        a()", "        os._exit(0)",
+                       "    pids.append(pid)", "for pid in pids:", "    os.waitpid(pid, 0)",
+                       *(["stop_loads()"] if loads else [])]
     return body + ["", "", f"threads = [threading.Thread(target=a) for a in ({names})]",
                    "for t in threads:", "    t.start()", "for t in threads:", "    t.join()",
                    *(["stop_loads()"] if loads else [])]

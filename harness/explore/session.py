@@ -43,6 +43,7 @@ class ExploreRequest:
     budget_s: float                 # per path
     seed: int
     actors: int = 1
+    processes: bool = False         # actors as processes (an mm each), not threads of one
     # Loads beside each sequence (probes/explore_load.py): "NAME[@CPU],...", each path taking
     # the ones that go with it.
     load: str = ""
@@ -258,6 +259,7 @@ class Explore:
                 out = self._probe(["run", path, "--seed", str(self.req.seed), "--first",
                                    str(first), "--budget", f"{slice_s:.1f}", "--shrink",
                                    str(SHRINK_S), "--actors", str(self.req.actors),
+                                   *(["--processes"] if self.req.processes else []),
                                    "--load", loads_for(self.req.load, path),
                                    "--excuse", excuses,
                                    *(["--steer"] if self.req.steer else [])],
@@ -500,4 +502,5 @@ class Explore:
         """The probe's arguments that run f's sequence again as the seed drew it, unshrunk."""
         return ["run", f.path, "--seed", str(f.seed), "--first", str(f.sequence), "--count",
                 "1", "--shrink", "0", "--actors", str(self.req.actors),
+                *(["--processes"] if self.req.processes else []),
                 "--load", loads_for(self.req.load, f.path)]

@@ -156,6 +156,7 @@ def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path, seed:
     lab = Lab(with_build(plan.cfg, plan.name, tree=tree))
     run = Explore(lab, ExploreRequest(plan.name, paths, plan.explore_s or 60, seed=seed,
                                       actors=plan.actors, load=plan.load, steer=steer,
+                                      processes=plan.processes,
                                       stop_at_new=stop_at_new, baseline=baseline), out_dir,
                   say=lambda line: log.debug("%s", line))
     start = time.monotonic()

@@ -38,6 +38,7 @@ class Plan:
     modes: tuple[bool, ...] = (False,)      # steered?
     # With explore_s: the explorer's actors and loads (race mutants, issue 43).
     actors: int = 1
+    processes: bool = False
     load: str = ""
 
     @property

@@ -436,6 +436,26 @@ def test_two_actors_failure_gets_a_threaded_python_reproducer(tmp_path: Path) ->
     subprocess.run([sys.executable, "-m", "py_compile", str(written[0])], check=True)
 
 
+def test_actors_run_as_processes_get_a_reproducer_that_forks_them(tmp_path: Path) -> None:
+    steps = [dict(s, actor=0) for s in DOUBLE_CHARGE[:2]] + \
+        [{"id": 1000, "op": "open", "args": ["dummy"], "actor": 1}]
+    f = failure(steps=steps)
+    f.setup = dict(f.setup, actors_as="process")
+    text = reproducer.python_script(f, report.title(f))
+    assert "os.fork()" in text.split("def actor1")[1] and "threading.Thread(target=a)" \
+        not in text
+    py = tmp_path / "repro.py"
+    py.write_text(text)
+    subprocess.run([sys.executable, "-m", "py_compile", str(py)], check=True)
+
+
+def test_processes_need_actors_and_reach_the_probe() -> None:
+    with pytest.raises(LabError, match="--processes makes the actors processes"):
+        verb.request(args("--processes"), "k")
+    r = verb.request(args("--actors", "2", "--processes"), "k")
+    assert r.processes and r.actors == 2
+
+
 def test_what_each_operation_was_answered_is_summed_over_slices_and_said() -> None:
     res = PathResult("pinning")
     res.add_answers({"mmap": {"ok": 3, "EINVAL": 1}, "poll": {"none": 2}})

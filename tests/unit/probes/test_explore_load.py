@@ -187,3 +187,39 @@ def test_actor_i_runs_pinned_to_cpu_i(tmp_path: Path) -> None:
     assert {s["actor"]: s["result"] for s in out["steps"]} == {
         a: str(cpus[a % len(cpus)]) for a in range(3)}
     assert sorted(os.sched_getaffinity(0)) == cpus, "the caller's own CPUs are left alone"
+
+
+def test_actors_as_processes_run_apart_and_their_steps_come_back(tmp_path: Path) -> None:
+    """--processes: an mm per actor (one's mmap() does not wait on another's munmap() for
+    mmap_lock); each actor's steps come back to the parent, which judges the end state."""
+    cpus = sorted(os.sched_getaffinity(0))
+    (tmp_path / "f").write_bytes(b"x")
+
+    class PidWorld(_WhereWorld):
+        def do(self, step: dict) -> str:
+            return f"{os.getpid()}@{super().do(step)}"
+    steps = [{"id": 1000 * a + n, "op": "noop", "args": {}, "actor": a}
+             for a in range(2) for n in range(2)]
+    setup = {"file": str(tmp_path / "f"), "actors_as": "process"}
+    out = probe_explore.run_actors(PidWorld, "trace-mmap", setup, 0, steps, None, 4, None, 1)
+    assert out["failure"] is None and len(out["steps"]) == 4, out
+    pids = {s["actor"]: s["result"].split("@")[0] for s in out["steps"]}
+    assert len(set(pids.values()) | {str(os.getpid())}) == 3, "a process per actor"
+    assert {s["actor"]: s["result"].split("@")[1] for s in out["steps"]} == {
+        a: str(cpus[a % len(cpus)]) for a in range(2)}
+
+
+def test_an_actor_process_a_signal_kills_fails_its_sequence(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"x")
+
+    class Crash(_World):
+        def do(self, step: dict) -> str:
+            if step.get("actor") == 1:
+                os.kill(os.getpid(), 11)
+            return "ok"
+    steps = [{"id": 1000 * a, "op": "noop", "args": {}, "actor": a} for a in range(2)]
+    out = probe_explore.run_actors(Crash, "trace-mmap", {"file": str(tmp_path / "f"),
+                                                         "actors_as": "process"},
+                                   0, steps, None, 4, None, 1)
+    assert out["failure"]["check"] == "signal:actor1" and out["failure"]["got"] == "SIGSEGV"
+    assert [s["actor"] for s in out["steps"]] == [0]
