@@ -691,15 +691,16 @@ def _py_loads(f: FailureLike) -> list[str]:
 
 
 def write(folder: Path, f: FailureLike, title: str) -> list[Path]:
-    """repro.py and repro.c for a failure, in `folder` (two actors at once: repro.py only,
-    two threads)."""
+    """repro.py and repro.c for a failure, in `folder`. Actors at once (steps that carry their
+    actor) get both in threads (repro.c: pthreads, `gcc -pthread`), their steps said and not
+    judged, since the interleaving is the scheduler's; the loads run beside them (repro.c:
+    probes/explore_load.py if it is beside the program, which write() does not put there)."""
     folder.mkdir(parents=True, exist_ok=True)
     py = folder / "repro.py"
     py.write_text(python_script(f, title))
     py.chmod(0o755)
-    if is_concurrent(f):
-        return [py]
     c = folder / "repro.c"
     from harness.explore import c_reproducer
-    c.write_text(c_reproducer.program(f, title, expectations(f)))
+    c.write_text(c_reproducer.actors_program(f, title) if is_concurrent(f) else
+                 c_reproducer.program(f, title, expectations(f)))
     return [py, c]

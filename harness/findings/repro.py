@@ -50,7 +50,7 @@ def build(source: Path) -> Path:
         raise LabError("gcc is not installed on this host: it builds the reproducer",
                        hint="apt install gcc libc6-dev (./lab installs them for build verbs)")
     out = source.with_suffix("")
-    p = subprocess.run([gcc, "-static", "-O2", "-Wall", "-o", str(out), str(source)],
+    p = subprocess.run([gcc, "-static", "-O2", "-Wall", "-pthread", "-o", str(out), str(source)],
                        capture_output=True, text=True)
     if p.returncode != 0:
         raise LabError(f"the reproducer {source} does not build: "

@@ -30,8 +30,8 @@ static int read_int(const char *path, int *value)
 }
 
 /* An event whose buffer takes the next opened event's records, or -1: PERF_FLAG_FD_OUTPUT
- * with PERF_FLAG_FD_NO_GROUP, that event as group_fd. */
-static int output_fd = -1;
+ * with PERF_FLAG_FD_NO_GROUP, that event as group_fd (per thread: an actor's own). */
+static __thread int output_fd = -1;
 
 static long open_attr(struct perf_event_attr *a)
 {

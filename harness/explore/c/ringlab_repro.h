@@ -8,7 +8,9 @@
  * exit KSFT_PASS (0), KSFT_FAIL (1) or KSFT_SKIP (4).
  *
  * Before including it, a program defines SLOTS (the highest step id + 2): fd[], addr[] and
- * len[] are indexed by the id of the step that made the object.
+ * len[] are indexed by the id of the step that made the object (actor i's ids start at
+ * 1000 i: each actor's thread has slots of its own). The static buffers a function returns
+ * are per thread, for the same reason.
  */
 #ifndef RINGLAB_REPRO_H
 #define RINGLAB_REPRO_H
@@ -77,7 +79,7 @@ static __attribute__((noreturn)) void skip_all(const char *why)
 
 static const char *res(int ok)
 {
-	static char buf[32];
+	static __thread char buf[32];
 
 	if (ok)
 		return "ok";
@@ -103,7 +105,8 @@ static long vm_pin_kb(void)
  * A step's result against the results the ABI allows ("|"-separated) and, when pin >= 0,
  * VmPin against the charge model.
  */
-static void step(const char *what, const char *got, const char *allowed, long pin)
+static void __attribute__((unused)) step(const char *what, const char *got, const char *allowed,
+					 long pin)
 {
 	char list[128], line[512], *tok, *save;
 	int ok = 0;
@@ -157,7 +160,7 @@ static void __attribute__((unused)) check_end(const char *what)
 /* poll() of an fd, without waiting: "err", "hup", "in", "none", or the events in hex. */
 static __attribute__((unused)) const char *polled(int f)
 {
-	static char buf[32];
+	static __thread char buf[32];
 	struct pollfd p = { f, POLLIN, 0 };
 
 	if (poll(&p, 1, 0) < 0)
@@ -178,8 +181,8 @@ static __attribute__((unused)) const char *polled(int f)
  * nothing is mapped); "ok" when none, "inherits N" otherwise. */
 static __attribute__((unused)) const char *forked(void)
 {
-	static unsigned char vec[1 << 16];
-	static char buf[32];
+	static unsigned char vec[1 << 16];	/* written by the child only */
+	static __thread char buf[32];
 	int k, n = 0, status;
 	pid_t pid = fork();
 

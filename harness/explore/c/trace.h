@@ -76,9 +76,10 @@ static long long __attribute__((unused)) tr_read_int(const char *name)
  * The numbered events (probes/explore_trace.py, Tally): every trace_marker write is "ringlab
  * N"; a reader must take each one once, in order, and skip none that the kernel does not count
  * lost (per_cpu/cpu0/stats). `forgot`: written before a step that may take or drop events
- * unseen (GET_READER with nothing to read them through, a new size, a snapshot).
+ * unseen (GET_READER with nothing to read them through, a new size, a snapshot). Per thread:
+ * actors at once are not judged by it, and must not race on it.
  */
-static struct {
+static __thread struct {
 	long long marks, forgot, last, twice, missing;
 	long long lost_base;	/* what the stats counted lost when the tally last forgot */
 	int read_since;		/* read() took events since the last GET_READER */
@@ -170,7 +171,7 @@ static size_t tally_took(const unsigned char *sb, size_t len, size_t start, int 
 /* read() of trace_pipe_raw: a sub-buffer, every event of it taken now. */
 static const char __attribute__((unused)) *tally_read(int fd)
 {
-	static unsigned char buf[1 << 16];
+	static __thread unsigned char buf[1 << 16];
 	ssize_t n = read(fd, buf, sizeof(buf));
 
 	if (n > 0) {

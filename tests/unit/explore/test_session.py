@@ -129,8 +129,8 @@ def test_reproducers_compile(tmp_path: Path, path: str) -> None:
     subprocess.run([sys.executable, "-m", "py_compile", str(py)], check=True)
     if shutil.which("gcc") is None:
         pytest.skip("no gcc on this host")
-    r = subprocess.run(["gcc", "-Wall", "-Werror", "-o", str(tmp_path / "repro"), str(c)],
-                       capture_output=True, text=True)
+    r = subprocess.run(["gcc", "-Wall", "-Werror", "-pthread", "-o", str(tmp_path / "repro"),
+                        str(c)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
 
 
@@ -422,18 +422,25 @@ def test_the_usual_reports_say_new_known_and_flaky_apart(tmp_path: Path) -> None
     assert "NEW: pinning: check vm_pin_kb" in (tmp_path / "report.html").read_text()
 
 
-def test_two_actors_failure_gets_a_threaded_python_reproducer(tmp_path: Path) -> None:
+def test_two_actors_failure_gets_threaded_reproducers(tmp_path: Path) -> None:
     steps = [dict(s, actor=0) for s in DOUBLE_CHARGE[:2]] + \
         [{"id": 1000, "op": "open", "args": ["dummy"], "actor": 1},
          {"id": 1001, "op": "mmap", "args": ["@1000", 3, "rw", "shared"], "actor": 1}]
     f = failure(steps=steps)
     written = reproducer.write(tmp_path, f, report.title(f))
-    assert [p.name for p in written] == ["repro.py"], "no C: the interleaving is in threads"
+    assert [p.name for p in written] == ["repro.py", "repro.c"]
     text = written[0].read_text()
     assert "def actor0():" in text and "def actor1():" in text and "t.start()" in text
     assert "step(" not in text.split("def actor0")[1].split("threads =")[0], \
         "no step is judged: the end state is"
     subprocess.run([sys.executable, "-m", "py_compile", str(written[0])], check=True)
+    c = written[1].read_text().split("#endif /* RINGLAB_ACTORS_H */")[1]
+    assert "static void *actor0(" in c and "static void *actor1(" in c and "\tstep(" not in c
+    if shutil.which("gcc") is None:
+        pytest.skip("no gcc on this host")
+    r = subprocess.run(["gcc", "-Wall", "-Werror", "-pthread", "-o", str(tmp_path / "repro"),
+                        str(written[1])], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
 
 
 def test_actors_run_as_processes_get_a_reproducer_that_forks_them(tmp_path: Path) -> None:
