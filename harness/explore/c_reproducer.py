@@ -107,7 +107,9 @@ def actors_program(f: Any, title: str) -> str:
     begin, end = _frame(f, reproducer.plan([], reproducer.end_checks(f)))
     loads = _c_loads(f)
     spec = ",".join(f"{name}@{cpu}" for name, cpu in f.setup.get("load", []))
-    found = f"{f.path} --actors {len(actors)}" + (f" --load {spec}" if spec else "")
+    found = f"{f.path} --actors {len(actors)}" + \
+        (" --processes" if f.setup.get("actors_as") == "process" else "") + \
+        (f" --load {spec}" if spec else "")
     more: tuple[str, ...] = (
         "", "Each actor's steps run in a thread of its own, all at once; their results are said,",
         "not judged: the interleaving is the scheduler's, so a run may need repeating to fail.",
@@ -121,9 +123,11 @@ def actors_program(f: Any, title: str) -> str:
     for i in actors:
         body += _c_actor(i, [s for s in steps if s.get("actor", 0) == i], f.path)
     names = ", ".join(f"actor{i}" for i in actors)
+    # --processes: an mm each, forked; else threads of one process
+    run = "actors_fork" if f.setup.get("actors_as") == "process" else "actors_run"
     main = ["", "int main(void)", "{", f"\tstatic void *(*const actor[])(void *) = {{ {names} }};",
             "", "\t" + begin, *("\t" + x for x in loads),
-            f"\tactors_run(actor, {len(actors)});", *(["\tloads_stop();"] if loads else []),
+            f"\t{run}(actor, {len(actors)});", *(["\tloads_stop();"] if loads else []),
             "\t" + end, "\tkmsg_check();", "\tktap_end();", "}", ""]
     return top + support(f.path, actors=True) + "\n".join(body + main)
 

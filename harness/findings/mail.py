@@ -48,7 +48,7 @@ def report_text(issue: KnownIssue, runs: list[ReproRun], quotes: list[Quote], tr
     good = [r for r in runs if r.verdict == "PASS"]
     if runs:
         out += [f"Reproducer: {repro} (attached). Run as root:", "",
-                "  gcc -Wall -o repro repro.c && ./repro", "",
+                "  gcc -Wall -pthread -o repro repro.c && ./repro", "",
                 _wrap("It exits 0 (KSFT_PASS) when the kernel keeps the ABI, 1 (KSFT_FAIL) "
                       "when it does not. On the kernels tried:"), ""]
         out += [f"  {r.verdict:<5} {r.release} ({r.described})" for r in runs]

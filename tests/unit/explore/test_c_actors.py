@@ -158,3 +158,16 @@ def test_every_operation_the_models_draw_compiles_in_an_actors_thread(path: str,
         r = subprocess.run(["gcc", "-Wall", "-Werror", "-pthread", "-fsyntax-only",
                             str(source)], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
+
+
+@needs_gcc
+def test_actors_found_as_processes_are_forked_in_the_c_reproducer_too(tmp_path: Path) -> None:
+    """--processes: an mm each, so the C program forks its actors (released together by a
+    pipe) instead of starting threads of one process."""
+    f = two_actors("perf-ring")
+    f.setup = dict(f.setup, actors_as="process")
+    written = reproducer.write(tmp_path, f, "two actor processes on perf-ring")
+    code = body(written[1].read_text())
+    assert "\tactors_fork(actor, 2);" in code and "actors_run(" not in code
+    assert "--actors 2 --processes" in written[1].read_text()
+    compiles(written[1])
