@@ -1039,6 +1039,145 @@ def check_subbuf_change_reader(args: list[str]) -> dict:
     return out
 
 
+# Events of 100 bytes of text: a print event of 128 bytes (4 + 4 length + 8 trace_entry + 8
+# ip + the text, its newline and NUL, rounded to 4). 200 of them go round an 8 KiB buffer of
+# 4 KiB sub-buffers (3 of them) and then some: about 124 overwritten.
+SUBBUF_TEXT = 100
+SUBBUF_EVENT = 128
+OVERRUN_MARKERS = 200
+
+
+def _mark_n(inst: Instance, n: int, tag: str) -> None:
+    for i in range(n):
+        inst.mark(f"{tag}{i:05d} ".ljust(SUBBUF_TEXT, "x"))
+
+
+def _first_subbuf(inst: Instance, sb_bytes: bytes) -> dict:
+    """What a reader sub-buffer (or a page read()) says: its events and the missed-events
+    flag (RB_MISSED_EVENTS) with the count stored after the data (RB_MISSED_STORED)."""
+    sb = parse_subbuf(sb_bytes, inst.header)
+    return {"events": len(sb.events), "missed": sb.missed_events, "stored_lost": sb.lost,
+            "texts": [p.text.split(" ")[0] for e in sb.events
+                      if (p := inst.prints.decode(e)) is not None][:3]}
+
+
+def check_subbuf_change_missed(args: list[str]) -> dict:
+    """A buffer that overran (OVERRUN_MARKERS unread events in an 8 KiB buffer of 4 KiB
+    sub-buffers), then a new buffer_subbuf_size_kb (8), which discards everything
+    (ftrace.rst: "any data in the ring buffer ... will be discarded") and installs empty
+    pages (ring_buffer_subbuf_order_set()), then new events, fewer than the new pages hold:
+    what the first reader after the change is told was missed. Three readers, each in its own
+    instance: `read` (read() of trace_pipe_raw after one event), `mapped_on_writer` (one
+    event, mmap, GET_READER: the reader swaps in the page the writer is on) and `mapped`
+    (events past the first sub-buffer, mmap, GET_READER). Each: the per-CPU stats before the
+    change, the first sub-buffer's flag and stored count, and for the mapped ones the meta
+    page after GET_READER (reader.lost_events, entries, overrun, read)."""
+    out: dict[str, Any] = {"markers": OVERRUN_MARKERS, "text_bytes": SUBBUF_TEXT}
+    for name in ("read", "mapped_on_writer", "mapped"):
+        with instance(subbuf_kb=4, size_kb=8, suffix=f"-{name}") as inst, pinned(0):
+            _mark_n(inst, OVERRUN_MARKERS, "o")
+            stats = inst.stats(0)
+            seen: dict[str, Any] = {"overrun_before": int(stats.get("overrun", "-1")),
+                                    "entries_before": int(stats.get("entries", "-1"))}
+            _must(inst.set("buffer_subbuf_size_kb", 8), "buffer_subbuf_size_kb")
+            # more than one 8 KiB sub-buffer (the writer moves on), less than the ring's two
+            after = 80 if name == "mapped" else 1
+            _mark_n(inst, after, "n")
+            seen["written_after"] = after
+            fd = inst.open_cpu(0)
+            try:
+                if name == "read":
+                    try:
+                        seen.update(_first_subbuf(inst, os.read(fd, 8192)))
+                        seen["got"] = "ok"
+                    except OSError as e:
+                        seen["got"] = probelib.errname(e)
+                else:
+                    with TraceMap(fd) as tm:
+                        seen["got"] = probelib.outcome(tm.get_reader)
+                        m = tm.meta()
+                        seen["meta"] = {k: v for k, v in m.as_dict().items() if k in (
+                            "reader_lost_events", "reader_id", "reader_read", "entries",
+                            "overrun", "read")}
+                        seen.update(_first_subbuf(inst, tm.subbuf(m.reader_id)))
+            finally:
+                os.close(fd)
+            seen["stats_after"] = {k: inst.stats(0).get(k) for k in ("entries", "overrun")}
+            out[name] = seen
+    return out
+
+
+def _poll_mask(fd: int, timeout_ms: int) -> int:
+    """poll(POLLIN) of one fd: the events it reported (0: none before the timeout)."""
+    import select
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    got = p.poll(timeout_ms)
+    return got[0][1] if got else 0
+
+
+def check_subbuf_change_watermark(args: list[str]) -> dict:
+    """buffer_percent 50 (ftrace.rst: a poll()/blocking read of per_cpu/cpuN/trace_pipe_raw
+    waits until "roughly half of the ring buffer sub-buffers are full"), in two instances
+    that end alike: `flipped` writes and reads one event (a fresh open of trace_pipe_raw,
+    O_NONBLOCK) and then sets a new buffer_subbuf_size_kb, FLIPS times (8, 4, 8, 4 KiB), then
+    writes and reads one more; `control` sets the same sizes on the empty buffer first, then
+    writes and reads its FLIPS + 1 events. Both hold nothing, with the same geometry and the
+    writer on the reader's page; then each is filled in 3/2 x nr_pages steps of just under
+    half a sub-buffer (to about 70% of its sub-buffers, without overwriting) and polled
+    (POLLIN, TIMEOUT_MS) after each step. With the meta page's counters (a mapping made
+    before and after the fill). ARGS: [FLIPS [TIMEOUT_MS]]"""
+    flips = int(args[0]) if args else 4
+    timeout_ms = int(args[1]) if len(args) > 1 else 20
+    sizes = [8 if i % 2 == 0 else 4 for i in range(flips)]
+    out: dict[str, Any] = {"flips": sizes, "percent": 50, "timeout_ms": timeout_ms}
+    for name in ("control", "flipped"):
+        with instance(subbuf_kb=4, size_kb=28, suffix=f"-{name}") as inst, pinned(0):
+            if not os.path.exists(f"{inst.path}/buffer_percent"):
+                raise probelib.Skip("the instance has no buffer_percent file")
+            _must(inst.set("buffer_percent", 50), "buffer_percent")
+            if name == "control":
+                for kb in sizes:
+                    _must(inst.set("buffer_subbuf_size_kb", kb), "buffer_subbuf_size_kb")
+            reads = []
+            for i in range(flips + 1):      # one event written and read, FLIPS + 1 times
+                inst.mark(f"w{i}\n")
+                fd = inst.open_cpu(0)
+                reads.append(read_answer(fd))
+                os.close(fd)
+                if name == "flipped" and i < flips:
+                    _must(inst.set("buffer_subbuf_size_kb", sizes[i]), "buffer_subbuf_size_kb")
+            seen: dict[str, Any] = {"reads": reads,
+                                    "subbuf_kb": int(inst.get("buffer_subbuf_size_kb"))}
+            fd = inst.open_cpu(0)
+            try:
+                with TraceMap(fd) as tm:
+                    nr_pages, subbuf_size = tm.nr_subbufs - 1, tm.subbuf_size
+                    seen["before_fill"] = {**_page_words(tm), **{
+                        k: v for k, v in tm.meta().as_dict().items()
+                        if k in ("entries", "overrun", "read")}}
+                # just under half a sub-buffer of events a step, to about 70% of the ring
+                per_step = (subbuf_size - inst.header.data_offset) // 2 // SUBBUF_EVENT
+                steps = 3 * nr_pages // 2
+                polls = []
+                for s in range(steps):
+                    _mark_n(inst, per_step, f"s{s:02d}-")
+                    polls.append(_poll_mask(fd, timeout_ms))
+                seen.update(nr_pages=nr_pages, subbuf_size=subbuf_size, per_step=per_step,
+                            steps=steps, polls=polls,
+                            first_pollin=next((i + 1 for i, ev in enumerate(polls)
+                                               if ev & 1), None),
+                            stats_after=inst.stats(0))
+                with TraceMap(fd) as tm:
+                    seen["after_fill"] = {**_page_words(tm), **{
+                        k: v for k, v in tm.meta().as_dict().items()
+                        if k in ("entries", "overrun", "read")}}
+            finally:
+                os.close(fd)
+            out[name] = seen
+    return out
+
+
 def check_marker_beside_snapshot_swap(args: list[str]) -> dict:
     """trace_marker writes on CPU 0 while `echo 1 > snapshot` swaps the instance's buffer
     with its snapshot from the last CPU, for a few seconds, nothing mapped: the writer's read

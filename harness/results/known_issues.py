@@ -123,12 +123,24 @@ def named_in(reason: str) -> str | None:
 
 
 def predicate_holds(expression: str, data: dict[str, Any]) -> bool:
-    """The `when` predicate over a check's data; a name the data lacks makes it false (the
-    symptom is not the one described), never an error in the middle of a run."""
+    """The `when` predicate over a check's data; a name the data lacks makes the clause of
+    `and`/`or` it is in false (the symptom is not the one described), never an error in the
+    middle of a run. So an issue with several checks can hold one clause for each check's
+    data: `entries > 0 or (late > 0 and early == 0)`."""
     try:
-        return bool(eval(compile(ast.parse(expression, mode="eval"), "<when>", "eval"),
-                         {"__builtins__": {}}, dict(data)))
-    except (NameError, TypeError, ValueError, ArithmeticError):
+        return _holds(ast.parse(expression, mode="eval").body, dict(data))
+    except (TypeError, ValueError, ArithmeticError):
+        return False
+
+
+def _holds(node: ast.expr, data: dict[str, Any]) -> bool:
+    if isinstance(node, ast.BoolOp):
+        clauses = (_holds(v, data) for v in node.values)
+        return any(clauses) if isinstance(node.op, ast.Or) else all(clauses)
+    try:
+        return bool(eval(compile(ast.Expression(node), "<when>", "eval"),
+                         {"__builtins__": {}}, data))
+    except NameError:
         return False
 
 

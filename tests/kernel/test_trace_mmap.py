@@ -596,6 +596,88 @@ def test_a_new_subbuf_size_leaves_no_unreadable_events(trace, check) -> None:
           f"{c['again']} (the end of file where EAGAIN is due)", **c)
 
 
+def test_a_new_subbuf_size_reports_nothing_missed_on_its_new_pages(trace, check) -> None:
+    """Events overwritten (overrun) and none read, then a new buffer_subbuf_size_kb, then fewer
+    events than the new pages hold: the first reader after the change, by read() and by
+    GET_READER (the writer on the reader's page, and moved past it)."""
+    r = trace("subbuf-change-missed")
+    readers = {k: r[k] for k in ("read", "mapped_on_writer", "mapped")}
+    print("first reader after the change (missed flag, stored count, meta lost_events): " +
+          ", ".join(f"{k} {v['missed']} {v['stored_lost']} "
+                    f"{v.get('meta', {}).get('reader_lost_events')}" for k, v in readers.items()))
+    for name, v in readers.items():
+        assert v["overrun_before"] > 0, \
+            f"{name}: the check must overwrite events before the change: {v['overrun_before']}"
+        assert v["got"] == "ok" and v["texts"][:1] == ["n00000"], \
+            f"{name}: the first reader after the change must get the first event written " \
+            f"after it: {v['got']}, events {v['texts']}"
+    # ftrace.rst (buffer_subbuf_size_kb): "any data in the ring buffer ... will be discarded";
+    # the buffer starts over on new pages, as after a reset (rb_reset_cpu() zeroes overrun,
+    # last_overrun, lost_events), and nothing was lost on those pages. So the first reader
+    # sub-buffer after the change has no RB_MISSED_EVENTS and no stored count (trace_pipe_raw
+    # pages, ring_buffer_read_page(); mapped sub-buffers, ring_buffer_map_get_reader()), and
+    # the meta page's reader.lost_events, "Number of events lost at the time of the reader
+    # swap" (trace_mmap.h), is 0.
+    flagged = {name: {"missed": v["missed"], "stored_lost": v["stored_lost"],
+                      "lost_events": v.get("meta", {}).get("reader_lost_events")}
+               for name, v in readers.items()
+               if v["missed"] or v["stored_lost"] or v.get("meta", {}).get("reader_lost_events")}
+    # The stale symptom: every count given is the overrun before the change (a flag without
+    # a count: no room after the data; the meta page's count is zeroed on kernels with
+    # trace-mmap-meta-lost-events-always-zero).
+    stale = [name for name, f in flagged.items()
+             if {f["stored_lost"] or 0, f["lost_events"] or 0} - {0}
+             <= {readers[name]["overrun_before"]}]
+    check("subbuf-change-missed", not flagged,
+          "the first reader after a new sub-buffer size is told events were missed on the "
+          f"new, empty pages: {flagged}, though fewer events were written after the change "
+          "than they hold (the overrun before the change: "
+          f"{readers['read']['overrun_before']}); a buffer that lost nothing has no "
+          "RB_MISSED_EVENTS, no stored count and reader.lost_events 0",
+          flagged=len(flagged), stale=len(stale),
+          overrun_before=readers["read"]["overrun_before"],
+          read_stored_lost=readers["read"]["stored_lost"] or 0,
+          mapped_stored_lost=readers["mapped"]["stored_lost"] or 0,
+          mapped_lost_events=readers["mapped"]["meta"]["reader_lost_events"],
+          on_writer_lost_events=readers["mapped_on_writer"]["meta"]["reader_lost_events"])
+
+
+def test_a_new_subbuf_size_keeps_the_buffer_percent_watermark(trace, check) -> None:
+    """buffer_percent 50 and two instances that end alike (nothing unread, the same sizes,
+    the writer on the reader's page): one read an event before each of four sub-buffer size
+    changes, the other changed the sizes while empty. Filled alike, half a sub-buffer a step,
+    to about 70% of the ring, poll() must answer alike."""
+    r = trace("subbuf-change-watermark")
+    c, f = r["control"], r["flipped"]
+    print(f"poll() after each step of {c['per_step']} events, {c['nr_pages']} sub-buffers: "
+          f"control {c['polls']}, after the size changes {f['polls']}")
+    for name, v in (("control", c), ("flipped", f)):
+        assert all(a.endswith(" bytes") and a != "0 bytes" for a in v["reads"]), \
+            f"{name}: each event written must be read back: {v['reads']}"
+    assert (c["nr_pages"], c["subbuf_size"]) == (f["nr_pages"], f["subbuf_size"]), \
+        f"the two instances must end with one geometry: {c['nr_pages']} x {c['subbuf_size']}, " \
+        f"{f['nr_pages']} x {f['subbuf_size']}"
+    pollin = [ev & 1 for ev in c["polls"]], [ev & 1 for ev in f["polls"]]
+    # ftrace.rst, buffer_percent: 50 "means to wake up when roughly half of the ring buffer
+    # sub-buffers are full" (ring_buffer_poll_wait() -> rb_watermark_hit() -> full_hit()).
+    # Without POLLIN in the control the comparison says nothing about the flips.
+    assert pollin[0][-1], \
+        f"control: {c['steps']} steps of {c['per_step']} events filled about 70% of " \
+        f"{c['nr_pages']} sub-buffers, past buffer_percent 50, and poll() gave no POLLIN " \
+        f"(polls {c['polls']}): the watermark does not work here, so the check says nothing " \
+        "about a new sub-buffer size"
+    late = sum(1 for a, b in zip(*pollin) if a and not b)
+    early = sum(1 for a, b in zip(*pollin) if b and not a)
+    check("subbuf-change-watermark", pollin[0] == pollin[1],
+          f"after sub-buffer size changes over read events, poll() with buffer_percent 50 "
+          f"gave POLLIN from step {f['first_pollin']} of {f['steps']} where the same fill "
+          f"without them gave it from step {c['first_pollin']} (each step {f['per_step']} "
+          f"events, half a sub-buffer; {f['nr_pages']} sub-buffers of {f['subbuf_size']} "
+          f"bytes): a buffer about 70% full must wake a poll()er, as buffer_percent says",
+          late=late, early=early, control_first=c["first_pollin"] or 0,
+          flipped_first=f["first_pollin"] or 0, steps=f["steps"], nr_pages=f["nr_pages"])
+
+
 @pytest.mark.guest(cpus=2)
 def test_trace_marker_writes_beside_snapshot_swaps_leave_no_splat(trace) -> None:
     """A trace_marker writer on one CPU and `echo 1 > snapshot` on the other: the writer

@@ -1,7 +1,7 @@
 """Known kernel issues bound to their symptom: the list's validation, and verdicts on real probe
-outputs (tests/unit/data/known-issues/, recorded on Debian's 6.12.107) run through the kernel
-tests' own code: symptom present (XFAIL), absent (passes, "not seen"), present beside a second
-failure (FAIL)."""
+outputs (tests/unit/data/known-issues/, recorded on Debian's 6.12.107 and on the 7.2.13 race
+build) run through the kernel tests' own code: symptom present (XFAIL), absent (passes, "not
+seen"), present beside a second failure (FAIL)."""
 from __future__ import annotations
 
 import copy
@@ -41,8 +41,8 @@ def write(tmp_path: Path, text: str) -> Path:
     return p
 
 
-def recorded(name: str) -> dict[str, Any]:
-    return json.loads((DATA / f"{name}-6.12.107.json").read_text())
+def recorded(name: str, release: str = "6.12.107") -> dict[str, Any]:
+    return json.loads((DATA / f"{name}-{release}.json").read_text())
 
 
 # The fixtures of the kernel test modules that run a check of their probe (aux("truncated"),
@@ -158,6 +158,13 @@ def test_predicates_over_the_check_data(tmp_path: Path) -> None:
     assert not issue.explains_check(CheckFailure("other", "m", {"got": "ok", "n": 2}))
     # A name the check did not record: not this symptom (false), never an error.
     assert not issue.explains_check(CheckFailure("rule-1", "m", {"got": "ok"}))
+    # ...and only its own clause of an `or`, so one predicate holds a clause for each check.
+    either = "entries > 0 or read == '0 bytes' or (late > 0 and early == 0)"
+    assert known_issues.predicate_holds(either, {"entries": 2})
+    assert known_issues.predicate_holds(either, {"late": 3, "early": 0})
+    assert not known_issues.predicate_holds(either, {"late": 3, "early": 1})
+    assert not known_issues.predicate_holds(either, {"late": 3})
+    assert not known_issues.predicate_holds("not late", {})
     assert issue.explains_splat("WARNING at kernel/x.c:1 f+0x1/0x2")
     assert "seen on 6.12.107; not seen on 7.3.4" in issue.summary
 
@@ -252,6 +259,72 @@ def test_aux_truncation_that_does_not_stop_the_event() -> None:
     fixed = dict(r["probe"], truncated=[r["probe"]["records"] - 1])
     checks, raised = run_kernel_test(test, fixed, aux=answering(fixed), test_pmu=1)
     assert verdicts.judge(checks.failures, [], issues, raised).outcome == "passed"
+
+
+SUBBUF_ISSUE = ("trace-subbuf-change-keeps-dropped-entries",)
+
+
+def test_a_new_subbuf_size_that_reports_the_old_overrun_as_missed() -> None:
+    """7.2.13: after 124 events were overwritten and a new sub-buffer size, the first page a
+    read() gives and the first mapped sub-buffer carry RB_MISSED_EVENTS and the count 124;
+    the mapped reader on the writer's page WARNs (the splat) and is told nothing."""
+    test = kernel_test("test_trace_mmap",
+                       "test_a_new_subbuf_size_reports_nothing_missed_on_its_new_pages")
+    r = recorded("subbuf-change-missed", "7.2.13")
+    issues = issues_of(r["test"])
+    checks, raised = run_kernel_test(test, r["probe"])
+    assert [(f.id, f.data["flagged"], f.data["stale"]) for f in checks.failures] == \
+        [("subbuf-change-missed", 2, 2)]
+    v = verdicts.judge(checks.failures, r["splats"], issues, raised)
+    assert v.outcome == "xfailed" and v.seen == SUBBUF_ISSUE, v.reason
+    # Fixed: nothing flagged, no WARN.
+    fixed = copy.deepcopy(r["probe"])
+    for name in ("read", "mapped"):
+        fixed[name].update(missed=False, stored_lost=None)
+    checks, raised = run_kernel_test(test, fixed)
+    v = verdicts.judge(checks.failures, [], issues, raised)
+    assert v.outcome == "passed" and v.not_seen == SUBBUF_ISSUE
+    # A count that is not the overrun before the change is another bug.
+    wrong = copy.deepcopy(r["probe"])
+    wrong["read"]["stored_lost"] = 5
+    checks, raised = run_kernel_test(test, wrong)
+    assert verdicts.judge(checks.failures, r["splats"], issues, raised).outcome == "failed"
+
+
+def test_a_new_subbuf_size_that_delays_the_watermark() -> None:
+    """7.2.13: after four sub-buffer size changes over read events, poll() never gives
+    POLLIN in 16 steps where the same fill without them gives it from step 13 (and
+    nr_dirty_pages() WARNs: the splat)."""
+    test = kernel_test("test_trace_mmap",
+                       "test_a_new_subbuf_size_keeps_the_buffer_percent_watermark")
+    r = recorded("subbuf-change-watermark", "7.2.13")
+    issues = issues_of(r["test"])
+    checks, raised = run_kernel_test(test, r["probe"])
+    assert [(f.id, f.data["late"], f.data["early"]) for f in checks.failures] == \
+        [("subbuf-change-watermark", 4, 0)]
+    v = verdicts.judge(checks.failures, r["splats"], issues, raised)
+    assert v.outcome == "xfailed" and v.seen == SUBBUF_ISSUE, v.reason
+    fixed = copy.deepcopy(r["probe"])
+    fixed["flipped"].update(polls=fixed["control"]["polls"],
+                            first_pollin=fixed["control"]["first_pollin"])
+    checks, raised = run_kernel_test(test, fixed)
+    v = verdicts.judge(checks.failures, [], issues, raised)
+    assert v.outcome == "passed" and v.not_seen == SUBBUF_ISSUE
+    # POLLIN too early after the changes: not this issue.
+    early = copy.deepcopy(r["probe"])
+    early["flipped"]["polls"] = [1] * len(early["flipped"]["polls"])
+    checks, raised = run_kernel_test(test, early)
+    assert verdicts.judge(checks.failures, [], issues, raised).outcome == "failed"
+    # No POLLIN in the control either: the check says nothing, the test fails saying so.
+    mute = copy.deepcopy(r["probe"])
+    mute["control"]["polls"] = [0] * len(mute["control"]["polls"])
+    checks, raised = run_kernel_test(test, mute)
+    v = verdicts.judge(checks.failures, [], issues, raised)
+    assert v.outcome == "failed" and "the check says nothing" in v.reason
+    # The race explorer's failure with the subbuf load (its size flips) and this WARN.
+    [issue] = [i for i in issues if i.id == SUBBUF_ISSUE[0]]
+    assert issue.explains_explore("trace-mmap", "splat", ["subbuf-changed-with-events"],
+                                  splat=r["splats"][0])
 
 
 def test_recorded_outputs_are_not_changed_by_the_tests() -> None:
