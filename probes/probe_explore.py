@@ -175,14 +175,11 @@ def run_actors(world_cls: Any, path: str, setup: dict, uid: int,
     actor generates with its own rng."""
     import threading
     n_actors = max([actors, *(s.get("actor", 0) + 1 for s in steps or [])])
+    # The world first: it takes its baselines (the test PMU's module references, which the
+    # aux load's own event holds while it runs) before any load starts.
+    world = world_cls(path, setup, uid)
     loads = explore_load.Running([tuple(x) for x in setup.get("load", [])], setup) \
         if setup.get("load") else None
-    try:
-        world = world_cls(path, setup, uid)
-    except BaseException:
-        if loads is not None:
-            loads.stop()
-        raise
     models = [world_cls.model(path, setup) for _ in range(n_actors)]
     done: list[list[dict]] = [[] for _ in range(n_actors)]
     errors: list[str] = []
