@@ -73,7 +73,7 @@ def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_di
                               seed, steer, stop_at_new=False)
         bases[(seed, steer)], base_run = found, base_run + took
     unexplained = sorted({v for base in bases.values() for key, v in base.items()
-                          if not key.startswith(KNOWN)})
+                          if not key.startswith(KNOWN) and not v.startswith(KNOWN)})
     log.info("mutate: unmutated kernel: %d failure(s) no known issue explains: %s",
              len(unexplained), "; ".join(unexplained) or "none")
     base_st = selftests_base(plan, ws, base_dir) if plan.selftests else None
@@ -174,6 +174,8 @@ def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path, seed:
         if f.known_issue:
             found.setdefault(f"{KNOWN}{f.known_issue}",
                              f"newly known {f.known_issue}: {f.key}: {f.got}"[:200])
+            if not stop_at_new:     # its site too: the same WARN, unbound in a mutant's
+                found.setdefault(f.site, f"{KNOWN}{f.known_issue} at {f.key}")  # run, is no kill
         else:
             # by site: a mutant that moves lines must not turn the unmutated kernel's WARN new
             odds = f" ({str(f.confirm_got).split(':')[0]})" if f.confirm_tries else ""

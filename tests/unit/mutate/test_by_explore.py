@@ -159,3 +159,39 @@ def test_each_seed_and_mode_is_judged_against_the_unmutated_kernels_same_explore
                                           "seed1-steered"}
     assert judged.selection.endswith("--seed 0,1, blind and --steer")
     assert judged.base_counts == {"failures no known issue explains": 1}
+
+
+@pytest.mark.parametrize("stop_at_new, sites", [(False, True), (True, False)])
+def test_the_unmutated_kernels_known_failures_give_their_sites_to_the_baseline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop_at_new: bool,
+        sites: bool) -> None:
+    """Race mutants 063, 064, 066 and 067 were 'killed' by the put_snapshot_map WARN the
+    unmutated kernel showed too, bound there to its known issue (a moved mapping) and
+    unbound in the mutants' runs: the site of a known failure of the unmutated kernel is
+    in its baseline, and kills nothing."""
+    from harness.explore.session import Failure, PathResult
+    warn = "WARNING at kernel/trace/trace_snapshot.c:831 put_snapshot_map"
+    f = Failure(path="trace-mmap", check="splat", expected="no splat", got="x", at="log",
+                seed=0, sequence=1, setup={}, env={}, steps=[], shrunk=True, traits=["moved"],
+                splat=warn, known_issue="trace-mmap-dofork-mapped-count", confirmed=True)
+
+    class FakeExplore:
+        def __init__(self, lab: Any, req: Any, out: Path, say: Any) -> None:
+            self.req, self.kernel = req, SimpleNamespace(release="7.2.13")
+            self.results = [PathResult("trace-mmap", failures={f.slot: f})]
+
+        def run_all(self) -> None:
+            pass
+
+        def stop_guest(self) -> None:
+            pass
+    monkeypatch.setattr(by_explore, "Explore", FakeExplore)
+    monkeypatch.setattr(by_explore, "Lab", lambda cfg: None)
+    monkeypatch.setattr(by_explore, "with_build", lambda *a, **k: None)
+    monkeypatch.setattr(by_explore.report, "write", lambda *a, **k: None)
+    plan = _plan(tmp_path, ("kernel/trace/ring_buffer.c",))
+    found, _ = by_explore.explore(plan, tmp_path, ("trace-mmap",), tmp_path / "x", 0, False,
+                                  stop_at_new=stop_at_new)
+    assert "known:trace-mmap-dofork-mapped-count" in found
+    assert ("trace-mmap:WARNING at kernel/trace/trace_snapshot.c put_snapshot_map" in found) \
+        is sites
