@@ -176,9 +176,21 @@ def _splat_title(lines: list[str]) -> str | None:
     return found[0].title if found else None
 
 
+def _check_kind(check: str) -> str:
+    """A probe's check as a Failure keeps it: every `splat:<kind>` is one check, "splat"
+    (the kind is in the splat's title)."""
+    return "splat" if check.startswith("splat:") else check
+
+
+def _is_new(f: Failure, baseline: tuple[str, ...]) -> bool:
+    """No known issue explains f, it is not the explorer's own error, and the baseline (the
+    unmutated kernel's explore) did not have its site."""
+    return f.known_issue is None and f.check != "explorer" and f.site not in baseline
+
+
 def _failure(path: str, seed: int, rec: dict) -> Failure:
     f = rec["failure"]
-    check = "splat" if f["check"].startswith("splat:") else f["check"]
+    check = _check_kind(f["check"])
     steps = rec.get("shrunk") or [{k: v for k, v in s.items() if k != "result"}
                                   for s in rec["steps"]]
     return Failure(path=path, check=check, expected=f["expected"], got=f["got"], at=f["at"],
@@ -294,7 +306,7 @@ class Explore:
             for key, n in out.get("failed", {}).items():
                 check, known = key.removesuffix("~known"), key.endswith("~known")
                 for f in res.failures.values():
-                    if (f.check == check or check.startswith("splat:") and f.check == "splat") \
+                    if f.check == _check_kind(check) \
                             and (f.known_issue is not None) == known:
                         f.seen = max(f.seen, n)
             self.say(f"{path}: {res.sequences} sequences, {res.steps} steps "
@@ -310,20 +322,19 @@ class Explore:
         """A failure no known issue explains, the explorer's own errors aside, none the
         baseline (the unmutated kernel's explore) had, and not already refused by a fresh
         guest."""
-        return any(f.known_issue is None and f.check != "explorer" and f.site not in baseline
-                   and f.confirmed is not False for f in res.failures.values())
+        return any(_is_new(f, baseline) and f.confirmed is not False
+                   for f in res.failures.values())
 
     def confirm_new(self, res: PathResult) -> bool:
         """Confirm the new failures now, so that one a fresh guest does not show again stops
         nothing and the budget goes on (a race shows in some schedules only)."""
         for f in res.failures.values():
-            if f.known_issue is None and f.check != "explorer" \
-                    and f.site not in self.req.baseline and f.confirmed is None:
+            if _is_new(f, self.req.baseline) and f.confirmed is None:
                 self.confirm(f)
                 self.say(f"{res.path}: {f.key}: "
                          f"{'confirmed' if f.confirmed else 'NOT confirmed'} ({f.confirm_got})")
-        return any(f.confirmed and f.known_issue is None and f.check != "explorer"
-                   and f.site not in self.req.baseline for f in res.failures.values())
+        return any(f.confirmed and _is_new(f, self.req.baseline)
+                   for f in res.failures.values())
 
     def _crashed(self, path: str, res: PathResult, first: int, error: LabError) -> int:
         """The guest died (or stopped answering) in a slice: the console's last
@@ -424,7 +435,7 @@ class Explore:
         if got is None:
             f.confirmed, f.confirm_got = False, "no failure"
             return
-        check = "splat" if got["check"].startswith("splat:") else got["check"]
+        check = _check_kind(got["check"])
         title = _splat_title(runs[0].get("kmsg", []))
         f.confirmed = check == f.check and (f.splat is None or title == f.splat)
         f.confirm_got = got["got"] if not title else title
@@ -467,7 +478,7 @@ class Explore:
         got = run.get("failure")
         if not got:
             return False
-        check = "splat" if got["check"].startswith("splat:") else got["check"]
+        check = _check_kind(got["check"])
         return check == f.check and (f.splat is None or
                                      _splat_title(run.get("kmsg", [])) == f.splat)
 

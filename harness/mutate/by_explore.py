@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.config import with_build
@@ -32,7 +33,26 @@ log = logging.getLogger(__name__)
 # (mutants.WATCHERS_OF_FOLDER); a file of neither (a user's mutant of mm/mmap.c), every path.
 # Only where a file serves fewer paths than its folder: perf's ring_buffer.c is no pinning path.
 EXPLORE_PATHS = {"kernel/events/ring_buffer.c": ("perf-ring", "perf-aux")}
-KNOWN = "known:"    # the key of a known issue's failures in explore()'s answer
+KNOWN = "known:"    # the key of a known issue's failures in Found.failures
+
+
+@dataclass
+class Found:
+    """What one explore found. `failures`: {key: what failed}, keyed by site, a known issue's
+    by KNOWN + its id (once). `sites`: the site of every failure of the unmutated kernel's
+    explore, bound to a known issue or not: the same WARN unbound in a mutant's run (a path
+    the issue's traits do not name) is no kill."""
+    failures: dict[str, str] = field(default_factory=dict)
+    sites: frozenset[str] = frozenset()
+
+    def baseline(self) -> tuple[str, ...]:
+        """What a mutant's failure must differ from, as the explorer compares it."""
+        return tuple(dict.fromkeys([*self.failures, *sorted(self.sites)]))
+
+    def new_in(self, mutant: Found) -> list[str]:
+        """What the mutant's explore found that this (the unmutated kernel's) did not."""
+        return [v for key, v in mutant.failures.items()
+                if key not in self.failures and key not in self.sites]
 
 
 def explore_paths(file: str) -> tuple[str, ...]:
@@ -65,15 +85,15 @@ def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_di
     log.info("mutate: exploring the unmutated kernel %s (%s, %.0f s each%s)", release,
              ", ".join(paths), plan.explore_s,
              f"; {len(runs)} explores: " + ", ".join(run_name(*r) for r in runs) if many else "")
-    bases: dict[tuple[int, bool], dict[str, str]] = {}
+    bases: dict[tuple[int, bool], Found] = {}
     base_run = 0.0
     for seed, steer in runs:
         found, took = explore(plan, ws.src, paths,
                               base_dir / run_name(seed, steer) if many else base_dir,
                               seed, steer, stop_at_new=False)
         bases[(seed, steer)], base_run = found, base_run + took
-    unexplained = sorted({v for base in bases.values() for key, v in base.items()
-                          if not key.startswith(KNOWN) and not v.startswith(KNOWN)})
+    unexplained = sorted({v for base in bases.values() for key, v in base.failures.items()
+                          if not key.startswith(KNOWN)})
     log.info("mutate: unmutated kernel: %d failure(s) no known issue explains: %s",
              len(unexplained), "; ".join(unexplained) or "none")
     base_st = selftests_base(plan, ws, base_dir) if plan.selftests else None
@@ -119,13 +139,13 @@ def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_di
 
 
 def explore_mutant(plan: Plan, tree: Path, m: Mutant, run_dir: Path, seed: int, steer: bool,
-                   base: dict[str, str], many: bool) -> ExploreRun:
+                   base: Found, many: bool) -> ExploreRun:
     """One explore of the mutant's kernel: killed when it confirms a failure the unmutated
     kernel's explore with the same seed and mode did not have."""
     found, took = explore(plan, tree, explore_paths(m.file),
                           run_dir / run_name(seed, steer) if many else run_dir, seed, steer,
-                          baseline=tuple(base))
-    new = [v for key, v in found.items() if key not in base]
+                          baseline=base.baseline())
+    new = base.new_in(found)
     return ExploreRun(seed, steer, bool(new), new[0] if new else "", round(took, 1))
 
 
@@ -148,10 +168,9 @@ def selftests_base(plan: Plan, ws: Workspace, base_dir: Path) -> ChildRun:
 
 def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path, seed: int,
             steer: bool, stop_at_new: bool = True, baseline: tuple[str, ...] = ()
-            ) -> tuple[dict[str, str], float]:
-    """`./lab explore` of the kernel built from `tree` on `paths`: {failure site: what failed}
-    of its confirmed failures (a known issue's keyed KNOWN + its id, once; the unmutated
-    kernel's unconfirmed ones too), and the wall time."""
+            ) -> tuple[Found, float]:
+    """`./lab explore` of the kernel built from `tree` on `paths`: its confirmed failures (the
+    unmutated kernel's unconfirmed ones too, and all their sites), and the wall time."""
     out_dir.mkdir(parents=True, exist_ok=True)
     lab = Lab(with_build(plan.cfg, plan.name, tree=tree))
     run = Explore(lab, ExploreRequest(plan.name, paths, plan.explore_s or 60, seed=seed,
@@ -167,17 +186,18 @@ def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path, seed:
         # every failure, known or new, with its reproducers: why a mutant was judged so
         report.write(out_dir, run.req, plan.name, run.kernel.release, run.results, False)
     found: dict[str, str] = {}
+    sites: set[str] = set()
     # The unmutated kernel's explore (stop_at_new off) gives every failure it saw, confirmed
     # or not: a race the unmutated kernel shows 1 time in N is no mutant's kill.
     for f in (f for r in run.results for f in r.failures.values()
               if f.confirmed or not stop_at_new and f.check != "explorer"):
+        if not stop_at_new:
+            sites.add(f.site)
         if f.known_issue:
             found.setdefault(f"{KNOWN}{f.known_issue}",
                              f"newly known {f.known_issue}: {f.key}: {f.got}"[:200])
-            if not stop_at_new:     # its site too: the same WARN, unbound in a mutant's
-                found.setdefault(f.site, f"{KNOWN}{f.known_issue} at {f.key}")  # run, is no kill
         else:
             # by site: a mutant that moves lines must not turn the unmutated kernel's WARN new
             odds = f" ({str(f.confirm_got).split(':')[0]})" if f.confirm_tries else ""
             found[f.site] = f"{f.key}: {str(f.got)[:120]}{odds}"[:240]
-    return found, time.monotonic() - start
+    return Found(found, frozenset(sites)), time.monotonic() - start

@@ -15,7 +15,7 @@ import pytest
 from harness import config
 from harness.kernels.mutants import KERNEL_FILES, Mutant, watchers_of_folder
 from harness.mutate import build, by_explore, by_suite
-from harness.mutate.by_explore import EXPLORE_PATHS, explore_paths, paths_of
+from harness.mutate.by_explore import EXPLORE_PATHS, Found, explore_paths, paths_of
 from harness.mutate.outcomes import KILLED, SURVIVED
 from harness.mutate.plan import Plan
 from harness.runs import child_run
@@ -89,7 +89,7 @@ def test_with_selftests_each_mutant_build_also_runs_the_kernels_own(
 
     monkeypatch.setattr(by_suite, "run_tests", run_tests)
     monkeypatch.setattr(build, "mutant_built", built)
-    monkeypatch.setattr(by_explore, "explore", lambda *a, **k: ({}, 2.0))
+    monkeypatch.setattr(by_explore, "explore", lambda *a, **k: (Found(), 2.0))
     ws: Any = SimpleNamespace(src=tmp_path / "ws")
     judged = by_explore.judge_all(plan, ws, "7.3", [], tmp_path / "base", 0.0)
     # the unmutated kernel: every target some mutant's file needs
@@ -107,7 +107,7 @@ def test_a_known_issue_the_unmutated_kernel_did_not_show_kills_as_newly_known(
     plan = _plan(tmp_path, ("kernel/trace/trace.c", "kernel/trace/ring_buffer.c"))
     seen = {"known:dofork": "newly known dofork: trace-mmap:splat: WARNING"}
     back = {"known:first-map": "newly known first-map: trace-mmap:result:mmap: ok"}
-    answers = iter([seen, {**seen, **back}, dict(seen)])   # the unmutated kernel, then each
+    answers = iter([Found(seen), Found({**seen, **back}), Found(dict(seen))])   # the unmutated kernel, then each
 
     @contextlib.contextmanager
     def built(*a: Any) -> Iterator[bool]:
@@ -130,16 +130,18 @@ def test_each_seed_and_mode_is_judged_against_the_unmutated_kernels_same_explore
                    modes=(False, True))
     assert by_explore.runs_of(plan) == [(0, False), (0, True), (1, False), (1, True)]
     meta = {"trace-mmap:meta": "trace-mmap:meta: {'read': 0}"}
-    base = {(0, False): {}, (0, True): dict(meta), (1, False): {}, (1, True): {}}
-    mutant = {(0, False): {}, (0, True): dict(meta), (1, False): {}, (1, True): dict(meta)}
+    base = {(0, False): Found(), (0, True): Found(dict(meta), frozenset(meta)),
+            (1, False): Found(), (1, True): Found()}
+    mutant = {(0, False): Found(), (0, True): Found(dict(meta)), (1, False): Found(),
+              (1, True): Found(dict(meta))}
     asked: list[tuple[int, bool, Path]] = []
 
     def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out: Path, seed: int,
                 steer: bool, stop_at_new: bool = True, baseline: tuple[str, ...] = ()
-                ) -> tuple[dict[str, str], float]:
+                ) -> tuple[Found, float]:
         asked.append((seed, steer, out))
         # a mutant's explore knows what the unmutated one with its seed and mode had
-        assert not stop_at_new or baseline == tuple(base[(seed, steer)])
+        assert not stop_at_new or baseline == base[(seed, steer)].baseline()
         return (base if not stop_at_new else mutant)[(seed, steer)], 10.0 + seed
 
     @contextlib.contextmanager
@@ -192,6 +194,8 @@ def test_the_unmutated_kernels_known_failures_give_their_sites_to_the_baseline(
     plan = _plan(tmp_path, ("kernel/trace/ring_buffer.c",))
     found, _ = by_explore.explore(plan, tmp_path, ("trace-mmap",), tmp_path / "x", 0, False,
                                   stop_at_new=stop_at_new)
-    assert "known:trace-mmap-dofork-mapped-count" in found
-    assert ("trace-mmap:WARNING at kernel/trace/trace_snapshot.c put_snapshot_map" in found) \
-        is sites
+    assert "known:trace-mmap-dofork-mapped-count" in found.failures
+    site = "trace-mmap:WARNING at kernel/trace/trace_snapshot.c put_snapshot_map"
+    assert (site in found.sites) is sites
+    unbound = Found({site: "the same WARN, no trait of the issue"})
+    assert found.new_in(unbound) == ([] if sites else [unbound.failures[site]])
