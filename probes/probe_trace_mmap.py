@@ -18,7 +18,7 @@ import mmap
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -1183,35 +1183,84 @@ def check_marker_beside_snapshot_swap(args: list[str]) -> dict:
     with its snapshot from the last CPU, for a few seconds, nothing mapped: the writer's read
     of tr->array_buffer.buffer against update_max_tr()'s swap. How many of each were made;
     a data race there is the kernel log's (a race kernel's KCSAN), judged by the plugin."""
-    import threading
     seconds = float(args[0]) if args else 3.0
     last = max(os.sched_getaffinity(0))
     with instance(size_kb=64) as inst:
         if not os.path.exists(f"{inst.path}/snapshot"):
             raise probelib.Skip("no snapshot file in a tracefs instance (CONFIG_TRACER_SNAPSHOT)")
         _must(inst.set("snapshot", 1), "snapshot")     # allocated once: each swap is a swap
-        made = {"markers": 0, "swaps": 0, "refused": 0}
-        stop = time.monotonic() + seconds
-
-        def loop(cpu: int, file: str, data: bytes, count: str) -> None:
-            os.sched_setaffinity(0, {cpu})
-            fd = os.open(f"{inst.path}/{file}", os.O_WRONLY)
-            try:
-                while time.monotonic() < stop:
-                    try:
-                        os.write(fd, data)
-                        made[count] += 1
-                    except OSError:
-                        made["refused"] += 1
-            finally:
-                os.close(fd)
-        threads = [threading.Thread(target=loop, args=(0, "trace_marker", b"m", "markers")),
-                   threading.Thread(target=loop, args=(last, "snapshot", b"1", "swaps"))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        marker = os.open(f"{inst.path}/trace_marker", os.O_WRONLY)
+        snap = os.open(f"{inst.path}/snapshot", os.O_WRONLY)
+        try:
+            made = _loops(seconds, [(0, lambda: os.write(marker, b"m"), "markers"),
+                                    (last, lambda: os.write(snap, b"1"), "swaps")])
+        finally:
+            os.close(marker)
+            os.close(snap)
         inst.set("snapshot", 0)
+    return dict(made, cpus=last + 1)
+
+
+def _loops(seconds: float, loops: list[tuple[int, Callable[[], object], str]]) -> dict:
+    """Each (cpu, one round, name) a thread pinned to `cpu`, rounds until `seconds` pass:
+    {name: rounds done, "refused": rounds an OSError ended}."""
+    import threading
+    made = {name: 0 for _, _, name in loops}
+    made["refused"] = 0
+    stop = time.monotonic() + seconds
+
+    def loop(cpu: int, once: Callable[[], object], name: str) -> None:
+        os.sched_setaffinity(0, {cpu})
+        while time.monotonic() < stop:
+            try:
+                once()
+                made[name] += 1
+            except OSError:
+                made["refused"] += 1
+    threads = [threading.Thread(target=loop, args=a) for a in loops]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return made
+
+
+def check_two_marker_writers_on_one_cpu(args: list[str]) -> dict:
+    """Two trace_marker writers pinned to the same CPU, for a few seconds: each copies its
+    text into the CPU's one user buffer with preemption enabled, and retries when the CPU
+    switched tasks meanwhile (kernel/trace/trace.c trace_user_fault_read()). How many
+    markers each wrote; a data race is the kernel log's, judged by the plugin."""
+    seconds = float(args[0]) if args else 3.0
+    last = max(os.sched_getaffinity(0))
+    with instance(size_kb=64) as inst:
+        fds = [os.open(f"{inst.path}/trace_marker", os.O_WRONLY) for _ in range(2)]
+        try:
+            made = _loops(seconds, [(last, lambda: os.write(fds[0], b"a" * 64), "first"),
+                                    (last, lambda: os.write(fds[1], b"b" * 64), "second")])
+        finally:
+            for fd in fds:
+                os.close(fd)
+    return made
+
+
+def check_mapped_reader_beside_writer(args: list[str]) -> dict:
+    """A trace_marker writer on the last CPU while a reader on CPU 0 maps that CPU's buffer
+    and swaps sub-buffers with GET_READER, for a few seconds: the lockless writer against the
+    reader's swap under reader_lock (kernel/trace/ring_buffer.c __rb_get_reader_page()
+    against rb_move_tail() and rb_commit()), which the ring buffer's design allows. How many
+    of each; a data race is the kernel log's, judged by the plugin."""
+    seconds = float(args[0]) if args else 3.0
+    last = max(os.sched_getaffinity(0))
+    with instance(size_kb=64) as inst:
+        marker = os.open(f"{inst.path}/trace_marker", os.O_WRONLY)
+        fd = inst.open_cpu(last)
+        try:
+            with TraceMap(fd) as tm:
+                made = _loops(seconds, [(last, lambda: os.write(marker, b"m" * 64), "markers"),
+                                        (0, tm.get_reader, "swaps")])
+        finally:
+            os.close(fd)
+            os.close(marker)
     return dict(made, cpus=last + 1)
 
 

@@ -690,6 +690,27 @@ def test_trace_marker_writes_beside_snapshot_swaps_leave_no_splat(trace) -> None
         f"both sides must run for the race to be asked: {r}"
 
 
+def test_two_trace_marker_writers_on_one_cpu_leave_no_splat(trace) -> None:
+    """Two trace_marker writers on one CPU: each copies its text into the CPU's user buffer
+    with preemption enabled and retries when the CPU switched tasks meanwhile
+    (kernel/trace/trace.c trace_user_fault_read()); allowed, and judged by the kernel log (a
+    race kernel reports the copies racing)."""
+    r = trace("two-marker-writers-on-one-cpu", "3")
+    assert r["first"] > 0 and r["second"] > 0, f"both writers must write: {r}"
+
+
+@pytest.mark.guest(cpus=2)
+def test_a_mapped_reader_beside_the_writer_leaves_no_splat(trace) -> None:
+    """GET_READER on CPU 0 swapping sub-buffers of the last CPU's mapped buffer while a
+    trace_marker writer runs there (include/uapi/linux/trace_mmap.h: the writer never waits
+    for the reader; kernel/trace/ring_buffer.c __rb_get_reader_page() against rb_move_tail()
+    and rb_commit()); judged by the kernel log (a race kernel reports plain accesses)."""
+    r = trace("mapped-reader-beside-writer", "3")
+    assert r["cpus"] >= 2, f"the writer and the reader need two CPUs, the guest has {r['cpus']}"
+    assert r["markers"] > 0 and r["swaps"] > 0, \
+        f"both sides must run for the race to be asked: {r}"
+
+
 def test_read_of_whole_subbuffers_leaves_the_mapping_intact(trace, new_splats) -> None:
     f = trace("full-read")
     # ring_buffer_read_page() copies a full sub-buffer of a mapped buffer out instead of
