@@ -115,6 +115,44 @@ def check_inherit(args: list[str]) -> dict:
     return out
 
 
+def check_ioctl_beside_sched(args: list[str]) -> dict:
+    """ioctl(PERF_EVENT_IOC_ID) from a forked child on the last CPU on an event of the parent
+    that schedules in and out on CPU 0 (sleeping in a loop), for a few seconds: _perf_ioctl()
+    reads event->state to refuse a revoked event while event_sched_in()/out() set it, both
+    allowed at once (an ioctl takes no lock against the event's own scheduling). How many of
+    each; a data race is the kernel log's, judged by the plugin."""
+    seconds = float(args[0]) if args else 3.0
+    last = max(os.sched_getaffinity(0))
+    fd = open_dummy(0, pid=0, cpu=-1)      # enabled: it goes in and out with this task
+    stop = time.monotonic() + seconds
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.sched_setaffinity(0, {last})
+        n = 0
+        while time.monotonic() < stop:
+            fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ID, bytearray(8))
+            n += 1
+        os.write(w, str(n).encode())
+        os._exit(0)
+    os.close(w)
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {0})
+    sleeps = 0
+    try:
+        while time.monotonic() < stop:
+            time.sleep(0.0005)
+            sleeps += 1
+    finally:
+        os.sched_setaffinity(0, before)
+        ioctls = int(os.read(r, 64) or b"0")
+        os.close(r)
+        os.waitpid(pid, 0)
+        os.close(fd)
+    return {"ioctls": ioctls, "sleeps": sleeps, "cpus": last + 1}
+
+
 def check_sharing(args: list[str]) -> dict:
     """A second mmap of the same event: same size shares the buffer, another size is refused;
     once every mapping is gone a new size is accepted (seed 004)."""

@@ -574,6 +574,17 @@ def test_unprivileged_user_at_debian_paranoid_3(guest: Guest, ring, paranoid) ->
 # --- 9. concurrency ----------------------------------------------------------------------
 
 @pytest.mark.guest(cpus=2)
+def test_an_ioctl_beside_the_events_scheduling_leaves_no_splat(ring) -> None:
+    """An ioctl on an event from another CPU while the event's task schedules in and out
+    (perf_event_open(2): any holder of the fd may ioctl it at any time; kernel/events/core.c
+    _perf_ioctl() reads event->state, event_sched_in()/out() write it); judged by the
+    kernel log (a race kernel reports the plain read)."""
+    r = ring("ioctl-beside-sched", "3")
+    assert r["cpus"] >= 2, f"the ioctl and the scheduling need two CPUs, the guest has {r['cpus']}"
+    assert r["ioctls"] > 0 and r["sleeps"] > 0, f"both sides must run: {r}"
+
+
+@pytest.mark.guest(cpus=2)
 def test_concurrent_producers_every_sample_read_once_or_lost(ring) -> None:
     c = ring("concurrency", "3")
     assert c["torn"] is None, f"torn record under concurrency: {c['torn']}"
