@@ -174,27 +174,34 @@ def _aux_round(env: dict, st: dict, n: int) -> bool:
 
 
 def _detach_start(env: dict) -> dict:
-    """A dummy event of this load's own, and a child pinned to the other CPU asking
-    PERF_EVENT_IOC_SET_OUTPUT(-1) of the same event without end: perf_event_set_output()
-    reads mmap_count and event->rb under mmap_mutex (race mutant 068's recipe). A child, not
-    a thread: a thread shares the GIL and asked 75 times a second."""
+    """A dummy event of this load's own, and a child pinned to the other CPU that, without
+    end, maps and unmaps the same event and asks PERF_EVENT_IOC_SET_OUTPUT(-1) of it: another
+    mm's perf_mmap() and perf_event_set_output() read mmap_count and event->rb under
+    mmap_mutex (race mutant 068's two recipes; by hand only the mapping child showed it,
+    `refcount_t: addition on 0` then an oops, within seconds). A child, not a thread: a thread
+    shares the mm (mmap_lock serialises its mmap with the munmap) and the GIL."""
     import fcntl
     import perf_abi as perf
     fd = perf.perf_event_open(perf.attr(perf.PERF_TYPE_SOFTWARE, perf.PERF_COUNT_SW_DUMMY))
     other, parent = _other_cpu(), os.getpid()
+    page = os.sysconf("SC_PAGE_SIZE")
     if os.fork() == 0:
         try:
             os.sched_setaffinity(0, {other})
             n = 0
-            while n % 4096 or os.getppid() == parent:   # it goes with the load
-                n += 1
+            while n % 16 or os.getppid() == parent:     # it goes with the load (a map waits
+                n += 1                                    # on synchronize_rcu())
+                try:
+                    mmap.mmap(fd, 2 * page, prot=mmap.PROT_READ).close()
+                except OSError:
+                    pass    # EBUSY while a buffer of another size is mapped
                 try:
                     fcntl.ioctl(fd, perf.PERF_EVENT_IOC_SET_OUTPUT, -1)
                 except OSError:
                     pass    # EINVAL while mapped (a buffer of its own): the check is the race
         finally:
             os._exit(0)
-    return {"fd": fd, "page": os.sysconf("SC_PAGE_SIZE")}
+    return {"fd": fd, "page": page}
 
 
 def _detach_round(env: dict, st: dict, n: int) -> bool:
@@ -227,8 +234,8 @@ LOADS: dict[str, Load] = {load.name: load for load in (
          _mapper_round),
     Load("aux", PERF, "the test PMU writing AUX chunks every 100 us on the other CPU, its AUX "
          "area mapped and unmapped under it", _aux_start, _aux_round),
-    Load("detach", PERF, "an event's last munmap against SET_OUTPUT(-1) from a thread on the "
-         "other CPU", _detach_start, _detach_round),
+    Load("detach", PERF, "an event's last munmap against mmap and SET_OUTPUT(-1) of it from a "
+         "child on the other CPU", _detach_start, _detach_round),
 )}
 
 

@@ -147,7 +147,8 @@ def test_loads_stop_even_when_their_parent_dropped_root(tmp_path: Path,
 
 
 def test_the_detach_load_maps_its_event_and_leaves_no_child_behind() -> None:
-    """068's recipe as a load: its SET_OUTPUT child goes with the load."""
+    """068's recipes as a load: its child (mapping the event, asking SET_OUTPUT) goes with
+    the load."""
     import perf_abi
     try:
         os.close(perf_abi.perf_event_open(perf_abi.attr(perf_abi.PERF_TYPE_SOFTWARE,
@@ -161,7 +162,7 @@ def test_the_detach_load_maps_its_event_and_leaves_no_child_behind() -> None:
     counts = r.stop()
     assert counts["detach@0"]["rounds"] > 0
     assert counts["detach@0"]["ok"] == counts["detach@0"]["rounds"]
-    assert len(children) == 1, "the SET_OUTPUT child"
+    assert len(children) == 1, "the mapping and SET_OUTPUT child"
     deadline = time.monotonic() + 5
     while Path(f"/proc/{children[0]}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
