@@ -10,7 +10,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from harness import arch as arches
@@ -176,6 +176,11 @@ def _splat_title(lines: list[str]) -> str | None:
     return found[0].title if found else None
 
 
+def _splat_titles(lines: list[str]) -> list[str]:
+    """Every distinct splat title of a kernel log, in order."""
+    return list(dict.fromkeys(s.title for s in splats.find(lines)))
+
+
 def _check_kind(check: str) -> str:
     """A probe's check as a Failure keeps it: every `splat:<kind>` is one check, "splat"
     (the kind is in the splat's title)."""
@@ -186,6 +191,16 @@ def _is_new(f: Failure, baseline: tuple[str, ...]) -> bool:
     """No known issue explains f, it is not the explorer's own error, and the baseline (the
     unmutated kernel's explore) did not have its site."""
     return f.known_issue is None and f.check != "explorer" and f.site not in baseline
+
+
+def _failures(path: str, seed: int, rec: dict) -> list[Failure]:
+    """A failed sequence's failures: one per distinct splat it left (a known or baseline
+    splat first in the log must not hide a new one after it: race mutant 063's WARN flood
+    came after the unmutated kernel's put_snapshot_map WARN), else the one."""
+    f = _failure(path, seed, rec)
+    if f.splat is None:
+        return [f]
+    return [f, *(replace(f, splat=t) for t in _splat_titles(rec.get("kmsg", []))[1:])]
 
 
 def _failure(path: str, seed: int, rec: dict) -> Failure:
@@ -294,8 +309,7 @@ class Explore:
             if "corpus" in out:
                 res.corpus = out["corpus"]
                 res.steered += out.get("steered", 0)
-            for rec in out["failures"]:
-                f = _failure(path, self.req.seed, rec)
+            for f in (f for rec in out["failures"] for f in _failures(path, self.req.seed, rec)):
                 self.bind(f, issues)
                 if f.slot in res.failures:
                     res.failures[f.slot].seen += 1
@@ -436,8 +450,9 @@ class Explore:
             f.confirmed, f.confirm_got = False, "no failure"
             return
         check = _check_kind(got["check"])
-        title = _splat_title(runs[0].get("kmsg", []))
-        f.confirmed = check == f.check and (f.splat is None or title == f.splat)
+        titles = _splat_titles(runs[0].get("kmsg", []))
+        title = f.splat if f.splat in titles else (titles[0] if titles else None)
+        f.confirmed = check == f.check and (f.splat is None or f.splat in titles)
         f.confirm_got = got["got"] if not title else title
         if not f.confirmed and check == f.check and f.splat and f.shrunk \
                 and f.sequence is not None:
@@ -474,13 +489,17 @@ class Explore:
 
     @staticmethod
     def _same(f: Failure, run: dict) -> bool:
-        """A replay failed f's check (and showed its splat, when f has one)."""
+        """A replay failed f's check (and showed its splat, when f has one). A crash's or
+        hang's splat shown by a replay whose guest lived is the same bug (race mutant 063:
+        the WARN flood that hung one guest came back as WARNs in another)."""
         got = run.get("failure")
         if not got:
             return False
         check = _check_kind(got["check"])
-        return check == f.check and (f.splat is None or
-                                     _splat_title(run.get("kmsg", [])) == f.splat)
+        shown = f.splat is not None and f.splat in _splat_titles(run.get("kmsg", []))
+        if f.check in ("crash", "hang") and check == "splat":
+            return shown
+        return check == f.check and (f.splat is None or shown)
 
     @staticmethod
     def _got(run: dict) -> str:
@@ -500,11 +519,12 @@ class Explore:
             self.stop_guest()
             return
         runs = out.get("failures", [])
-        title = _splat_title(runs[0].get("kmsg", [])) if runs else None
-        if title != f.splat:
-            f.confirm_got = f"{f.confirm_got}; the sequence as run: {title or 'no splat'}"
+        titles = _splat_titles(runs[0].get("kmsg", [])) if runs else []
+        if f.splat not in titles:
+            f.confirm_got = (f"{f.confirm_got}; the sequence as run: "
+                             f"{titles[0] if titles else 'no splat'}")
             return
-        f.confirmed, f.confirm_got, f.shrunk = True, title, False
+        f.confirmed, f.confirm_got, f.shrunk = True, f.splat, False
         f.steps = [{k: v for k, v in s.items() if k != "result"} for s in runs[0]["steps"]]
         f.traits = sorted(probe_module("probe_explore").traits(
             reproducer.world(f.path), f.path, dict(f.setup, **f.env), f.steps))

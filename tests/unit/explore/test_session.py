@@ -558,3 +558,46 @@ def test_a_shrunk_race_keeps_the_smaller_schedule_it_was_shrunk_to() -> None:
     f = _failure("trace-mmap", 0, rec)
     assert f.setup == {"buffer_kb": 8, "load": [["resize", 1]]} and f.steps == steps
     assert f.shrunk and f.concurrent
+
+
+TWO_SPLATS = Path(__file__).parents[1] / "data" / "console-two-splats-063-7.2-race.log"
+
+
+def _two_splat_record() -> dict:
+    return {"failure": {"check": "splat:WARNING", "expected": "no splat", "got": "x",
+                        "at": "kernel log"},
+            "steps": [], "setup": {}, "sequence": 3,
+            "kmsg": TWO_SPLATS.read_text().splitlines()}
+
+
+def test_each_splat_of_a_sequence_is_a_failure_of_its_own() -> None:
+    """Race mutant 063's run: the unmutated kernel's put_snapshot_map WARN came first in the
+    log and the failure was judged by it alone (in the baseline: no kill); the mutant's
+    rb_advance_reader WARN after it must be a failure too."""
+    from harness.explore.session import _failures
+    got = _failures("trace-mmap", 1, _two_splat_record())
+    assert [f.splat for f in got] == [
+        "WARNING at kernel/trace/trace_snapshot.c:831 put_snapshot_map",
+        "WARNING at kernel/trace/ring_buffer.c:6067 rb_advance_reader"]
+    assert {f.check for f in got} == {"splat"} and got[0].slot != got[1].slot
+    one = dict(_two_splat_record(), kmsg=[])
+    assert len(_failures("trace-mmap", 1, one)) == 1
+
+
+def test_a_crashs_splat_shown_by_a_living_replay_confirms_it() -> None:
+    """063's WARN flood hung one guest (a crash with the WARN as its splat); a replay whose
+    guest lived but showed the same WARN is the same bug. A splat failure still needs its
+    check and its own splat."""
+    from harness.explore.session import Explore
+    crash = Failure(path="trace-mmap", check="crash", expected="the guest lives", got="x",
+                    at="guest", seed=1, sequence=14, setup={}, env={}, steps=[], shrunk=False, traits=[],
+                    splat="WARNING at kernel/trace/ring_buffer.c:6067 rb_advance_reader")
+    replay = _two_splat_record()
+    assert Explore._same(crash, replay)
+    other = dict(replay, kmsg=replay["kmsg"][:43])      # the put_snapshot_map WARN only
+    assert not Explore._same(crash, other)
+    warn = Failure(path="trace-mmap", check="splat", expected="no splat", got="x",
+                   at="kernel log", seed=1, sequence=3, setup={}, env={}, steps=[],
+                   shrunk=True, traits=[], splat=crash.splat)
+    assert Explore._same(warn, replay) and not Explore._same(warn, other)
+    assert not Explore._same(warn, dict(replay, failure={"check": "result:read"}))
