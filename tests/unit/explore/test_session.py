@@ -590,7 +590,8 @@ def test_a_crashs_splat_shown_by_a_living_replay_confirms_it() -> None:
     check and its own splat."""
     from harness.explore.session import Explore
     crash = Failure(path="trace-mmap", check="crash", expected="the guest lives", got="x",
-                    at="guest", seed=1, sequence=14, setup={}, env={}, steps=[], shrunk=False, traits=[],
+                    at="guest", seed=1, sequence=14, setup={}, env={}, steps=[], shrunk=False,
+                    traits=[],
                     splat="WARNING at kernel/trace/ring_buffer.c:6067 rb_advance_reader")
     replay = _two_splat_record()
     assert Explore._same(crash, replay)
