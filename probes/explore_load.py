@@ -67,6 +67,25 @@ def _marker_round(env: dict, st: dict, n: int) -> bool:
         return False
 
 
+def _reader_start(env: dict) -> dict:
+    """Its own CPU's trace_pipe_raw of the instance: the buffer the marker load fills and an
+    actor on that CPU maps."""
+    cpu = os.sched_getaffinity(0).pop()
+    return {"fd": os.open(f"{env['instance']}/per_cpu/cpu{cpu}/trace_pipe_raw",
+                          os.O_RDONLY | os.O_NONBLOCK), "page": os.sysconf("SC_PAGE_SIZE")}
+
+
+def _reader_round(env: dict, st: dict, n: int) -> bool:
+    """One consuming read(): ring_buffer_read_page() under reader_lock, beside another CPU's
+    GET_READER or first mmap of the same buffer (race mutants 063-065's recipes, each shown
+    by hand with a reader like it). Only with actors, whose steps are not judged: it takes
+    events a reader of the model would count."""
+    try:
+        return bool(os.read(st["fd"], st["page"]))
+    except OSError:
+        return False    # EAGAIN: nothing to take
+
+
 def _resize_round(env: dict, st: dict, n: int) -> bool:
     """buffer_size_kb flips between two sizes: ring_buffer_resize() against the mapping."""
     return _write(f"{env['instance']}/buffer_size_kb", f"{(8, 16)[n % 2]}\n")
@@ -219,6 +238,11 @@ LOADS: dict[str, Load] = {load.name: load for load in (
          _marker_start, _marker_round,
          ("fd = os.open(f'{inst}/trace_marker', os.O_WRONLY)",),
          ("os.write(fd, f'ringlab-load {n}\\n'.encode())",)),
+    Load("reader", TRACE, "read() of its CPU's trace_pipe_raw in a loop, consuming",
+         _reader_start, _reader_round,
+         ("rfd = os.open(f'{inst}/per_cpu/cpu{os.sched_getaffinity(0).pop()}/trace_pipe_raw', "
+          "os.O_RDONLY | os.O_NONBLOCK)",),
+         ("os.read(rfd, 4096)",)),
     Load("resize", TRACE, "buffer_size_kb flips 8 <-> 16 KiB", lambda env: {}, _resize_round,
          (), ("open(f'{inst}/buffer_size_kb', 'w').write(('8', '16')[n % 2])",)),
     Load("subbuf", TRACE, "buffer_subbuf_size_kb flips 4 <-> 8 KiB", lambda env: {},

@@ -268,3 +268,15 @@ def test_loads_run_as_root_under_a_world_that_dropped_to_its_user(
             os._exit(0)
     os.waitpid(pid, 0)
     assert out.read_text() == "0"
+
+
+def test_the_reader_load_reads_its_own_cpus_trace_pipe_raw(tmp_path: Path) -> None:
+    """063-065's recipes as a load: read() of the trace_pipe_raw of the CPU it is pinned
+    to; a round that took nothing (EAGAIN, or the end of this stand-in file) is not ok."""
+    raw = tmp_path / "per_cpu" / "cpu0" / "trace_pipe_raw"
+    raw.parent.mkdir(parents=True)
+    raw.write_bytes(b"x" * (3 * os.sysconf("SC_PAGE_SIZE")))
+    r = explore_load.Running([("reader", 0)], {"instance": str(tmp_path)})
+    time.sleep(0.3)
+    counts = r.stop()["reader@0"]
+    assert counts["ok"] == 3 and counts["rounds"] > 3, counts
