@@ -181,6 +181,15 @@ def _splat_titles(lines: list[str]) -> list[str]:
     return list(dict.fromkeys(s.title for s in splats.find(lines)))
 
 
+def _splatted_since_mark(path: str, kmsg: list[str]) -> bool:
+    """The kernel splatted after the path's last sequence mark: a probe that timed out then,
+    no thread in D state, is the kernel's hang, not the lab's (race mutant 063: a WARN flood,
+    its GET_READER spinning in the kernel in R state)."""
+    text = "\n".join(kmsg)
+    marks = [m for m in MARK.finditer(text) if m["path"] == path]
+    return bool(marks) and _splat_title(text[marks[-1].end():].splitlines()) is not None
+
+
 def _check_kind(check: str) -> str:
     """A probe's check as a Failure keeps it: every `splat:<kind>` is one check, "splat"
     (the kind is in the splat's title)."""
@@ -357,7 +366,9 @@ class Explore:
         guest is the lab's own error and stops the explore."""
         g = self.guest
         dead = g.health() if g is not None else "no guest"
-        hung = isinstance(error, ProbeTimeout) and error.in_kernel
+        hung = isinstance(error, ProbeTimeout) and bool(error.in_kernel)
+        if isinstance(error, ProbeTimeout) and not hung and g is not None and dead is None:
+            hung = _splatted_since_mark(path, g.kmsg())
         if g is not None and dead is None and isinstance(error, ProbeError) and not hung:
             raise error
         console = g.vm.console_text() if g is not None else ""

@@ -602,3 +602,36 @@ def test_a_crashs_splat_shown_by_a_living_replay_confirms_it() -> None:
                    shrunk=True, traits=[], splat=crash.splat)
     assert Explore._same(warn, replay) and not Explore._same(warn, other)
     assert not Explore._same(warn, dict(replay, failure={"check": "result:read"}))
+
+
+def test_a_probe_that_timed_out_after_a_splat_is_the_kernels_hang() -> None:
+    """Race mutant 063: a WARN flood, GET_READER spinning in the kernel in R state (no D
+    thread): the probe's timeout after the sequence's splat is the kernel's hang, not the
+    lab's error that ended the mutant's explore as NOT BOOTED."""
+    from harness.errors import ProbeTimeout
+    warn = TWO_SPLATS.read_text().splitlines()[43:]     # the rb_advance_reader WARN
+    mark = "ringlab-explore: trace-mmap seed 1 sequence 14"
+
+    class Vm:
+        console_text = staticmethod(lambda: mark + "\n")
+
+    class G:
+        vm = Vm()
+        health = staticmethod(lambda: None)
+        kmsg = staticmethod(lambda: [mark, *warn])
+        stop = staticmethod(lambda: None)
+    running = [{"comm": "python3", "tid": 9, "state": "R", "wchan": "0", "stack": []}]
+    run, _ = _explore([])
+    run.guest = G()
+    res = PathResult("trace-mmap")
+    assert run._crashed("trace-mmap", res, 0, ProbeTimeout(
+        "probe_explore", "no result within its timeout", stuck=running)) == 15
+    [f] = res.failures.values()
+    assert (f.check, f.sequence) == ("hang", 14)
+    assert f.splat == "WARNING at kernel/trace/ring_buffer.c:6067 rb_advance_reader"
+    # the same timeout with the splat before the sequence's mark stays the lab's own error
+    G.kmsg = staticmethod(lambda: [*warn, mark])
+    run.guest = G()
+    with pytest.raises(ProbeTimeout):
+        run._crashed("trace-mmap", PathResult("trace-mmap"), 0, ProbeTimeout(
+            "probe_explore", "no result", stuck=running))
