@@ -48,6 +48,9 @@ _RULE = re.compile(r"^={40,}$")
 # Its two stacks (up to 64 frames each, NUM_STACK_ENTRIES) run past the 60 lines other reports
 # are cut at; a console that splits each line in two (\r\r\n) doubles them.
 _KCSAN_LINES = 400
+# A circular-dependency report prints every chain (~260 lines, twice that in a console log
+# with its blank lines): its #0 chain says why.
+_LOCKDEP_LINES = 600
 # A function of a KCSAN banner: "ringlab_splat_race_read [ringlab_splat]", "f+0x71/0xd0".
 _KCSAN_FN = re.compile(rf"^{_FN}$")
 # One side of a KCSAN report: "read-write to 0xffff888003a1c0c8 of 8 bytes by interrupt on cpu
@@ -244,11 +247,36 @@ def find(lines: list[str]) -> list[Splat]:
         elif current is not None:
             current.lines.append(line)
             if _TRACE_END.search(line) or (current.kind == "KCSAN" and _RULE.match(line)) \
-                    or len(current.lines) >= (_KCSAN_LINES if current.kind == "KCSAN" else 60):
+                    or _lockdep_end(current, line) \
+                    or len(current.lines) >= {"KCSAN": _KCSAN_LINES,
+                                              "lockdep": _LOCKDEP_LINES}.get(current.kind, 60):
                 current = None
     for s in out:
         s.title = title(s)
     return out
+
+
+def _lockdep_end(s: Splat, line: str) -> bool:
+    """A lockdep report ends with its own stack backtrace."""
+    return s.kind == "lockdep" and line.strip() == "</TASK>" and \
+        any(x.strip() == "stack backtrace:" for x in s.lines)
+
+
+def _warn_inside(s: Splat) -> str | None:
+    """The function of the WARN whose printk a lockdep report is about: its #0 chain goes
+    through report_bug (a WARN in a tracepoint the scheduler tick fires, printed under
+    rq->__lock), else None."""
+    frames, inside = [], False
+    for line in s.lines:
+        text = line.strip()
+        if text.startswith("-> #0"):
+            inside = True
+        elif inside and text.startswith("other info"):
+            break
+        elif inside and (m := _FRAME.match(line)):
+            frames.append(m.group("fn"))
+    at = next((i for i, fn in enumerate(frames) if fn.startswith("asm_exc_invalid_op")), None)
+    return _fn(frames[at + 1]) if at is not None and at + 1 < len(frames) else None
 
 
 def _part_of(current: Splat | None, kind: str) -> bool:
@@ -281,6 +309,8 @@ def title(s: Splat) -> str:
     text = text.rstrip(" .!:")
     if kind == "BUG" and groups.get("fn"):  # kernel BUG at fn+0x1/0x2 [verbose debug ...]
         return f"kernel BUG in {_fn(groups['fn'])}"
+    if kind == "lockdep" and (fn := _warn_inside(s)):
+        return f"{text} (printk of a WARN in {fn})"
     if kind in ("panic", "lockdep") or " at " in text:
         return text
     return f"{text} in {s.site}" if s.site else text

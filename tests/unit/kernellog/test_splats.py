@@ -278,3 +278,21 @@ def test_a_real_kcsan_report_keeps_both_sides_and_ends_at_its_rule() -> None:
     assert r.site == "ringlab_splat_race_tick"
     warn = next(s for s in splats.find(lines) if s.kind == "WARNING")
     assert "accesses" in r.as_dict() and "accesses" not in warn.as_dict()
+
+
+def test_a_lockdep_report_about_a_warns_printk_names_that_warn() -> None:
+    """src-7.2-race's explore (2026-12-05): lockdep's circular dependency whose #0 chain is a
+    WARN printed from the scheduler tick under rq->__lock. Its title names the WARN, so the
+    known issue of that WARN binds it; the whole report is one splat, the WARN after it
+    another."""
+    path = Path(__file__).parents[1] / "data" / "console-lockdep-warn-in-tick-7.2-race.log"
+    lines = path.read_text().splitlines()
+    lockdep, warn = splats.find(lines)
+    assert lockdep.kind == "lockdep"
+    assert lockdep.title == ("WARNING: possible circular locking dependency detected "
+                             "(printk of a WARN in ring_buffer_nr_dirty_pages)")
+    assert lockdep.lines[-1].strip() == "</TASK>"
+    assert warn.title == "WARNING at kernel/trace/ring_buffer.c:842 ring_buffer_nr_dirty_pages"
+    # the same report with its #0 chain cut off keeps lockdep's own title
+    cut = [line for line in lines if "asm_exc_invalid_op" not in line]
+    assert splats.find(cut)[0].title == "WARNING: possible circular locking dependency detected"
