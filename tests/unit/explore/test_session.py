@@ -635,3 +635,27 @@ def test_a_probe_that_timed_out_after_a_splat_is_the_kernels_hang() -> None:
     with pytest.raises(ProbeTimeout):
         run._crashed("trace-mmap", PathResult("trace-mmap"), 0, ProbeTimeout(
             "probe_explore", "no result", stuck=running))
+
+
+def test_a_crash_is_a_failure_per_distinct_splat_of_its_sequence() -> None:
+    """Race mutant 063's third run: the guest died after the known nr_dirty_pages WARN and
+    the mutant's own splat; the crash took the first title only and hid the mutant's."""
+    lines = TWO_SPLATS.read_text().splitlines()
+    mark = "ringlab-explore: trace-mmap seed 1 sequence 14"
+
+    class Vm:
+        console_text = staticmethod(lambda: "\n".join([mark, *lines]))
+
+    class G:
+        vm = Vm()
+        health = staticmethod(lambda: "the guest is gone")
+        kmsg = staticmethod(lambda: [])
+        stop = staticmethod(lambda: None)
+    run, _ = _explore([])
+    run.guest = G()
+    res = PathResult("trace-mmap")
+    assert run._crashed("trace-mmap", res, 0, LabError("the guest is gone")) == 15
+    assert sorted(f.splat or "" for f in res.failures.values()) == [
+        "WARNING at kernel/trace/ring_buffer.c:6067 rb_advance_reader",
+        "WARNING at kernel/trace/trace_snapshot.c:831 put_snapshot_map"]
+    assert {f.check for f in res.failures.values()} == {"crash"}
