@@ -43,9 +43,13 @@ class Load:
     # round); empty: a reproducer runs this file beside it (`python3 explore_load.py NAME`).
     py_start: tuple[str, ...] = ()
     py_round: tuple[str, ...] = ()
+    py_paths: tuple[str, ...] = TRACE     # the paths the Python form is written for
     # What a sequence did when a race shrink found it needs this load (probe_explore.py
     # traits: the known issues' explore traits): the subbuf load's size flips under events.
     traits: tuple[str, ...] = ()
+    # What the load leaves running besides its rounds, stopped when it stops (the detach
+    # load's child): nothing of a load may act once the end state is judged.
+    finish: Callable[[dict], None] | None = None
 
 
 def _write(path: str, text: str) -> bool:
@@ -67,19 +71,26 @@ def _marker_round(env: dict, st: dict, n: int) -> bool:
         return False
 
 
+MAPPED_CPU = 0    # the CPU buffer the trace sequences write (actor 0 runs there) and map most
+
+
+def _raw(env: dict) -> str:
+    return f"{env['instance']}/per_cpu/cpu{MAPPED_CPU}/trace_pipe_raw"
+
+
 def _reader_start(env: dict) -> dict:
-    """Its own CPU's trace_pipe_raw of the instance: the buffer the marker load fills and an
-    actor on that CPU maps."""
-    cpu = os.sched_getaffinity(0).pop()
-    return {"fd": os.open(f"{env['instance']}/per_cpu/cpu{cpu}/trace_pipe_raw",
-                          os.O_RDONLY | os.O_NONBLOCK), "page": os.sysconf("SC_PAGE_SIZE")}
+    """CPU 0's trace_pipe_raw of the instance, read from the load's own CPU: the buffer actor 0
+    writes and maps (round 3's reader read its own CPU's buffer, which the actors seldom
+    mapped: 064 and 065 never met it)."""
+    return {"fd": os.open(_raw(env), os.O_RDONLY | os.O_NONBLOCK),
+            "page": os.sysconf("SC_PAGE_SIZE")}
 
 
 def _reader_round(env: dict, st: dict, n: int) -> bool:
-    """One consuming read(): ring_buffer_read_page() under reader_lock, beside another CPU's
-    GET_READER or first mmap of the same buffer (race mutants 063-065's recipes, each shown
-    by hand with a reader like it). Only with actors, whose steps are not judged: it takes
-    events a reader of the model would count."""
+    """One consuming read(): ring_buffer_read_page() under reader_lock, beside an actor's
+    GET_READER or first mmap of the same buffer on CPU 0 (race mutants 063-065's recipes,
+    each shown by hand with a reader like it). Only with actors, whose steps are not judged:
+    it takes events a reader of the model would count."""
     try:
         return bool(os.read(st["fd"], st["page"]))
     except OSError:
@@ -124,12 +135,14 @@ def _open_clock(cpu: int, freq: int) -> int:
 
 
 def _samples_start(env: dict) -> dict:
-    """A cpu-clock event sampling its CPU at 1 kHz into a mapped 1+8 page buffer, drained by
-    moving data_tail: perf_output_begin() in the timer's interrupt, the reader's tail update.
-    Not faster: the perf paths' sessions turn perf's interrupt throttling off, and at 10 kHz a
-    TCG guest with lockdep spent all its time in the sample interrupts (no progress in 6 min)."""
+    """A cpu-clock event sampling the actors' CPU at 1 kHz into a mapped 1+8 page buffer,
+    drained from the load's own CPU by moving data_tail: perf_output_begin() in CPU 0's timer
+    interrupt loads data_tail while the other CPU stores it (race mutant 070's recipe; round
+    3's load sampled and drained on one CPU, where the two never overlap). Not faster: the
+    perf paths' sessions turn perf's interrupt throttling off, and at 10 kHz a TCG guest with
+    lockdep spent all its time in the sample interrupts (no progress in 6 min)."""
     page = os.sysconf("SC_PAGE_SIZE")
-    fd = _open_clock(os.sched_getaffinity(0).pop(), 1000)
+    fd = _open_clock(_other_cpu(), 1000)
     return {"fd": fd, "map": mmap.mmap(fd, 9 * page), "page": page}
 
 
@@ -142,17 +155,27 @@ def _samples_round(env: dict, st: dict, n: int) -> bool:
 
 
 def _mapper_round(env: dict, st: dict, n: int) -> bool:
-    """An event of its own mapped and unmapped: perf_mmap() and perf_mmap_close(), the buffer
-    allocated and freed each time, on this load's CPU."""
+    """A buffer mapped and unmapped, on this load's CPU. trace-mmap: CPU 0's trace_pipe_raw,
+    its first mapping each time (ring_buffer_map() assigns the sub-buffer ids and raises
+    resize_disabled, the last munmap drops them) against the actors' reads and the resize
+    loads (race mutants 064 and 066); perf: an event of its own, perf_mmap() and
+    perf_mmap_close() allocating and freeing its buffer."""
     page = os.sysconf("SC_PAGE_SIZE")
-    fd = st.get("fd")
-    if fd is None:
-        fd = st["fd"] = _open_clock(os.sched_getaffinity(0).pop(), 1000)
     try:
+        if "instance" in env:
+            fd = os.open(_raw(env), os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                mmap.mmap(fd, page, prot=mmap.PROT_READ).close()    # the meta page
+            finally:
+                os.close(fd)
+            return True
+        fd = st.get("fd")
+        if fd is None:
+            fd = st["fd"] = _open_clock(os.sched_getaffinity(0).pop(), 1000)
         mmap.mmap(fd, (1 + 2 ** (n % 3)) * page).close()
         return True
     except OSError:
-        return False
+        return False    # trace: EBUSY while a snapshot is armed, ENOMEM mid-resize
 
 
 def _other_cpu() -> int:
@@ -204,12 +227,13 @@ def _detach_start(env: dict) -> dict:
     fd = perf.perf_event_open(perf.attr(perf.PERF_TYPE_SOFTWARE, perf.PERF_COUNT_SW_DUMMY))
     other, parent = _other_cpu(), os.getpid()
     page = os.sysconf("SC_PAGE_SIZE")
-    if os.fork() == 0:
+    child = os.fork()
+    if child == 0:
         try:
             os.sched_setaffinity(0, {other})
             n = 0
-            while n % 16 or os.getppid() == parent:     # it goes with the load (a map waits
-                n += 1                                    # on synchronize_rcu())
+            while n % 16 or os.getppid() == parent:     # a load killed outright leaves it
+                n += 1                                    # to notice (a map waits on RCU)
                 try:
                     mmap.mmap(fd, 2 * page, prot=mmap.PROT_READ).close()
                 except OSError:
@@ -220,7 +244,17 @@ def _detach_start(env: dict) -> dict:
                     pass    # EINVAL while mapped (a buffer of its own): the check is the race
         finally:
             os._exit(0)
-    return {"fd": fd, "page": page}
+    return {"fd": fd, "page": page, "child": child}
+
+
+def _detach_finish(st: dict) -> None:
+    """The child killed and reaped, so its mapping is gone (exit_mmap() before the zombie)
+    before the end check maps the user's allowance: left to notice its parent, it mapped on
+    for up to 16 rounds, and its 2 pages charged to the user made the check's first mapping
+    fail (round 3's `allowance` failures of every perf baseline: the lab's)."""
+    import signal
+    os.kill(st["child"], signal.SIGKILL)
+    os.waitpid(st["child"], 0)
 
 
 def _detach_round(env: dict, st: dict, n: int) -> bool:
@@ -238,10 +272,9 @@ LOADS: dict[str, Load] = {load.name: load for load in (
          _marker_start, _marker_round,
          ("fd = os.open(f'{inst}/trace_marker', os.O_WRONLY)",),
          ("os.write(fd, f'ringlab-load {n}\\n'.encode())",)),
-    Load("reader", TRACE, "read() of its CPU's trace_pipe_raw in a loop, consuming",
+    Load("reader", TRACE, "read() of CPU 0's trace_pipe_raw in a loop from its CPU, consuming",
          _reader_start, _reader_round,
-         ("rfd = os.open(f'{inst}/per_cpu/cpu{os.sched_getaffinity(0).pop()}/trace_pipe_raw', "
-          "os.O_RDONLY | os.O_NONBLOCK)",),
+         ("rfd = os.open(f'{inst}/per_cpu/cpu0/trace_pipe_raw', os.O_RDONLY | os.O_NONBLOCK)",),
          ("os.read(rfd, 4096)",)),
     Load("resize", TRACE, "buffer_size_kb flips 8 <-> 16 KiB", lambda env: {}, _resize_round,
          (), ("open(f'{inst}/buffer_size_kb', 'w').write(('8', '16')[n % 2])",)),
@@ -252,14 +285,17 @@ LOADS: dict[str, Load] = {load.name: load for load in (
     Load("events", TRACE, "the instance records the sched events", _events_start,
          _events_round, ("open(f'{inst}/events/sched/enable', 'w').write('1')",),
          ("time.sleep(0.001)",)),
-    Load("samples", PERF, "a 1 kHz cpu-clock event writing into its mapped buffer, drained",
+    Load("samples", PERF, "a 1 kHz cpu-clock event sampling the other CPU into a mapped buffer "
+         "this CPU drains",
          _samples_start, _samples_round),
-    Load("mapper", PERF, "an event's buffer mapped and unmapped in a loop", lambda env: {},
-         _mapper_round),
+    Load("mapper", TRACE + PERF, "a buffer mapped and unmapped in a loop (trace-mmap: CPU 0's; "
+         "perf: an event's own)", lambda env: {}, _mapper_round,
+         (), ("_f = os.open(f'{inst}/per_cpu/cpu0/trace_pipe_raw', os.O_RDONLY)",
+              "mmap.mmap(_f, mmap.PAGESIZE, prot=mmap.PROT_READ).close(); os.close(_f)")),
     Load("aux", PERF, "the test PMU writing AUX chunks every 100 us on the other CPU, its AUX "
          "area mapped and unmapped under it", _aux_start, _aux_round),
     Load("detach", PERF, "an event's last munmap against mmap and SET_OUTPUT(-1) of it from a "
-         "child on the other CPU", _detach_start, _detach_round),
+         "child on the other CPU", _detach_start, _detach_round, finish=_detach_finish),
 )}
 
 
@@ -326,6 +362,8 @@ class Running:
         while True:
             try:
                 if os.read(stop, 1) == b"":
+                    if load.finish is not None:
+                        load.finish(st)
                     return      # the parent closed the pipe (or died)
             except BlockingIOError:
                 pass

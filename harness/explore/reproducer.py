@@ -676,7 +676,7 @@ def _py_loads(f: FailureLike) -> list[str]:
     known = probe_module("explore_load").LOADS
     for name, cpu in loads:
         load = known[name]
-        if not load.py_round:
+        if not load.py_round or f.path not in load.py_paths:
             lines += ["", f"# load {name} on CPU {cpu}: run `python3 explore_load.py {name} "
                       f"--cpu {cpu} --seconds 60` (probes/) beside this script"]
             continue

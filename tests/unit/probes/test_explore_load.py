@@ -280,3 +280,39 @@ def test_the_reader_load_reads_its_own_cpus_trace_pipe_raw(tmp_path: Path) -> No
     time.sleep(0.3)
     counts = r.stop()["reader@0"]
     assert counts["ok"] == 3 and counts["rounds"] > 3, counts
+
+
+@pytest.mark.parametrize("path,inline", [("trace-mmap", True), ("perf-ring", False)])
+def test_a_loads_python_form_is_written_only_for_the_paths_it_was_written_for(
+        path: str, inline: bool) -> None:
+    """`mapper` goes with trace-mmap and the perf paths, its repro.py lines with trace-mmap's
+    CPU 0 buffer only: a perf reproducer names the load to run beside it instead."""
+    from types import SimpleNamespace
+    from harness.explore import reproducer
+    f = SimpleNamespace(path=path, check="x", setup={"load": [["mapper", 1]]}, env={}, steps=[])
+    text = "\n".join(reproducer._py_loads(f))
+    assert ("trace_pipe_raw" in text) is inline
+    assert ("explore_load.py mapper --cpu 1" in text) is not inline
+
+
+def test_what_a_load_leaves_running_is_finished_before_stop_returns(tmp_path: Path) -> None:
+    """A load's `finish` (the detach load kills its mapping child) runs before stop() returns:
+    the end state is judged with nothing of the load acting."""
+    def start(env: dict) -> dict:
+        return {}
+
+    def finish(st: dict) -> None:
+        time.sleep(0.2)     # a slow finish still ends before stop() returns
+        (tmp_path / "finished").write_text("yes")
+    load = explore_load.Load("slow", ("trace-mmap",), "finishes", start,
+                             lambda env, st, n: True, finish=finish)
+    saved = dict(explore_load.LOADS)
+    explore_load.LOADS["slow"] = load
+    try:
+        r = explore_load.Running([("slow", 0)], {})
+        time.sleep(0.05)
+        r.stop()
+    finally:
+        explore_load.LOADS.clear()
+        explore_load.LOADS.update(saved)
+    assert (tmp_path / "finished").read_text() == "yes"
