@@ -154,6 +154,21 @@ def _samples_round(env: dict, st: dict, n: int) -> bool:
     return True
 
 
+def _map_trace_meta(env: dict, page: int) -> bool:
+    """CPU 0's meta page mapped and unmapped through libc: Python's mmap.mmap() refuses a
+    tracefs file (a regular file of size 0) before the kernel is asked."""
+    from probelib import MAP_FAILED, libc
+    fd = os.open(_raw(env), os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        addr = libc.mmap(None, page, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr in (None, MAP_FAILED):
+            return False
+        libc.munmap(addr, page)
+        return True
+    finally:
+        os.close(fd)
+
+
 def _mapper_round(env: dict, st: dict, n: int) -> bool:
     """A buffer mapped and unmapped, on this load's CPU. trace-mmap: CPU 0's trace_pipe_raw,
     its first mapping each time (ring_buffer_map() assigns the sub-buffer ids and raises
@@ -163,12 +178,7 @@ def _mapper_round(env: dict, st: dict, n: int) -> bool:
     page = os.sysconf("SC_PAGE_SIZE")
     try:
         if "instance" in env:
-            fd = os.open(_raw(env), os.O_RDONLY | os.O_NONBLOCK)
-            try:
-                mmap.mmap(fd, page, prot=mmap.PROT_READ).close()    # the meta page
-            finally:
-                os.close(fd)
-            return True
+            return _map_trace_meta(env, page)
         fd = st.get("fd")
         if fd is None:
             fd = st["fd"] = _open_clock(os.sched_getaffinity(0).pop(), 1000)
@@ -291,7 +301,8 @@ LOADS: dict[str, Load] = {load.name: load for load in (
     Load("mapper", TRACE + PERF, "a buffer mapped and unmapped in a loop (trace-mmap: CPU 0's; "
          "perf: an event's own)", lambda env: {}, _mapper_round,
          (), ("_f = os.open(f'{inst}/per_cpu/cpu0/trace_pipe_raw', os.O_RDONLY)",
-              "mmap.mmap(_f, mmap.PAGESIZE, prot=mmap.PROT_READ).close(); os.close(_f)")),
+              "_a = libc.mmap(None, PAGE, mmap.PROT_READ, mmap.MAP_SHARED, _f, 0)",
+              "_a != MAP_FAILED and libc.munmap(_a, PAGE); os.close(_f)")),
     Load("aux", PERF, "the test PMU writing AUX chunks every 100 us on the other CPU, its AUX "
          "area mapped and unmapped under it", _aux_start, _aux_round),
     Load("detach", PERF, "an event's last munmap against mmap and SET_OUTPUT(-1) of it from a "
@@ -325,6 +336,9 @@ def parse(spec: str, path: str, ncpus: int) -> list[tuple[str, int]]:
     return out
 
 
+SLOT = 128      # a load's bytes in Running's shared page: rounds, ok, and why it died
+
+
 class Running:
     """The loads of one sequence, each in a process of its own pinned to its CPU, counting its
     rounds in a shared page. A load stops when the pipe from its parent closes: the parent
@@ -333,7 +347,7 @@ class Running:
 
     def __init__(self, loads: list[tuple[str, int]], env: dict) -> None:
         self.loads = loads
-        self.counts = mmap.mmap(-1, 16 * max(1, len(loads)))
+        self.counts = mmap.mmap(-1, SLOT * max(1, len(loads)))
         self.pids: list[int] = []
         stop_r, self.stop_w = os.pipe()
         for i, (name, cpu) in enumerate(loads):
@@ -350,8 +364,10 @@ class Running:
                         os.setresuid(0, 0, 0)
                     os.sched_setaffinity(0, {cpu})
                     self._loop(i, LOADS[name], env, stop_r)
-                except BaseException:   # noqa: BLE001 - a load that cannot start just stops
+                except BaseException as e:  # noqa: BLE001 - said in its counts, not raised
                     code = 1
+                    said = f"{type(e).__name__}: {e}".encode()[:SLOT - 17]
+                    self.counts[SLOT * i + 16:SLOT * i + 16 + len(said)] = said
                 os._exit(code)
             self.pids.append(pid)
         os.close(stop_r)
@@ -369,18 +385,24 @@ class Running:
                 pass
             n += 1
             ok += load.round(env, st, n)
-            self.counts[16 * i:16 * i + 16] = n.to_bytes(8, "little") + ok.to_bytes(8, "little")
+            self.counts[SLOT * i:SLOT * i + 16] = n.to_bytes(8, "little") + ok.to_bytes(8, "little")
 
-    def stop(self) -> dict[str, dict[str, int]]:
-        """Stop every load and wait for it; each load's rounds and the ones the kernel did."""
+    def stop(self) -> dict[str, dict]:
+        """Stop every load and wait for it; each load's rounds, the ones the kernel did, and
+        whether it died (a load's own error, e.g. one that cannot start: the lab's, said with
+        its reason so a run with a dead load is not read as a kernel that held)."""
         os.close(self.stop_w)
-        for pid in self.pids:
-            os.waitpid(pid, 0)
-        out = {}
+        died = {}
+        for i, pid in enumerate(self.pids):
+            died[i] = os.waitpid(pid, 0)[1] != 0
+        out: dict[str, dict] = {}
         for i, (name, cpu) in enumerate(self.loads):
-            raw = self.counts[16 * i:16 * i + 16]
+            raw = self.counts[SLOT * i:SLOT * i + SLOT]
             out[f"{name}@{cpu}"] = {"rounds": int.from_bytes(raw[:8], "little"),
-                                    "ok": int.from_bytes(raw[8:], "little")}
+                                    "ok": int.from_bytes(raw[8:16], "little"),
+                                    "died": int(died[i])}
+            if died[i]:
+                out[f"{name}@{cpu}"]["error"] = raw[16:].rstrip(b"\0").decode(errors="replace")
         self.counts.close()
         return out
 

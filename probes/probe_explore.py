@@ -533,9 +533,11 @@ class Explorer:
             charge_late(late)
             last = (k, setup, out)
             for name, counts in out.get("load", {}).items():
-                mine = load.setdefault(name, {"rounds": 0, "ok": 0})
-                for c in mine:
-                    mine[c] += counts[c]
+                mine = load.setdefault(name, {"rounds": 0, "ok": 0, "died": 0})
+                for c in ("rounds", "ok", "died"):
+                    mine[c] += counts.get(c, 0)
+                if counts.get("error"):
+                    mine.setdefault("error", counts["error"])
             for step in out["steps"]:
                 by = answers.setdefault(step["op"], {})
                 by[str(step.get("result"))] = by.get(str(step.get("result")), 0) + 1

@@ -99,11 +99,14 @@ def answers_text(answers: dict[str, dict[str, int]]) -> str:
     return "; ".join(parts)
 
 
-def load_text(name: str, counts: dict[str, int], seconds: float) -> str:
-    """A load's throughput beside a path: "marker@1 812 rounds/s (3 refused)"."""
+def load_text(name: str, counts: dict, seconds: float) -> str:
+    """A load's throughput beside a path: "marker@1 812 rounds/s (3 refused)", and, where the
+    load itself failed (the lab's error), in how many sequences and why."""
     refused = counts["rounds"] - counts["ok"]
     rate = counts["rounds"] / seconds if seconds else 0.0
-    return f"{name} {rate:.0f} rounds/s" + (f" ({refused} refused)" if refused else "")
+    died = counts.get("died", 0)
+    return (f"{name} {rate:.0f} rounds/s" + (f" ({refused} refused)" if refused else "") +
+            (f" [LOAD DIED in {died} sequence(s): {counts.get('error', '?')}]" if died else ""))
 
 
 def lines(results: list[PathResult]) -> list[str]:

@@ -316,3 +316,19 @@ def test_what_a_load_leaves_running_is_finished_before_stop_returns(tmp_path: Pa
         explore_load.LOADS.clear()
         explore_load.LOADS.update(saved)
     assert (tmp_path / "finished").read_text() == "yes"
+
+
+def test_a_load_that_cannot_start_says_so_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 4's trace mapper died in every sequence (Python's mmap refuses a tracefs file of
+    size 0) and showed only as "0 rounds/s": a dead load is the lab's error, said with why."""
+    def start(env: dict) -> dict:
+        raise ValueError("mmap length is greater than file size")
+    monkeypatch.setitem(explore_load.LOADS, "dead", explore_load.Load(
+        "dead", ("trace-mmap",), "cannot start", start, lambda env, st, n: True))
+    r = explore_load.Running([("dead", 1 % os.cpu_count())], {})
+    counts = r.stop()[f"dead@{1 % os.cpu_count()}"]
+    assert counts["rounds"] == 0 and counts["died"] == 1
+    assert counts["error"] == "ValueError: mmap length is greater than file size"
+    from harness.explore.report import load_text
+    assert "LOAD DIED in 1 sequence(s): ValueError: mmap length" in load_text("dead@1", counts, 2.0)
+    assert "DIED" not in load_text("m@1", {"rounds": 4, "ok": 4, "died": 0}, 2.0)
