@@ -11,7 +11,7 @@ from harness.errors import LabError
 from harness.explore.session import check_loads, parse_budget
 from harness.kernels import gcov
 from harness.kernels.mutants import catalog, select
-from harness.mutate import session
+from harness.mutate import by_explore, session
 from harness.mutate.plan import Plan
 from harness.runs import run_folder
 
@@ -46,6 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "processes (./lab explore --processes)")
     mu.add_argument("--load", default="", metavar="NAME[@CPU],...", help="with --explore: "
                     "loads beside each sequence (./lab explore --load): race mutants")
+    mu.add_argument("--paths", default="", metavar="PATH,...", help="with --explore: only "
+                    "these of the explorer's paths each mutant's file serves (default: all)")
     mu.add_argument("--steer", choices=STEER_MODES, default="off", help="with --explore: the "
                     "explorer blind (off), steered by the edges it has run (on), or both taking "
                     "turns per seed; on and both mutate the kernel's coverage variant "
@@ -74,6 +76,10 @@ def main(args: argparse.Namespace) -> int:
     if args.processes and args.actors == 1:
         raise LabError("--processes makes the actors processes: add --actors 2 (to 4)")
     check_loads(args.load)
+    only = tuple(p.strip() for p in args.paths.split(",") if p.strip())
+    if only and explore_s is None:
+        raise LabError("--paths chooses the explorer's paths: add --explore BUDGET")
+    by_explore.check_paths(tuple(mutants), only)
     if True in modes:   # steering reads the gcov counters: the coverage variant is mutated
         spec = gcov.variant(cfg, spec)
         cfg = cfg.with_kernel(spec)
@@ -82,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
                             whole_suite=args.whole_suite, explore_s=explore_s,
                             selftests=args.selftests, jobs=args.jobs, seeds=seeds,
                             modes=modes, actors=args.actors, load=args.load,
-                            processes=args.processes))
+                            processes=args.processes, paths=only))
 
 
 def explorer_runs(seeds: str, steer: str, exploring: bool) -> tuple[tuple[int, ...],

@@ -63,9 +63,29 @@ def explore_paths(file: str) -> tuple[str, ...]:
     return watchers.explore_paths if watchers else explore_paths_of_probes()
 
 
-def paths_of(mutants: tuple[Mutant, ...]) -> tuple[str, ...]:
-    """The explorer's paths the mutants' files serve, each once, in order."""
-    return tuple(dict.fromkeys(p for m in mutants for p in explore_paths(m.file)))
+def paths_of(mutants: tuple[Mutant, ...], only: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The explorer's paths the mutants' files serve, each once, in order (of `only`'s, if
+    named)."""
+    return tuple(dict.fromkeys(p for m in mutants for p in mutant_paths(m, only)))
+
+
+def mutant_paths(m: Mutant, only: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The paths a mutant is explored on: its file's, narrowed to `only` (--paths)."""
+    return tuple(p for p in explore_paths(m.file) if not only or p in only)
+
+
+def check_paths(mutants: tuple[Mutant, ...], only: tuple[str, ...]) -> None:
+    """--paths: each a path the explorer models, and each mutant keeps one; else one error
+    naming the culprit."""
+    known = explore_paths_of_probes()
+    for p in only:
+        if p not in known:
+            raise LabError(f"--paths {p}: not a path the explorer models ({', '.join(known)})")
+    for m in mutants:
+        if only and not mutant_paths(m, only):
+            raise LabError(f"--paths {','.join(only)}: mutant {m.id} ({m.file}) is explored on "
+                           f"{', '.join(explore_paths(m.file))}, none of them; leave it out "
+                           f"with --mutants or name one of its paths")
 
 def runs_of(plan: Plan) -> list[tuple[int, bool]]:
     """The explores every kernel gets, (seed, steered): per seed the modes take turns, so
@@ -79,7 +99,7 @@ def run_name(seed: int, steer: bool) -> str:
 
 def judge_all(plan: Plan, ws: Workspace, release: str, outs: list[Path], base_dir: Path,
               base_build_s: float) -> Judged:
-    paths = paths_of(plan.mutants)
+    paths = paths_of(plan.mutants, plan.paths)
     runs = runs_of(plan)
     many = len(runs) > 1
     log.info("mutate: exploring the unmutated kernel %s (%s, %.0f s each%s)", release,
@@ -142,7 +162,7 @@ def explore_mutant(plan: Plan, tree: Path, m: Mutant, run_dir: Path, seed: int, 
                    base: Found, many: bool) -> ExploreRun:
     """One explore of the mutant's kernel: killed when it confirms a failure the unmutated
     kernel's explore with the same seed and mode did not have."""
-    found, took = explore(plan, tree, explore_paths(m.file),
+    found, took = explore(plan, tree, mutant_paths(m, plan.paths),
                           run_dir / run_name(seed, steer) if many else run_dir, seed, steer,
                           baseline=base.baseline())
     new = base.new_in(found)

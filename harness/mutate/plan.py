@@ -40,6 +40,9 @@ class Plan:
     actors: int = 1
     processes: bool = False
     load: str = ""
+    # With explore_s: only these of the paths each mutant's file serves (--paths; empty: all
+    # of them): a race mutant of trace_pipe_raw's mapping is not worth trace-remote's budget.
+    paths: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:

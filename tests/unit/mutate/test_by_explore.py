@@ -199,3 +199,19 @@ def test_the_unmutated_kernels_known_failures_give_their_sites_to_the_baseline(
     assert (site in found.sites) is sites
     unbound = Found({site: "the same WARN, no trait of the issue"})
     assert found.new_in(unbound) == ([] if sites else [unbound.failures[site]])
+
+
+def test_paths_narrow_each_mutants_paths_and_a_path_none_serves_is_one_clear_error() -> None:
+    """--paths trace-mmap: a ring_buffer.c race mutant is not explored on trace-remote; a
+    mutant left with no path, or a path the explorer has not, is named."""
+    from harness.errors import LabError
+    from harness.mutate.by_explore import check_paths, mutant_paths
+    trace, perf = _mutant("kernel/trace/ring_buffer.c"), _mutant("kernel/events/core.c")
+    assert mutant_paths(trace, ("trace-mmap",)) == ("trace-mmap",)
+    assert mutant_paths(trace) == ("trace-mmap", "trace-remote")
+    assert paths_of((trace, perf), ("trace-mmap", "perf-ring")) == ("trace-mmap", "perf-ring")
+    check_paths((trace, perf), ("trace-mmap", "perf-ring"))
+    with pytest.raises(LabError, match=r"mutant .* \(kernel/events/core.c\) is explored on"):
+        check_paths((trace, perf), ("trace-mmap",))
+    with pytest.raises(LabError, match="--paths nope: not a path the explorer models"):
+        check_paths((trace,), ("nope",))
