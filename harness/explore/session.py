@@ -181,6 +181,17 @@ def _splat_titles(lines: list[str]) -> list[str]:
     return list(dict.fromkeys(s.title for s in splats.find(lines)))
 
 
+def _kernel_log(g: Guest) -> list[str]:
+    """The guest's kernel log, or its console where the guest cannot be asked: race mutant
+    063's WARN flood (5318 WARNs in 3 s) left the probe runner unable to answer the read of
+    the log, and that GuestHang, raised here, ended the explore as the lab's own error (NOT
+    BOOTED) while the console held the mutant's WARN after the sequence's mark."""
+    try:
+        return g.kmsg()
+    except LabError:
+        return g.vm.console_text().splitlines()
+
+
 def _splatted_since_mark(path: str, kmsg: list[str]) -> bool:
     """The kernel splatted after the path's last sequence mark: a probe that timed out then,
     no thread in D state, is the kernel's hang, not the lab's (race mutant 063: a WARN flood,
@@ -367,13 +378,14 @@ class Explore:
         g = self.guest
         dead = g.health() if g is not None else "no guest"
         hung = isinstance(error, ProbeTimeout) and bool(error.in_kernel)
+        kmsg = _kernel_log(g) if g is not None and dead is None else []
         if isinstance(error, ProbeTimeout) and not hung and g is not None and dead is None:
-            hung = _splatted_since_mark(path, g.kmsg())
+            hung = _splatted_since_mark(path, kmsg)
         if g is not None and dead is None and isinstance(error, ProbeError) and not hung:
             raise error
         console = g.vm.console_text() if g is not None else ""
         if hung and g is not None and dead is None:   # the marks also sit in the kernel log
-            console += "\n" + "\n".join(g.kmsg())
+            console += "\n" + "\n".join(kmsg)
         marks = [m for m in MARK.finditer(console) if m["path"] == path]
         k = int(marks[-1]["k"]) if marks else first
         tail = console[marks[-1].end():] if marks else console[-8000:]

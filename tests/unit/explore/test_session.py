@@ -637,6 +637,35 @@ def test_a_probe_that_timed_out_after_a_splat_is_the_kernels_hang() -> None:
             "probe_explore", "no result", stuck=running))
 
 
+def test_a_guest_too_stuck_to_give_its_kernel_log_is_judged_on_its_console() -> None:
+    """Race mutant 063, round 4: 5318 WARNs in 3 s; the probe timed out and the read of the
+    kernel log that was to tell the kernel's hang from the lab's raised GuestHang itself,
+    ending the explore as NOT BOOTED. The console holds the same mark and WARN."""
+    from harness.errors import GuestHang, ProbeTimeout
+    warn = TWO_SPLATS.read_text().splitlines()[43:]
+    mark = "ringlab-explore: trace-mmap seed 1 sequence 0"
+
+    class Vm:
+        console_text = staticmethod(lambda: "\n".join([mark, *warn]) + "\n")
+
+    def stuck() -> list[str]:
+        raise GuestHang("the guest's probe runner did not answer in time")
+
+    class G:
+        vm = Vm()
+        health = staticmethod(lambda: None)
+        kmsg = staticmethod(stuck)
+        stop = staticmethod(lambda: None)
+    run, _ = _explore([])
+    run.guest = G()
+    res = PathResult("trace-mmap")
+    assert run._crashed("trace-mmap", res, 0, ProbeTimeout(
+        "probe_explore", "no result within its timeout", stuck=[])) == 1
+    f = next(iter(res.failures.values()))
+    assert (f.check, f.sequence) == ("hang", 0)
+    assert f.splat == "WARNING at kernel/trace/ring_buffer.c:6067 rb_advance_reader"
+
+
 def test_a_crash_is_a_failure_per_distinct_splat_of_its_sequence() -> None:
     """Race mutant 063's third run: the guest died after the known nr_dirty_pages WARN and
     the mutant's own splat; the crash took the first title only and hid the mutant's."""
