@@ -285,8 +285,25 @@ class Kmsg:
 
     def splat(self) -> list[str] | None:
         """The new lines, if any of them is a splat's banner."""
-        lines = self.new_lines()
-        return lines[:60] if any(splat_banners.is_banner(line) for line in lines) else None
+        return splat_lines(self.new_lines()) or None
+
+
+# A sequence's kernel log kept with its failure: a lockdep report runs to 100-400 lines and
+# the chain that titles it (#0, through report_bug() when a WARN's printk took the console
+# lock) comes last. Round 4 kept 60, and the race kernel's known lockdep report came back
+# untitled, so unbound.
+KMSG_KEEP = 600
+
+
+def splat_lines(lines: list[str]) -> list[str]:
+    """The lines to keep of a sequence's log, if a splat's banner is among them: [] if not."""
+    return lines[:KMSG_KEEP] if any(splat_banners.is_banner(line) for line in lines) else []
+
+
+def first_banner(lines: list[str]) -> str:
+    """What a splat failure got: the splat's banner, not the line the log began with (the
+    events load's 'Scheduler tracepoints ... schedstats' notice, round 4)."""
+    return next((line for line in lines if splat_banners.is_banner(line)), lines[0])
 
 
 def splat_key(lines: list[str]) -> str:
@@ -415,7 +432,8 @@ class Explorer:
         self.steps_run += len(out["steps"])
         lines = self.kmsg.splat()
         if lines and out["failure"] is None:
-            out["failure"] = failure(splat_key(lines), "kernel log", "no splat", lines[0])
+            out["failure"] = failure(splat_key(lines), "kernel log", "no splat",
+                                     first_banner(lines))
         if lines:
             out["kmsg"] = lines
         return out
@@ -423,8 +441,7 @@ class Explorer:
     def settle(self) -> list[str]:
         """What the kernel logged since the last sequence was judged, if it holds a splat: that
         sequence's deferred work (an RCU callback, a workqueue freeing its buffer) said it."""
-        lines = self.kmsg.new_lines()
-        return lines[:60] if any(splat_banners.is_banner(line) for line in lines) else []
+        return splat_lines(self.kmsg.new_lines())
 
     @staticmethod
     def charge_late(out: dict | None, late: list[str]) -> dict | None:
@@ -434,7 +451,7 @@ class Explorer:
         if not late or out is None or out["failure"] is not None:
             return None
         return dict(out, kmsg=late, failure=failure(
-            splat_key(late), "kernel log, after the sequence", "no splat", late[0]))
+            splat_key(late), "kernel log, after the sequence", "no splat", first_banner(late)))
 
     def fails_same(self, setup: dict, steps: list[dict], check: str,
                    known: bool | None = None) -> bool:
