@@ -308,10 +308,22 @@ def first_banner(lines: list[str]) -> str:
 
 def splat_key(lines: list[str]) -> str:
     """The first banner, numbers out: the same WARN is the same check across replays."""
-    first = next(line for line in lines if splat_banners.is_banner(line))
-    first = re.sub(r"\+0x[0-9a-f]+/0x[0-9a-f]+", "", first)
-    first = re.sub(r"(CPU#?|PID:|\bpid\b|/)\s*\d+", r"\1N", first)
-    return "splat:" + re.sub(r"\s+", " ", first).strip()
+    return _banner_key(next(line for line in lines if splat_banners.is_banner(line)))
+
+
+def splat_keys(lines: list[str]) -> list[tuple[str, str]]:
+    """Every banner of a log, once per key, with the banner it came from."""
+    out: dict[str, str] = {}
+    for line in lines:
+        if splat_banners.is_banner(line):
+            out.setdefault(_banner_key(line), line)
+    return list(out.items())
+
+
+def _banner_key(banner: str) -> str:
+    banner = re.sub(r"\+0x[0-9a-f]+/0x[0-9a-f]+", "", banner)
+    banner = re.sub(r"(CPU#?|PID:|\bpid\b|/)\s*\d+", r"\1N", banner)
+    return "splat:" + re.sub(r"\s+", " ", banner).strip()
 
 
 def clear_warn_once() -> None:
@@ -366,6 +378,12 @@ class Explorer:
         self.world_cls = world_of(path)
         self.max_steps = max_steps or self.world_cls.MAX_STEPS
         self.kmsg = Kmsg()
+        # Splats a shrink's or untangle's replay showed beside the one it was after: failures
+        # of their own (race mutant 065's rb_update_meta_page race, round 4, came up in a
+        # replay of another failure and was dropped with it). Keys already had, and the
+        # (setup, run) of each new one until _explore keeps it.
+        self.splats_had: set[str] = set()
+        self.in_replays: list[tuple[dict, dict]] = []
         self.uid = FIRST_UID + (os.getpid() * 97) % 20000
         self.steps_run = 0
         self.runs = 0
@@ -458,9 +476,32 @@ class Explorer:
         """The steps fail the same check again (and, when `known` is given, as the known
         issue's symptom or not, so a new failure never shrinks into a known one)."""
         out = self.one(setup, steps)
+        self.note_splats(setup, out)
         if out["failure"] is None or out["failure"]["check"] != check:
             return False
         return known is None or self.is_excused(setup, out, check, steps) == known
+
+    def kept_in_replays(self, k: int, seen: dict[str, int]) -> list[dict]:
+        """The splats sequence k's shrink showed beside its own: each a failure, unshrunk
+        (its replay's steps), known or not as any other, counted in `seen`."""
+        kept = []
+        while self.in_replays:
+            setup, out = self.in_replays.pop(0)
+            check = out["failure"]["check"]
+            known = self.is_excused(setup, out, check, out["steps"])
+            key = check + ("~known" if known else "")
+            seen[key] = seen.get(key, 0) + 1
+            if seen[key] == 1:
+                kept.append(self._kept(k, setup, out, known, 0.0))
+        return kept
+
+    def note_splats(self, setup: dict, out: dict) -> None:
+        """Keep, as a failure of its own, a replay whose log has a splat no kept failure had."""
+        for key, banner in splat_keys(out.get("kmsg") or []):
+            if key not in self.splats_had:
+                self.splats_had.add(key)
+                self.in_replays.append((setup, dict(out, failure=failure(
+                    key, "kernel log, in a replay", "no splat", banner))))
 
     def fails_racy(self, setup: dict, steps: list[dict], check: str,
                    known: bool | None = None) -> bool:
@@ -570,8 +611,10 @@ class Explorer:
                         out, known = other, False
                 key = check + ("~known" if known else "")
                 seen[key] = seen.get(key, 0) + 1
+                self.splats_had.update(key for key, _ in splat_keys(out.get("kmsg") or []))
                 if seen[key] == 1:
                     failures.append(self._kept(k, setup, out, known, shrink_s))
+                    failures += self.kept_in_replays(k, seen)
             k += 1
         time.sleep(LATE_S)          # the last sequence's deferred work
         charge_late(self.settle())
@@ -629,6 +672,7 @@ class Explorer:
         if excused(self.excuses, check, has(steps), []) or len(steps) == len(out["steps"]):
             return None
         again = self.one(setup, steps)
+        self.note_splats(setup, again)
         if again["failure"] is None or again["failure"]["check"] != check or \
                 self.is_excused(setup, again, check, steps):
             return None

@@ -90,3 +90,33 @@ def test_a_load_the_race_needs_lends_its_traits_to_the_failure(
     assert record["traits"] == ["subbuf-changed-with-events"]
     monkeypatch.setattr(e, "shrink_race", lambda *a: (setup, [], ["marker"]))
     assert e._kept(7, setup, out, False, 10.0)["traits"] == []
+
+
+def test_a_splat_a_shrinks_replay_showed_beside_its_own_is_a_failure_of_its_own(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Race mutant 065, round 4: its `rb_advance_reader / rb_update_meta_page` race came up
+    once, in a replay of another failure's shrink, and was dropped with that replay."""
+    e = probe_explore.Explorer.__new__(probe_explore.Explorer)
+    e.splats_had, e.in_replays, e.excuses, e.actors, e.path = set(), [], [], 2, "trace-mmap"
+    own = "WARNING: CPU: 0 PID: 7 at kernel/trace/ring_buffer.c:842 ring_buffer_nr_dirty_pages+0x1/0x2"
+    new = "BUG: KCSAN: data-race in rb_advance_reader / rb_update_meta_page"
+    e.splats_had.add(probe_explore.splat_key([own]))
+    runs = iter([[own, "x", new], [own], [new]])
+
+    def one(setup: dict, steps: list[dict] | None = None, **kw: object) -> dict:
+        kmsg = next(runs)
+        return {"steps": steps or [], "env": {}, "kmsg": kmsg,
+                "failure": probe_explore.failure(probe_explore.splat_key(kmsg), "kernel log",
+                                                 "no splat", kmsg[0])}
+    monkeypatch.setattr(e, "one", one)
+    monkeypatch.setattr(e, "_kept", lambda k, setup, out, known, shrink_s: {
+        "sequence": k, "failure": out["failure"], "shrink_s": shrink_s})
+    setup = {"load": [["reader", 1]]}
+    check = probe_explore.splat_key([own])
+    assert [e.fails_same(setup, _steps(), check) for _ in range(3)] == [True, True, False]
+    seen: dict[str, int] = {check: 1}
+    [kept] = e.kept_in_replays(4, seen)
+    assert kept["failure"]["check"] == probe_explore.splat_key([new])
+    assert kept["failure"]["got"] == new and kept["failure"]["at"] == "kernel log, in a replay"
+    assert (kept["sequence"], kept["shrink_s"]) == (4, 0.0)
+    assert e.in_replays == [] and e.kept_in_replays(5, seen) == [], "each splat once"
