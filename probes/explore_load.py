@@ -154,19 +154,19 @@ def _samples_round(env: dict, st: dict, n: int) -> bool:
     return True
 
 
-def _map_trace_meta(env: dict, page: int) -> bool:
-    """CPU 0's meta page mapped and unmapped through libc: Python's mmap.mmap() refuses a
-    tracefs file (a regular file of size 0) before the kernel is asked."""
+def _map_trace_meta(env: dict, st: dict, page: int) -> bool:
+    """CPU 0's meta page mapped and unmapped through libc (Python's mmap.mmap() refuses a
+    tracefs file, a regular file of size 0, before the kernel is asked), on one fd opened
+    once: each map with no other mapping is the buffer's first (the id walk), and round 4's
+    open and close each round held the load to 9 maps a second beside the actors."""
     from probelib import MAP_FAILED, libc
-    fd = os.open(_raw(env), os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        addr = libc.mmap(None, page, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        if addr in (None, MAP_FAILED):
-            return False
-        libc.munmap(addr, page)
-        return True
-    finally:
-        os.close(fd)
+    if "trace_fd" not in st:
+        st["trace_fd"] = os.open(_raw(env), os.O_RDONLY | os.O_NONBLOCK)
+    addr = libc.mmap(None, page, mmap.PROT_READ, mmap.MAP_SHARED, st["trace_fd"], 0)
+    if addr in (None, MAP_FAILED):
+        return False
+    libc.munmap(addr, page)
+    return True
 
 
 def _mapper_round(env: dict, st: dict, n: int) -> bool:
@@ -178,7 +178,7 @@ def _mapper_round(env: dict, st: dict, n: int) -> bool:
     page = os.sysconf("SC_PAGE_SIZE")
     try:
         if "instance" in env:
-            return _map_trace_meta(env, page)
+            return _map_trace_meta(env, st, page)
         fd = st.get("fd")
         if fd is None:
             fd = st["fd"] = _open_clock(os.sched_getaffinity(0).pop(), 1000)
@@ -300,9 +300,9 @@ LOADS: dict[str, Load] = {load.name: load for load in (
          _samples_start, _samples_round),
     Load("mapper", TRACE + PERF, "a buffer mapped and unmapped in a loop (trace-mmap: CPU 0's; "
          "perf: an event's own)", lambda env: {}, _mapper_round,
-         (), ("_f = os.open(f'{inst}/per_cpu/cpu0/trace_pipe_raw', os.O_RDONLY)",
-              "_a = libc.mmap(None, PAGE, mmap.PROT_READ, mmap.MAP_SHARED, _f, 0)",
-              "_a != MAP_FAILED and libc.munmap(_a, PAGE); os.close(_f)")),
+         ("_f = os.open(f'{inst}/per_cpu/cpu0/trace_pipe_raw', os.O_RDONLY)",),
+         ("_a = libc.mmap(None, PAGE, mmap.PROT_READ, mmap.MAP_SHARED, _f, 0)",
+          "_a != MAP_FAILED and libc.munmap(_a, PAGE)")),
     Load("aux", PERF, "the test PMU writing AUX chunks every 100 us on the other CPU, its AUX "
          "area mapped and unmapped under it", _aux_start, _aux_round),
     Load("detach", PERF, "an event's last munmap against mmap and SET_OUTPUT(-1) of it from a "
