@@ -329,11 +329,14 @@ def test_a_race_is_replayed_on_fresh_guests_and_counted_k_of_n(
 
     monkeypatch.setattr(run, "_probe", probe)
     monkeypatch.setattr(run, "fresh_guest", lambda: boots.append(1))
+    from harness.explore import session
+    monkeypatch.setattr(session, "RACE_CONFIRM_S", 0.0)     # one probe call a guest
     run.confirm(f)
     assert len(boots) == guests == f.confirm_tries and f.confirm_hits == hits
     assert all(a[0] == "replay" and a[-2:] == ["--times", str(CONFIRM_TIMES)] for a in asked)
     assert f.confirmed is True
-    assert f.confirm_got.startswith(f"1 of {guests} fresh guests, {CONFIRM_TIMES} replays each")
+    assert f.confirm_got.startswith(f"1 of {guests} fresh guests, {CONFIRM_TIMES * guests} "
+                                    "replays")
     from harness.explore.formats import failure_outcome
     outcome, why = failure_outcome(f)
     assert outcome == "failed" and f"(1 of {guests} fresh guests" in why
@@ -349,9 +352,36 @@ def test_a_race_no_fresh_guest_showed_again_is_reported_with_its_count(
     f = _race()
     monkeypatch.setattr(run, "_probe", lambda a, t: {"replays": [{"failure": None}] * 3})
     monkeypatch.setattr(run, "fresh_guest", lambda: None)
+    from harness.explore import session
+    monkeypatch.setattr(session, "RACE_CONFIRM_S", 0.0)
     run.confirm(f)
     assert (f.confirmed, f.confirm_tries, f.confirm_hits) == (False, 2, 0)
-    assert f.confirm_got == "0 of 2 fresh guests, 3 replays each: no failure"
+    assert f.confirm_got == "0 of 2 fresh guests, 6 replays: no failure"
+
+
+def test_a_rare_race_is_replayed_on_one_guest_until_it_shows_and_said_with_its_count(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Race mutant 066, round 4: its WARN came 5 times in 400 sequences and 3 replays a guest
+    never showed it. A guest now replays CONFIRM_TIMES at a time until it shows (or
+    RACE_CONFIRM_S is spent), and the count says how rare it was."""
+    from types import SimpleNamespace
+    from harness.explore import session
+    lab: Any = SimpleNamespace(kernel=lambda name: SimpleNamespace(name=name))
+    run = session.Explore(lab, ExploreRequest("k", ("trace-mmap",), 1, 0, actors=2,
+                                              stop_at_new=True), Path("/nonexistent"),
+                          say=lambda s: None)
+    f = _race()
+    quiet = {"failure": None, "kmsg": []}
+    warned = {"failure": {"check": "splat:WARNING", "got": "a splat"},
+              "kmsg": [WARN_AT[0].format(8014), WARN_AT[1]]}
+    answers = iter([[quiet] * 3] * 4 + [[quiet, warned, quiet]])
+    boots: list[int] = []
+    monkeypatch.setattr(run, "_probe", lambda a, t: {"replays": next(answers)})
+    monkeypatch.setattr(run, "fresh_guest", lambda: boots.append(1))
+    monkeypatch.setattr(session, "RACE_CONFIRM_S", 3600.0)
+    run.confirm(f)
+    assert (f.confirmed, f.confirm_tries, f.confirm_hits, len(boots)) == (True, 1, 1, 1)
+    assert f.confirm_got.startswith("1 of 1 fresh guests, 15 replays: ")
 
 
 def test_a_path_that_goes_away_between_slices_stops_with_its_reason() -> None:
