@@ -611,7 +611,7 @@ class Explorer:
                         out, known = other, False
                 key = check + ("~known" if known else "")
                 seen[key] = seen.get(key, 0) + 1
-                self.splats_had.update(key for key, _ in splat_keys(out.get("kmsg") or []))
+                self.splats_had.update(had for had, _ in splat_keys(out.get("kmsg") or []))
                 if seen[key] == 1:
                     failures.append(self._kept(k, setup, out, known, shrink_s))
                     failures += self.kept_in_replays(k, seen)
