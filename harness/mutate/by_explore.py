@@ -190,13 +190,15 @@ def explore(plan: Plan, tree: Path, paths: tuple[str, ...], out_dir: Path, seed:
             steer: bool, stop_at_new: bool = True, baseline: tuple[str, ...] = ()
             ) -> tuple[Found, float]:
     """`./lab explore` of the kernel built from `tree` on `paths`: its confirmed failures (the
-    unmutated kernel's unconfirmed ones too, and all their sites), and the wall time."""
+    unmutated kernel's unconfirmed ones too, and all their sites), and the wall time. The
+    unmutated kernel's (stop_at_new off) replays nothing: seen once, a failure is its own."""
     out_dir.mkdir(parents=True, exist_ok=True)
     lab = Lab(with_build(plan.cfg, plan.name, tree=tree))
     run = Explore(lab, ExploreRequest(plan.name, paths, plan.explore_s or 60, seed=seed,
                                       actors=plan.actors, load=plan.load, steer=steer,
                                       processes=plan.processes,
-                                      stop_at_new=stop_at_new, baseline=baseline), out_dir,
+                                      stop_at_new=stop_at_new, baseline=baseline,
+                                      confirm=stop_at_new), out_dir,
                   say=lambda line: log.debug("%s", line))
     start = time.monotonic()
     try:

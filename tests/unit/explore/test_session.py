@@ -196,12 +196,12 @@ def _record(k: int, steps: list, traits: list[str], got: str = "EPERM") -> dict:
             "failure": {"check": "allowance", "at": "end", "expected": "ok", "got": got}}
 
 
-def _explore(slices: list[dict], stop_at_new: bool = False, baseline: tuple[str, ...] = ()
-             ) -> tuple[object, list[list[str]]]:
+def _explore(slices: list[dict], stop_at_new: bool = False, baseline: tuple[str, ...] = (),
+             confirm: bool = True) -> tuple[object, list[list[str]]]:
     from harness.explore.session import Explore
     run = Explore.__new__(Explore)
     run.req = ExploreRequest(None, ("pinning",), 60, 1, stop_at_new=stop_at_new,
-                             baseline=baseline)
+                             baseline=baseline, confirm=confirm)
     run.say, run.guest = (lambda line: None), None
     run.fresh_guest = lambda: None   # type: ignore[method-assign,assignment,return-value]
     calls: list[list[str]] = []
@@ -269,6 +269,26 @@ def test_a_mutants_explore_goes_on_past_a_new_failure_a_fresh_guest_did_not_show
     f = res.failures["pinning:allowance"]
     assert (f.confirmed, f.confirm_got) == (False, "no failure")
     assert not run.new_found(res), "refused by its fresh guest: no longer a stop"
+
+
+def test_a_baseline_explore_replays_nothing_and_keeps_every_failure_it_saw() -> None:
+    """`./lab mutate`'s unmutated kernel: a failure seen once is the baseline's, so its
+    replays only cost time (21 min for 2 x 4 min, races round 4) and their splats added
+    failures of their own; with confirm off no failure is replayed, each stays unconfirmed."""
+    one = {"next": 3, "sequences": 3, "steps": 30, "seconds": 0.2,
+           "failed": {"allowance": 1},
+           "failures": [_record(2, DOUBLE_CHARGE[:2], [], got="8 kB more")]}
+    gone = {"path": "pinning", "skip": "gone"}
+    run, calls = _explore([one, gone], confirm=False)
+    run.results = []
+    run.run_all()
+    assert [c[0] for c in calls] == ["run", "run", "run"], "no replay"
+    f = run.results[0].failures["pinning:allowance"]
+    assert f.confirmed is None and "not replayed" in f.confirm_got
+    run, calls = _explore([one, gone])
+    run.results = []
+    run.run_all()
+    assert [c[0] for c in calls][-1] == "replay", "a plain explore confirms"
 
 
 WARN_AT = ["WARNING: CPU: 1 PID: 77 at kernel/trace/ring_buffer.c:{} "

@@ -176,10 +176,12 @@ def test_the_unmutated_kernels_known_failures_give_their_sites_to_the_baseline(
     f = Failure(path="trace-mmap", check="splat", expected="no splat", got="x", at="log",
                 seed=0, sequence=1, setup={}, env={}, steps=[], shrunk=True, traits=["moved"],
                 splat=warn, known_issue="trace-mmap-dofork-mapped-count", confirmed=True)
+    asked: list[Any] = []
 
     class FakeExplore:
         def __init__(self, lab: Any, req: Any, out: Path, say: Any) -> None:
             self.req, self.kernel = req, SimpleNamespace(release="7.2.13")
+            asked.append(req)
             self.results = [PathResult("trace-mmap", failures={f.slot: f})]
 
         def run_all(self) -> None:
@@ -195,6 +197,7 @@ def test_the_unmutated_kernels_known_failures_give_their_sites_to_the_baseline(
     found, _ = by_explore.explore(plan, tmp_path, ("trace-mmap",), tmp_path / "x", 0, False,
                                   stop_at_new=stop_at_new)
     assert "known:trace-mmap-dofork-mapped-count" in found.failures
+    assert asked[0].confirm is stop_at_new, "the unmutated kernel's failures are not replayed"
     site = "trace-mmap:WARNING at kernel/trace/trace_snapshot.c put_snapshot_map"
     assert (site in found.sites) is sites
     unbound = Found({site: "the same WARN, no trait of the issue"})
