@@ -690,6 +690,18 @@ def test_trace_marker_writes_beside_snapshot_swaps_leave_no_splat(trace) -> None
         f"both sides must run for the race to be asked: {r}"
 
 
+@pytest.mark.guest(cpus=2)
+def test_trace_pipe_raw_reads_beside_snapshot_swaps_leave_no_splat(trace) -> None:
+    """read() of trace_pipe_raw on one CPU and `echo 1 > snapshot` on the other: the reader
+    reloads the instance's buffer pointer (kernel/trace/trace.c tracing_buffers_read(),
+    trace_empty()) while update_max_tr() swaps it with the snapshot's. Both are allowed at
+    once; the kernel log judges (a race kernel reports the data race)."""
+    r = trace("pipe-raw-read-beside-snapshot-swap", "3")
+    assert r["cpus"] >= 2, f"the reader and the swapper need two CPUs, the guest has {r['cpus']}"
+    assert r["reads"] + r["refused"] > 0 and r["swaps"] > 0, \
+        f"both sides must run for the race to be asked: {r}"
+
+
 def test_two_trace_marker_writers_on_one_cpu_leave_no_splat(trace) -> None:
     """Two trace_marker writers on one CPU: each copies its text into the CPU's user buffer
     with preemption enabled and retries when the CPU switched tasks meanwhile
