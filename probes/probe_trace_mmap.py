@@ -1231,6 +1231,69 @@ def check_pipe_raw_read_beside_snapshot_swap(args: list[str]) -> dict:
     return dict(made, cpus=last + 1)
 
 
+def check_map_beside_snapshot_arm(args: list[str]) -> dict:
+    """mmap()s of CPU 0's trace_pipe_raw on CPU 0, each with one GET_READER, while the last
+    CPU arms the snapshot (`echo 1 > snapshot`: allocated, swapped, disarmed) and frees it
+    (`echo 0`) in a loop, for a few seconds. A mapping and an armed snapshot exclude each
+    other (trace_snapshot.c: get_snapshot_map() refuses while tr->snapshot counts an arm,
+    tracing_arm_snapshot_locked() while tr->mapped counts a mapping, both under
+    snapshot_trigger_lock): each mmap() or arm that loses is EBUSY, and a mapping that was
+    made keeps its buffer (GET_READER never ENODEV) and leaves it resizable once unmapped.
+    The snapshot is freed each round, so each arm allocates it: the window race mutant 067
+    opens. What each side got, by result."""
+    seconds = float(args[0]) if args else 3.0
+    last = max(os.sched_getaffinity(0))
+    import threading
+    got: dict[str, dict[str, int]] = {"maps": {}, "get_reader": {}, "arms": {}, "frees": {}}
+    stop = time.monotonic() + seconds
+
+    def count(side: str, result: str) -> None:
+        got[side][result] = got[side].get(result, 0) + 1
+
+    with instance(size_kb=1024) as inst:
+        if not os.path.exists(f"{inst.path}/snapshot"):
+            raise probelib.Skip("no snapshot file in a tracefs instance (CONFIG_TRACER_SNAPSHOT)")
+        fd = inst.open_cpu(0)
+        snap = os.open(f"{inst.path}/snapshot", os.O_WRONLY)
+
+        def mapper() -> None:
+            os.sched_setaffinity(0, {0})
+            while time.monotonic() < stop:
+                try:
+                    tm = TraceMap(fd)
+                except OSError as e:
+                    count("maps", errno.errorcode.get(e.errno or 0, str(e.errno)))
+                    continue
+                count("maps", "ok")
+                try:
+                    count("get_reader", _ioctl_result(fd, abi.TRACE_MMAP_IOCTL_GET_READER))
+                finally:
+                    tm.close()
+
+        def armer() -> None:
+            os.sched_setaffinity(0, {last})
+            while time.monotonic() < stop:
+                for side, value in (("arms", b"1"), ("frees", b"0")):
+                    try:
+                        os.write(snap, value)
+                        count(side, "ok")
+                    except OSError as e:
+                        count(side, errno.errorcode.get(e.errno or 0, str(e.errno)))
+        threads = [threading.Thread(target=mapper), threading.Thread(target=armer)]
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            os.close(snap)
+            os.close(fd)
+        # nothing mapped now: the buffer must take a new size (ring_buffer_resize() refuses
+        # a mapped one only)
+        resize = inst.set("buffer_size_kb", 512)
+    return dict(got, resize_after=resize, cpus=last + 1)
+
+
 def _loops(seconds: float, loops: list[tuple[int, Callable[[], object], str]]) -> dict:
     """Each (cpu, one round, name) a thread pinned to `cpu`, rounds until `seconds` pass:
     {name: rounds done, "refused": rounds an OSError ended}."""

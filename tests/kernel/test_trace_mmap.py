@@ -702,6 +702,26 @@ def test_trace_pipe_raw_reads_beside_snapshot_swaps_leave_no_splat(trace) -> Non
         f"both sides must run for the race to be asked: {r}"
 
 
+@pytest.mark.guest(cpus=2)
+def test_a_mapping_and_a_snapshot_arm_at_once_exclude_each_other(trace, check) -> None:
+    """mmap() of trace_pipe_raw on one CPU while the other arms and frees the snapshot: a
+    mapping and an armed snapshot exclude each other (kernel/trace/trace_snapshot.c
+    get_snapshot_map(), tracing_arm_snapshot_locked(), under snapshot_trigger_lock; the
+    snapshot rule of 117c39200d9d's mapping), so a mapping that was made keeps its buffer:
+    GET_READER works on it, and once unmapped the buffer takes a new size."""
+    r = trace("map-beside-snapshot-arm", "3")
+    assert r["cpus"] >= 2, f"the mapper and the armer need two CPUs, the guest has {r['cpus']}"
+    assert r["maps"].get("ok", 0) > 0 and r["arms"].get("ok", 0) > 0, \
+        f"both sides must win sometimes for the race to be asked: {r}"
+    check("reader-after-arm", set(r["get_reader"]) <= {"ok"},
+          f"GET_READER on mappings made beside snapshot arms: {r['get_reader']} (ENODEV: the "
+          f"mapped buffer was swapped into the snapshot; maps {r['maps']}, arms {r['arms']})",
+          get_reader=r["get_reader"], maps=r["maps"], arms=r["arms"])
+    check("resize-after-arm", r["resize_after"] == "ok",
+          f"a new buffer_size_kb once unmapped: {r['resize_after']} (maps {r['maps']}, arms "
+          f"{r['arms']})", resize_after=r["resize_after"])
+
+
 def test_two_trace_marker_writers_on_one_cpu_leave_no_splat(trace) -> None:
     """Two trace_marker writers on one CPU: each copies its text into the CPU's user buffer
     with preemption enabled and retries when the CPU switched tasks meanwhile
