@@ -1202,30 +1202,26 @@ def check_marker_beside_snapshot_swap(args: list[str]) -> dict:
 
 
 def check_pipe_raw_read_beside_snapshot_swap(args: list[str]) -> dict:
-    """Non-blocking read()s of CPU 0's trace_pipe_raw on CPU 0, between trace_marker writes
-    there, while `echo 1 > snapshot` swaps the instance's buffer with its snapshot from the
-    last CPU, for a few seconds: tracing_buffers_read() and trace_empty() reload
-    tr->array_buffer.buffer against update_max_tr()'s swap. How many of each; a data race
-    there is the kernel log's (a race kernel's KCSAN), judged by the plugin."""
+    """Non-blocking read()s of CPU 0's (empty) trace_pipe_raw on CPU 0, while `echo 1 >
+    snapshot` swaps the instance's buffer with its snapshot from the last CPU, for a few
+    seconds: tracing_buffers_read() and trace_empty() reload tr->array_buffer.buffer against
+    update_max_tr()'s swap. No marker written: that writer races the swap too
+    (trace-marker-write-races-snapshot-swap, a symptom of its own). How many of each; a data
+    race there is the kernel log's (a race kernel's KCSAN), judged by the plugin."""
     seconds = float(args[0]) if args else 3.0
     last = max(os.sched_getaffinity(0))
     with instance(size_kb=64) as inst:
         if not os.path.exists(f"{inst.path}/snapshot"):
             raise probelib.Skip("no snapshot file in a tracefs instance (CONFIG_TRACER_SNAPSHOT)")
         _must(inst.set("snapshot", 1), "snapshot")     # allocated once: each swap is a swap
-        marker = os.open(f"{inst.path}/trace_marker", os.O_WRONLY)
         snap = os.open(f"{inst.path}/snapshot", os.O_WRONLY)
         raw = os.open(f"{inst.path}/per_cpu/cpu0/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
         page = os.sysconf("SC_PAGE_SIZE")
-
-        def mark_and_read() -> None:
-            os.write(marker, b"m" * 64)
-            os.read(raw, page)      # EAGAIN when the swap took the events: counted refused
-        try:
-            made = _loops(seconds, [(0, mark_and_read, "reads"),
+        try:    # each read() of the empty buffer is EAGAIN: counted as refused
+            made = _loops(seconds, [(0, lambda: os.read(raw, page), "reads"),
                                     (last, lambda: os.write(snap, b"1"), "swaps")])
         finally:
-            for fd in (marker, snap, raw):
+            for fd in (snap, raw):
                 os.close(fd)
         inst.set("snapshot", 0)
     return dict(made, cpus=last + 1)
