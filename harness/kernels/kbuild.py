@@ -18,6 +18,7 @@ first compiler error and the log's path.
 """
 from __future__ import annotations
 
+import filecmp
 import hashlib
 import json
 import logging
@@ -232,7 +233,8 @@ class Builder:
         entry = cache.Layout(self.cache_root).kernel(f"build-{entry_key}")
         if (k := kernel.load_prepared(entry)) is not None:
             if k.build_dir is None or \
-                    not self._drop_changed(k.build_dir, outputs(k.build_dir, spec.arch)):
+                    not self._drop_changed(k.build_dir, outputs(k.build_dir, spec.arch)) \
+                    and not _made_again(k, spec.arch):
                 log.debug("kernel %s: built before, cached in %s", spec.name, entry)
                 report.cached, report.release = True, k.release
                 report.seconds = time.monotonic() - start
@@ -451,3 +453,14 @@ class Builder:
         k = kernel.load_prepared(entry)
         assert k is not None
         return k
+
+
+def _made_again(k: BootableKernel, arch: str) -> bool:
+    """Whether the build folder holds another kernel than the one stored from it: a mutant
+    (./lab mutate builds each in the same folder, then reverts its source) or a bisect step
+    made it again since. Its vmlinux would then decode another kernel's lines (a mutant's
+    moved WARN line decoded the unmutated kernel's splats, races round 5) and test modules
+    would build against it; make again, which recompiles what was reverted."""
+    assert k.build_dir is not None
+    built = k.build_dir / arches.get(arch).image
+    return not built.exists() or not filecmp.cmp(built, k.vmlinuz, shallow=False)

@@ -164,3 +164,26 @@ def test_a_failed_make_whose_log_is_gone_is_still_one_build_error(
     log = _fake_make(tmp_path, monkeypatch, 'rm -f "$RINGLAB_LOG"; exit 2')
     with log.open("w") as logf, pytest.raises(BuildError, match="make exited 2; its log"):
         _builder(tmp_path)._run_make(tmp_path, tmp_path / "out", [], logf, "make")
+
+
+def test_a_build_folder_made_again_for_another_kernel_is_not_the_stored_ones(
+        tmp_path: Path) -> None:
+    """./lab mutate builds each mutant in the unmutated kernel's folder and reverts its
+    source: the unmutated kernel is then found in the cache by its tree's state, but the
+    folder's vmlinux is the last mutant's (races round 5 decoded the unmutated kernel's
+    splats two lines off). A folder whose image is not the stored one is made again."""
+    from harness.kernels.kernel import BootableKernel
+    out = tmp_path / "out"
+    image = out / arches.get(arches.DEFAULT).image
+    image.parent.mkdir(parents=True)
+    image.write_bytes(b"bzImage #1")
+    stored = tmp_path / "entry" / "vmlinuz"
+    stored.parent.mkdir()
+    stored.write_bytes(b"bzImage #1")
+    k = BootableKernel("k", "7.2.13", stored, tmp_path / "initrd", None, None, "built",
+                       build_dir=out)
+    assert not kbuild._made_again(k, arches.DEFAULT)
+    image.write_bytes(b"bzImage #2")          # a mutant linked since
+    assert kbuild._made_again(k, arches.DEFAULT)
+    image.unlink()
+    assert kbuild._made_again(k, arches.DEFAULT)
