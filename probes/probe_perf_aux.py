@@ -596,6 +596,40 @@ def check_map_unmap_race(args: list[str]) -> dict:
     return out
 
 
+def check_aux_unmap_beside_writer(args: list[str]) -> dict:
+    """The AUX area's last munmap on CPU 0 while the test PMU writes into it from the last
+    CPU (a chunk of 16 KiB every 100 us, inside its hrtimer callback: perf_aux_output_begin()
+    .. perf_aux_output_end()), for SECONDS, the data buffer held. perf_mmap_close() stops
+    every writer (perf_pmu_output_stop(), an IPI that waits for the transaction) before
+    rb_free_aux() drops the mapping's reference, so the AUX pages are freed there, in process
+    context (race mutant 069 stops them after). Overwrite mode (read-only), so the writer never
+    stops on a full area. How many mappings were made and how many records the writer left;
+    a WARN is the kernel log's, judged by the test."""
+    seconds = float(args[0]) if args else 3.0
+    last = max(os.sched_getaffinity(0))
+    fd = open_test_pmu(chunk=16384, period_us=100, cpu=last)
+    held = RingBuffer(fd, 8)
+    counts: dict[str, int] = {}
+    records = 0
+    try:
+        fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
+        os.sched_setaffinity(0, {0})
+        stop = time.monotonic() + seconds
+        while time.monotonic() < stop:
+            try:
+                AuxArea(fd, held, 8, writable=False).map.close()
+                counts["ok"] = counts.get("ok", 0) + 1
+            except OSError as e:
+                name = probelib.errname(e)
+                counts[name] = counts.get(name, 0) + 1
+            records += len(aux_records(_drain(held)))
+        fcntl.ioctl(fd, perf.PERF_EVENT_IOC_DISABLE)
+    finally:
+        held.close()
+        os.close(fd)
+    return {"maps": counts, "aux_records": records, "cpus": last + 1}
+
+
 def check_full(args: list[str]) -> dict:
     """An AUX area the reader says is full: aux_tail one aux_size behind aux_head (as a
     reader that consumed nothing of a full area leaves it). perf_aux_output_begin() finds no

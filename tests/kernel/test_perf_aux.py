@@ -277,6 +277,23 @@ def test_concurrent_map_unmap_of_a_shared_buffer(aux, test_pmu: int,
     assert not new_splats(), f"kernel splats: {new_splats()}"
 
 
+@pytest.mark.guest(cpus=2)
+def test_the_aux_areas_last_munmap_beside_its_writer_leaves_no_splat(
+        aux, test_pmu: int, new_splats) -> None:
+    """The AUX area unmapped on one CPU while the test PMU writes into it on the other:
+    perf_mmap_close() stops the writers (perf_pmu_output_stop()) before rb_free_aux() drops
+    the mapping's reference, so the last reference is the mapping's and the area is freed in
+    process context (kernel/events/core.c perf_mmap_close(), kernel/events/ring_buffer.c
+    rb_free_aux(): WARN_ON_ONCE(refcount_read(&rb->aux_refcount)) and
+    WARN_ON_ONCE(in_atomic()) in __rb_free_aux() say otherwise)."""
+    r = aux("aux-unmap-beside-writer", "3")
+    assert r["cpus"] >= 2, f"the unmapper and the writer need two CPUs, the guest has {r['cpus']}"
+    assert set(r["maps"]) == {"ok"}, \
+        f"the same AUX area mapped again and again: every mmap must succeed: {r['maps']}"
+    assert r["aux_records"] > 0, f"the writer must write while the area is there: {r}"
+    assert not new_splats(), f"kernel splats: {new_splats()}"
+
+
 # What poll() says of a pinned event in PERF_EVENT_STATE_ERROR, by model: (no buffer, its
 # buffer mapped, a poll() waiting when enabling put it in error).
 PINNED_ERROR_POLL = {
