@@ -1290,6 +1290,31 @@ def check_map_beside_snapshot_arm(args: list[str]) -> dict:
     return dict(got, resize_after=resize, cpus=last + 1)
 
 
+def check_stats_beside_reader(args: list[str]) -> dict:
+    """read()s of CPU 0's per_cpu stats from the last CPU while CPU 0 writes markers and
+    consumes them through its trace_pipe_raw, for a few seconds: tracing_stats_read()'s
+    lockless counters (ring_buffer_read_events_cpu(), ring_buffer_entries_cpu(), ...) against
+    the reader's rb_advance_reader() under reader_lock. How many of each; a data race is the
+    kernel log's (a race kernel's KCSAN), judged by the plugin."""
+    seconds = float(args[0]) if args else 3.0
+    last = max(os.sched_getaffinity(0))
+    with instance(size_kb=64) as inst:
+        marker = os.open(f"{inst.path}/trace_marker", os.O_WRONLY)
+        raw = inst.open_cpu(0)
+        page = os.sysconf("SC_PAGE_SIZE")
+
+        def mark_and_consume() -> None:
+            os.write(marker, b"m" * 32)
+            os.read(raw, page)  # a part-filled page: copied event by event (rb_advance_reader)
+        try:
+            made = _loops(seconds, [(0, mark_and_consume, "consumed"),
+                                    (last, lambda: inst.stats(0), "stats")])
+        finally:
+            os.close(raw)
+            os.close(marker)
+    return dict(made, cpus=last + 1)
+
+
 def _loops(seconds: float, loops: list[tuple[int, Callable[[], object], str]]) -> dict:
     """Each (cpu, one round, name) a thread pinned to `cpu`, rounds until `seconds` pass:
     {name: rounds done, "refused": rounds an OSError ended}."""

@@ -722,6 +722,19 @@ def test_a_mapping_and_a_snapshot_arm_at_once_exclude_each_other(trace, check) -
           f"{r['arms']})", resize_after=r["resize_after"])
 
 
+@pytest.mark.guest(cpus=2)
+def test_per_cpu_stats_read_beside_a_consuming_reader_leave_no_splat(trace) -> None:
+    """per_cpu/cpuN/stats read on one CPU while that CPU's events are consumed through
+    trace_pipe_raw on the other: the stats are read without the reader's lock
+    (kernel/trace/trace.c tracing_stats_read(), ring_buffer.c ring_buffer_read_events_cpu()
+    against rb_advance_reader()). Allowed; the kernel log judges (a race kernel reports the
+    plain counters)."""
+    r = trace("stats-beside-reader", "3")
+    assert r["cpus"] >= 2, f"the reader and the stats need two CPUs, the guest has {r['cpus']}"
+    assert r["consumed"] > 0 and r["stats"] > 0, \
+        f"both sides must run for the race to be asked: {r}"
+
+
 def test_two_trace_marker_writers_on_one_cpu_leave_no_splat(trace) -> None:
     """Two trace_marker writers on one CPU: each copies its text into the CPU's user buffer
     with preemption enabled and retries when the CPU switched tasks meanwhile
