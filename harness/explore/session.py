@@ -135,14 +135,22 @@ class PathResult:
     edges: int | None = None
     corpus: int | None = None
     steered: int = 0
-    # Each load's rounds beside the path's sequences, and the ones the kernel did.
-    load: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Each load's rounds beside the path's sequences, the ones the kernel did, the sequences
+    # it died in, and the first reason it gave (a dead load is the lab's error).
+    load: dict[str, dict[str, int | str]] = field(default_factory=dict)
 
-    def add_load(self, more: dict[str, dict[str, int]]) -> None:
+    def add_load(self, more: dict[str, dict[str, int | str]]) -> None:
+        """A slice's load counts added to the path's; a dead load's reason kept, not added
+        (races round 5: the first dead load's reason stopped the whole mutate run with a
+        TypeError)."""
         for name, counts in more.items():
             mine = self.load.setdefault(name, {"rounds": 0, "ok": 0})
             for c, n in counts.items():
-                mine[c] = mine.get(c, 0) + n
+                if isinstance(n, int):
+                    old = mine.get(c, 0)
+                    mine[c] = (old if isinstance(old, int) else 0) + n
+                else:
+                    mine.setdefault(c, n)
 
     def add_answers(self, more: dict[str, dict[str, int]]) -> None:
         for op, by in more.items():

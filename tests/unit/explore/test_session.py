@@ -593,6 +593,17 @@ def test_a_path_run_beside_loads_says_their_throughput() -> None:
     assert "load beside it: marker@1 100 rounds/s (3 refused)" in text
 
 
+def test_a_load_that_died_in_two_slices_is_counted_and_says_its_first_reason() -> None:
+    """A dead load's counts carry its reason (a string): slices add up their numbers and
+    keep the first reason (races round 5: the aux load's reason stopped ./lab mutate)."""
+    res = PathResult("perf-ring", sequences=2, steps=20, seconds=10.0)
+    res.add_load({"aux@1": {"rounds": 0, "ok": 0, "died": 1, "error": "OSError: no PMU"}})
+    res.add_load({"aux@1": {"rounds": 0, "ok": 0, "died": 1, "error": "OSError: other"}})
+    assert res.load["aux@1"] == {"rounds": 0, "ok": 0, "died": 2, "error": "OSError: no PMU"}
+    assert "aux@1 0 rounds/s [LOAD DIED in 2 sequence(s): OSError: no PMU]" in \
+        "\n".join(report.lines([res]))
+
+
 def test_a_shrunk_race_keeps_the_smaller_schedule_it_was_shrunk_to() -> None:
     """The guest's race shrink drops loads and actors: the failure's setup (what its
     replays and reproducers run) is the smaller one, and the shrunk steps keep their actors."""
