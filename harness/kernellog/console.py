@@ -53,8 +53,10 @@ class Panic:
 
 
 def clean(line: str) -> str:
-    """A console line without carriage returns, colour codes, or the printk timestamp."""
-    return _TIMESTAMP.sub("", _ANSI.sub("", line)).rstrip("\n")
+    """A console line without carriage returns, colour codes, or the printk timestamp; a
+    /dev/kmsg record's escaped newline (lockdep's "\\x0a-> #0 ...") as a space, so the
+    line reads as the console prints it."""
+    return _TIMESTAMP.sub("", _ANSI.sub("", line)).rstrip("\n").replace("\\x0a", " ")
 
 
 def stage_of(line: str) -> str | None:

@@ -296,3 +296,17 @@ def test_a_lockdep_report_about_a_warns_printk_names_that_warn() -> None:
     # the same report with its #0 chain cut off keeps lockdep's own title
     cut = [line for line in lines if "asm_exc_invalid_op" not in line]
     assert splats.find(cut)[0].title == "WARNING: possible circular locking dependency detected"
+
+
+def test_a_lockdep_report_read_from_kmsg_names_the_warn_of_its_printk_too() -> None:
+    """The same report read from /dev/kmsg (races round 5, the unmutated src-7.2-race
+    kernel, a sched_wakeup event's WARN under pi_lock): kmsg escapes a record's newlines as
+    "\\x0a", so "-> #0" and "stack backtrace:" began with it, the title stayed lockdep's own
+    and no known issue bound it."""
+    path = Path(__file__).parents[1] / "data" / "kmsg-lockdep-warn-in-wakeup-7.2-race.log"
+    found = splats.find(path.read_text().splitlines())
+    assert [s.title for s in found] == [
+        "WARNING: possible circular locking dependency detected "
+        "(printk of a WARN in ring_buffer_nr_dirty_pages)",
+        "WARNING at kernel/trace/ring_buffer.c:842 ring_buffer_nr_dirty_pages"]
+    assert found[0].lines[-1].strip() == "</TASK>", "the report kept whole, to its backtrace"
