@@ -235,7 +235,12 @@ def _failures(path: str, seed: int, rec: dict) -> list[Failure]:
     f = _failure(path, seed, rec)
     if f.splat is None:
         return [f]
-    return [f, *(replace(f, splat=t) for t in _splat_titles(rec.get("kmsg", []))[1:])]
+    # A later splat was not what the shrink kept: it goes with the sequence as run and the
+    # traits of all it did (a moved mapping's WARN beside another WARN, races round 5).
+    as_run = [{k: v for k, v in s.items() if k != "result"} for s in rec["steps"]]
+    return [f, *(replace(f, splat=t, steps=as_run, shrunk=False, setup=rec["setup"],
+                         traits=rec.get("traits_as_run", f.traits))
+                 for t in _splat_titles(rec.get("kmsg", []))[1:])]
 
 
 def _failure(path: str, seed: int, rec: dict) -> Failure:

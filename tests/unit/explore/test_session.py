@@ -645,6 +645,27 @@ def test_each_splat_of_a_sequence_is_a_failure_of_its_own() -> None:
     assert len(_failures("trace-mmap", 1, one)) == 1
 
 
+def test_a_second_splat_keeps_the_sequence_as_run_and_its_traits() -> None:
+    """The shrink is the first splat's: a second splat of the same log goes with the steps
+    as run and the traits of everything they and the loads did (races round 5: a moved
+    mapping's put_snapshot_map WARN took an nr_dirty_pages WARN's shrunk steps, which had no
+    move, and its known issue, bound to the move, could not explain it)."""
+    from harness.explore.session import _failures
+    run = [{"id": 1, "op": "open", "args": {}, "actor": 0, "result": "ok"},
+           {"id": 2, "op": "move", "args": {}, "actor": 1, "result": "ok"}]
+    rec = dict(_two_splat_record(), steps=run, shrunk=[{"id": 1, "op": "open", "args": {}}],
+               shrunk_setup={"load": [["subbuf", 1]]}, setup={"load": [["subbuf", 1],
+                                                                      ["mapper", 0]]},
+               traits=["subbuf-changed-with-events"],
+               traits_as_run=["moved", "subbuf-changed-with-events"])
+    first, second = _failures("trace-mmap", 1, rec)
+    assert (len(first.steps), first.traits, first.shrunk) == \
+        (1, ["subbuf-changed-with-events"], True)
+    assert second.steps == [{k: v for k, v in s.items() if k != "result"} for s in run]
+    assert second.traits == ["moved", "subbuf-changed-with-events"] and not second.shrunk
+    assert second.setup == rec["setup"]
+
+
 def test_a_crashs_splat_shown_by_a_living_replay_confirms_it() -> None:
     """063's WARN flood hung one guest (a crash with the WARN as its splat); a replay whose
     guest lived but showed the same WARN is the same bug. A splat failure still needs its

@@ -95,7 +95,10 @@ def test_a_load_the_race_needs_lends_its_traits_to_the_failure(
     # dropped, the race still failed: not its flip
     marker_only = {"buffer_kb": 8, "subbuf_kb": 4, "load": [["marker", 1]]}
     monkeypatch.setattr(e, "shrink_race", lambda *a: (marker_only, [], ["marker"]))
-    assert e._kept(7, setup, out, False, 10.0)["traits"] == []
+    record = e._kept(7, setup, out, False, 10.0)
+    assert record["traits"] == []
+    assert record["traits_as_run"] == ["subbuf-changed-with-events"], \
+        "as run, the subbuf load was there: a second splat of the log goes with that"
 
 
 def test_a_splat_a_shrinks_replay_showed_beside_its_own_is_a_failure_of_its_own(
