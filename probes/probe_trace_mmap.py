@@ -1315,6 +1315,28 @@ def check_stats_beside_reader(args: list[str]) -> dict:
     return dict(made, cpus=last + 1)
 
 
+def check_events_enabled_beside_switches(args: list[str]) -> dict:
+    """The instance's sched events enabled and disabled in a loop from the last CPU while
+    CPU 0 switches tasks (1 ms sleeps), for a few seconds: each switch or wake-up runs the
+    events' handlers, which read the event file's flags without a lock
+    (trace_event_buffer_lock_reserve()) while enabling sets its bits. How many of each; a
+    data race is the kernel log's (a race kernel's KCSAN), judged by the plugin."""
+    seconds = float(args[0]) if args else 3.0
+    last = max(os.sched_getaffinity(0))
+    with instance(size_kb=64) as inst:
+        enable = f"{inst.path}/events/sched/enable"
+        flips = iter(range(1 << 62))
+
+        def flip() -> None:
+            write_file(enable, f"{next(flips) % 2 ^ 1}\n")
+        try:
+            made = _loops(seconds, [(0, lambda: time.sleep(0.001), "switches"),
+                                    (last, flip, "flips")])
+        finally:
+            write_file(enable, "0\n")
+    return dict(made, cpus=last + 1)
+
+
 def _loops(seconds: float, loops: list[tuple[int, Callable[[], object], str]]) -> dict:
     """Each (cpu, one round, name) a thread pinned to `cpu`, rounds until `seconds` pass:
     {name: rounds done, "refused": rounds an OSError ended}."""

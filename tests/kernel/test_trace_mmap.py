@@ -735,6 +735,19 @@ def test_per_cpu_stats_read_beside_a_consuming_reader_leave_no_splat(trace) -> N
         f"both sides must run for the race to be asked: {r}"
 
 
+@pytest.mark.guest(cpus=2)
+def test_sched_events_enabled_beside_task_switches_leave_no_splat(trace) -> None:
+    """An instance's sched events enabled and disabled on one CPU while the other switches
+    tasks: the events' handlers read the event file's flags without a lock
+    (kernel/trace/trace.c trace_event_buffer_lock_reserve()) while enabling sets them
+    (trace_events.c __ftrace_event_enable_disable()). Allowed; the kernel log judges (a
+    race kernel reports the plain read)."""
+    r = trace("events-enabled-beside-switches", "3")
+    assert r["cpus"] >= 2, f"the switches and the flips need two CPUs, the guest has {r['cpus']}"
+    assert r["switches"] > 0 and r["flips"] > 0, \
+        f"both sides must run for the race to be asked: {r}"
+
+
 def test_two_trace_marker_writers_on_one_cpu_leave_no_splat(trace) -> None:
     """Two trace_marker writers on one CPU: each copies its text into the CPU's user buffer
     with preemption enabled and retries when the CPU switched tasks meanwhile
