@@ -333,6 +333,12 @@ class Explore:
                                   slice_s + 2 * SHRINK_S + 90)
             except (ProbeError, SSHError, GuestHang) as e:
                 first = self._crashed(path, res, first, e)
+                # a mutant's crash or hang is its kill as soon as it is confirmed: race mutant
+                # 063 hung every sequence, 186 s each, for its whole budget (races round 5)
+                if self.req.stop_at_new and self.new_found(res, self.req.baseline) \
+                        and self.confirm_new(res):
+                    self.say(f"{path}: stopping at a confirmed failure no known issue explains")
+                    return
                 continue
             if "skip" in out:   # the path went away between two slices: what it found stays
                 res.stopped = f"{out['skip']} (after {res.sequences} sequences)"

@@ -291,6 +291,34 @@ def test_a_baseline_explore_replays_nothing_and_keeps_every_failure_it_saw() -> 
     assert [c[0] for c in calls][-1] == "replay", "a plain explore confirms"
 
 
+def test_a_mutants_explore_stops_at_a_confirmed_crash_too() -> None:
+    """Race mutant 063 hung every sequence (186 s each) for its whole budget, round 5: a
+    crash or hang no known issue explains ends a mutant's explore once a fresh guest
+    confirms it, as a failed check does."""
+    from harness.errors import GuestHang
+    run, calls = _explore([{}], stop_at_new=True)
+
+    def probe(argv: list[str], timeout: float) -> dict:
+        calls.append(argv)
+        if "--available" in argv:
+            return {"path": "pinning", "missing": None}
+        raise GuestHang("no answer")
+    hang = failure("pinning", "hang", splat=None)
+    confirmed: list[str] = []
+
+    def crashed(path: str, res: PathResult, first: int, error: Exception) -> int:
+        res.failures.setdefault(hang.slot, hang)
+        return first + 1
+
+    def confirm(f: Failure) -> None:
+        confirmed.append(f.key)
+        f.confirmed = True
+    run._probe, run._crashed, run.confirm = probe, crashed, confirm  # type: ignore[method-assign]
+    run.run_path("pinning", PathResult("pinning"), known_issues.load())
+    assert [c[0] for c in calls] == ["run", "run"], "one slice, then it stopped"
+    assert confirmed == [hang.key]
+
+
 WARN_AT = ["WARNING: CPU: 1 PID: 77 at kernel/trace/ring_buffer.c:{} "
            "ring_buffer_map_get_reader+0x1/0x2", "Reader on commit with 3 missed events"]
 
