@@ -603,21 +603,24 @@ def check_aux_unmap_beside_writer(args: list[str]) -> dict:
     every writer (perf_pmu_output_stop(), an IPI that waits for the transaction) before
     rb_free_aux() drops the mapping's reference, so the AUX pages are freed there, in process
     context (race mutant 069 stops them after). Overwrite mode (read-only), so the writer never
-    stops on a full area. How many mappings were made and how many records the writer left;
-    a WARN is the kernel log's, judged by the test."""
+    stops on a full area. How many mappings were made, in how many the writer moved aux_head,
+    and the records it left; a WARN is the kernel log's, judged by the test."""
     seconds = float(args[0]) if args else 3.0
     last = max(os.sched_getaffinity(0))
     fd = open_test_pmu(chunk=16384, period_us=100, cpu=last)
     held = RingBuffer(fd, 8)
     counts: dict[str, int] = {}
-    records = 0
+    records = written = 0
     try:
         fcntl.ioctl(fd, perf.PERF_EVENT_IOC_ENABLE)
         os.sched_setaffinity(0, {0})
         stop = time.monotonic() + seconds
         while time.monotonic() < stop:
             try:
-                AuxArea(fd, held, 8, writable=False).map.close()
+                area = AuxArea(fd, held, 8, writable=False)
+                time.sleep(0.0005)      # a few of the writer's ticks into this area
+                written += area.head > 0
+                area.map.close()
                 counts["ok"] = counts.get("ok", 0) + 1
             except OSError as e:
                 name = probelib.errname(e)
@@ -627,7 +630,7 @@ def check_aux_unmap_beside_writer(args: list[str]) -> dict:
     finally:
         held.close()
         os.close(fd)
-    return {"maps": counts, "aux_records": records, "cpus": last + 1}
+    return {"maps": counts, "aux_records": records, "written": written, "cpus": last + 1}
 
 
 def check_full(args: list[str]) -> dict:
