@@ -1185,20 +1185,29 @@ def check_marker_beside_snapshot_swap(args: list[str]) -> dict:
     a data race there is the kernel log's (a race kernel's KCSAN), judged by the plugin."""
     seconds = float(args[0]) if args else 3.0
     last = max(os.sched_getaffinity(0))
-    with instance(size_kb=64) as inst:
-        if not os.path.exists(f"{inst.path}/snapshot"):
-            raise probelib.Skip("no snapshot file in a tracefs instance (CONFIG_TRACER_SNAPSHOT)")
-        _must(inst.set("snapshot", 1), "snapshot")     # allocated once: each swap is a swap
+    with instance(size_kb=64) as inst, _snapshot_allocated(inst) as snap:
         marker = os.open(f"{inst.path}/trace_marker", os.O_WRONLY)
-        snap = os.open(f"{inst.path}/snapshot", os.O_WRONLY)
         try:
             made = _loops(seconds, [(0, lambda: os.write(marker, b"m"), "markers"),
                                     (last, lambda: os.write(snap, b"1"), "swaps")])
         finally:
             os.close(marker)
-            os.close(snap)
-        inst.set("snapshot", 0)
     return dict(made, cpus=last + 1)
+
+
+@contextmanager
+def _snapshot_allocated(inst: Instance) -> Iterator[int]:
+    """The instance's snapshot allocated once (each `echo 1` then swaps, no more), and its
+    file open for writing; freed after."""
+    if not os.path.exists(f"{inst.path}/snapshot"):
+        raise probelib.Skip("no snapshot file in a tracefs instance (CONFIG_TRACER_SNAPSHOT)")
+    _must(inst.set("snapshot", 1), "snapshot")
+    snap = os.open(f"{inst.path}/snapshot", os.O_WRONLY)
+    try:
+        yield snap
+    finally:
+        os.close(snap)
+        inst.set("snapshot", 0)
 
 
 def check_pipe_raw_read_beside_snapshot_swap(args: list[str]) -> dict:
@@ -1210,20 +1219,14 @@ def check_pipe_raw_read_beside_snapshot_swap(args: list[str]) -> dict:
     race there is the kernel log's (a race kernel's KCSAN), judged by the plugin."""
     seconds = float(args[0]) if args else 3.0
     last = max(os.sched_getaffinity(0))
-    with instance(size_kb=64) as inst:
-        if not os.path.exists(f"{inst.path}/snapshot"):
-            raise probelib.Skip("no snapshot file in a tracefs instance (CONFIG_TRACER_SNAPSHOT)")
-        _must(inst.set("snapshot", 1), "snapshot")     # allocated once: each swap is a swap
-        snap = os.open(f"{inst.path}/snapshot", os.O_WRONLY)
+    with instance(size_kb=64) as inst, _snapshot_allocated(inst) as snap:
         raw = os.open(f"{inst.path}/per_cpu/cpu0/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
         page = os.sysconf("SC_PAGE_SIZE")
         try:    # each read() of the empty buffer is EAGAIN: counted as refused
             made = _loops(seconds, [(0, lambda: os.read(raw, page), "reads"),
                                     (last, lambda: os.write(snap, b"1"), "swaps")])
         finally:
-            for fd in (snap, raw):
-                os.close(fd)
-        inst.set("snapshot", 0)
+            os.close(raw)
     return dict(made, cpus=last + 1)
 
 
