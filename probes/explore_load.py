@@ -107,6 +107,35 @@ def _subbuf_round(env: dict, st: dict, n: int) -> bool:
     return _write(f"{env['instance']}/buffer_subbuf_size_kb", f"{(4, 8)[n % 2]}\n")
 
 
+def _snapshot_start(env: dict) -> dict:
+    """The instance's `snapshot` file, opened once: ENOENT without CONFIG_TRACER_SNAPSHOT, the
+    load's one clear death."""
+    return {"fd": os.open(f"{env['instance']}/snapshot", os.O_WRONLY)}
+
+
+def _snapshot_round(env: dict, st: dict, n: int) -> bool:
+    """`echo 1 > snapshot` (the snapshot armed, allocated, swapped with the main buffer,
+    disarmed) then `echo 0` (freed): each arm allocates again, the window in which
+    tracing_arm_snapshot_locked() and get_snapshot_map() must exclude each other under
+    snapshot_trigger_lock (trace_snapshot.c), race mutant 067's. A mapped instance answers
+    EBUSY (a round not done)."""
+    try:
+        os.write(st["fd"], (b"1", b"0")[n % 2])
+        return True
+    except OSError:
+        return False
+
+
+def _snapshot_finish(st: dict) -> None:
+    """The snapshot freed and its file closed: no snapshot buffer outlives the load, so the end
+    state's resize and removal meet the instance as the actors left it."""
+    try:
+        os.write(st["fd"], b"0")
+    except OSError:
+        pass
+    os.close(st["fd"])
+
+
 def _events_start(env: dict) -> dict:
     """The instance records every scheduler event: the kernel writes on each context switch
     and wake-up, from interrupts too, on every CPU."""
@@ -186,6 +215,36 @@ def _mapper_round(env: dict, st: dict, n: int) -> bool:
         return True
     except OSError:
         return False    # trace: EBUSY while a snapshot is armed, ENOMEM mid-resize
+
+
+DRAIN_ROUNDS = 64      # GET_READERs on one mapping before the drainer maps again
+
+
+def _drainer_round(env: dict, st: dict, n: int) -> bool:
+    """A mapped reader of CPU 0's buffer as real consumers are: its meta page mapped, then
+    GET_READER after GET_READER (each swaps in the next sub-buffer and fills the meta page),
+    beside the reader load's read() and the marker writer: ring_buffer_map_get_reader()'s
+    reader_lock section against rb_advance_reader() (race mutants 063 and 065's window, which
+    an actor's few GET_READERs a sequence seldom meet). The mapping is dropped and made again
+    every DRAIN_ROUNDS rounds, so resize and sub-buffer loads are not refused for good."""
+    import fcntl
+    from probelib import MAP_FAILED, libc
+    from trace_abi import TRACE_MMAP_IOCTL_GET_READER
+    page = os.sysconf("SC_PAGE_SIZE")
+    if "fd" not in st:
+        st["fd"] = os.open(_raw(env), os.O_RDONLY | os.O_NONBLOCK)
+    if n % DRAIN_ROUNDS == 1 and st.get("addr"):
+        libc.munmap(st.pop("addr"), page)
+    if not st.get("addr"):
+        addr = libc.mmap(None, page, mmap.PROT_READ, mmap.MAP_SHARED, st["fd"], 0)
+        if addr in (None, MAP_FAILED):
+            return False    # EBUSY while a snapshot is armed, ENOMEM mid-resize
+        st["addr"] = addr
+    try:
+        fcntl.ioctl(st["fd"], TRACE_MMAP_IOCTL_GET_READER)
+        return True
+    except OSError:
+        return False
 
 
 def _other_cpu() -> int:
@@ -292,6 +351,10 @@ LOADS: dict[str, Load] = {load.name: load for load in (
          _subbuf_round, (),
          ("open(f'{inst}/buffer_subbuf_size_kb', 'w').write(('4', '8')[n % 2])",),
          traits=("subbuf-changed-with-events",)),
+    Load("snapshot", TRACE, "the instance's snapshot armed (echo 1: allocated and swapped) and "
+         "freed (echo 0) in turn", _snapshot_start, _snapshot_round,
+         ("sfd = os.open(f'{inst}/snapshot', os.O_WRONLY)",),
+         ("os.write(sfd, (b'1', b'0')[n % 2])",), finish=_snapshot_finish),
     Load("events", TRACE, "the instance records the sched events", _events_start,
          _events_round, ("open(f'{inst}/events/sched/enable', 'w').write('1')",),
          ("time.sleep(0.001)",)),
@@ -303,6 +366,11 @@ LOADS: dict[str, Load] = {load.name: load for load in (
          ("_f = os.open(f'{inst}/per_cpu/cpu0/trace_pipe_raw', os.O_RDONLY)",),
          ("_a = libc.mmap(None, PAGE, mmap.PROT_READ, mmap.MAP_SHARED, _f, 0)",
           "_a != MAP_FAILED and libc.munmap(_a, PAGE)")),
+    Load("drainer", TRACE, "CPU 0's buffer mapped and drained, GET_READER in a loop (mapped "
+         "again every 64)", lambda env: {}, _drainer_round,
+         ("_f = os.open(f'{inst}/per_cpu/cpu0/trace_pipe_raw', os.O_RDONLY)",
+          "_a = libc.mmap(None, PAGE, mmap.PROT_READ, mmap.MAP_SHARED, _f, 0)"),
+         ("fcntl.ioctl(_f, 0x5220)",)),
     Load("aux", PERF, "the test PMU writing AUX chunks every 100 us on the other CPU, its AUX "
          "area mapped and unmapped under it", _aux_start, _aux_round),
     Load("detach", PERF, "an event's last munmap against mmap and SET_OUTPUT(-1) of it from a "

@@ -170,6 +170,52 @@ def test_the_detach_load_maps_its_event_and_leaves_no_child_behind() -> None:
         "zombie" in Path(f"/proc/{children[0]}/status").read_text()
 
 
+def test_the_snapshot_load_arms_and_frees_in_turn_and_leaves_it_freed(tmp_path: Path) -> None:
+    """067's recipe as a load: `echo 1 > snapshot` then `echo 0`, and once stopped the
+    snapshot freed (its file's last write a 0), so no snapshot buffer outlives the load."""
+    written = tmp_path / "snapshot"
+    written.write_bytes(b"")
+    load = explore_load.LOADS["snapshot"]
+    env = {"instance": str(tmp_path)}
+    st = load.start(env)
+    assert [load.round(env, st, n) for n in range(1, 5)] == [True] * 4
+    load.finish(st)
+    assert written.read_bytes() == b"01010"
+
+
+def test_a_snapshot_load_without_the_file_dies_with_its_reason(tmp_path: Path) -> None:
+    """No CONFIG_TRACER_SNAPSHOT: no snapshot file; the load dies saying so, counted apart."""
+    r = explore_load.Running([("snapshot", 0)], {"instance": str(tmp_path)})
+    counts = r.stop()["snapshot@0"]
+    assert counts["died"] == 1 and "snapshot" in counts["error"], counts
+
+
+def test_the_drainer_keeps_one_mapping_for_its_get_readers_and_maps_again_every_64(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GET_READERs on one mapping (its meta page mapped once), dropped and made again every
+    DRAIN_ROUNDS rounds so the resize and sub-buffer loads beside it are not refused for
+    good; a GET_READER the file refuses (here ENOTTY: a plain file) is a round not done."""
+    import fcntl
+    import probelib
+    raw = tmp_path / "per_cpu" / "cpu0" / "trace_pipe_raw"
+    raw.parent.mkdir(parents=True)
+    raw.write_bytes(b"")
+    maps: list[int] = []
+    unmaps: list[int] = []
+    monkeypatch.setattr(probelib.libc, "mmap", lambda *a: maps.append(1) or 4096 * len(maps))
+    monkeypatch.setattr(probelib.libc, "munmap", lambda addr, size: unmaps.append(addr))
+    asked: list[int] = []
+    monkeypatch.setattr(fcntl, "ioctl", lambda fd, req: asked.append(req))
+    load, env, st = explore_load.LOADS["drainer"], {"instance": str(tmp_path)}, {}
+    n = explore_load.DRAIN_ROUNDS
+    assert all(load.round(env, st, i) for i in range(1, 2 * n + 2))
+    assert len(maps) == 3 and unmaps == [4096, 8192]
+    assert set(asked) == {0x5220} and len(asked) == 2 * n + 1   # _IO('R', 0x20)
+    monkeypatch.setattr(fcntl, "ioctl", lambda fd, req: (_ for _ in ()).throw(OSError(25, "")))
+    assert load.round(env, st, 2 * n + 2) is False
+    os.close(st["fd"])
+
+
 class _WhereWorld(_World):
     """Each step answers the CPUs its thread may run on."""
 
