@@ -110,7 +110,10 @@ def _subbuf_round(env: dict, st: dict, n: int) -> bool:
 def _snapshot_start(env: dict) -> dict:
     """The instance's `snapshot` file, opened once: ENOENT without CONFIG_TRACER_SNAPSHOT, the
     load's one clear death."""
-    return {"fd": os.open(f"{env['instance']}/snapshot", os.O_WRONLY)}
+    try:
+        return {"fd": os.open(f"{env['instance']}/snapshot", os.O_WRONLY)}
+    except FileNotFoundError:
+        raise RuntimeError("no snapshot file in the instance (CONFIG_TRACER_SNAPSHOT)") from None
 
 
 def _snapshot_round(env: dict, st: dict, n: int) -> bool:

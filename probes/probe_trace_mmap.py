@@ -17,6 +17,7 @@ import fcntl
 import mmap
 import os
 import re
+import select
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -44,6 +45,7 @@ MADV_DONTFORK, MADV_DOFORK = 10, 11
 # disarmed: almost all of the CPU on PREEMPT_RT, where that irq_work runs in the FIFO
 # irq_work/N thread (docs/results/2026-11-2x-kernels-and-arches.md, Findings per arch).
 ARMED_SNAPSHOT = "snapshot if prev_pid < 0"
+NEVER_TRIGGER = "traceon if prev_pid < 0"     # a trigger that never fires, on sched_switch
 
 
 # --- an instance of our own ----------------------------------------------------------------
@@ -1211,21 +1213,25 @@ def _snapshot_allocated(inst: Instance) -> Iterator[int]:
 
 
 def check_pipe_raw_read_beside_snapshot_swap(args: list[str]) -> dict:
-    """Non-blocking read()s of CPU 0's (empty) trace_pipe_raw on CPU 0, while `echo 1 >
-    snapshot` swaps the instance's buffer with its snapshot from the last CPU, for a few
-    seconds: tracing_buffers_read() and trace_empty() reload tr->array_buffer.buffer against
-    update_max_tr()'s swap. No marker written: that writer races the swap too
-    (trace-marker-write-races-snapshot-swap, a symptom of its own). How many of each; a data
-    race there is the kernel log's (a race kernel's KCSAN), judged by the plugin."""
+    """Non-blocking read()s of CPU 0's (empty) trace_pipe_raw and reads of its stats file on
+    CPU 0, while `echo 1 > snapshot` swaps the instance's buffer with its snapshot from the
+    last CPU, for a few seconds: tracing_buffers_read(), trace_empty() and
+    tracing_stats_read() reload tr->array_buffer.buffer against update_max_tr()'s swap. No
+    marker written: that writer races the swap too (trace-marker-write-races-snapshot-swap,
+    a symptom of its own). How many of each; a data race there is the kernel log's (a race
+    kernel's KCSAN), judged by the plugin."""
     seconds = float(args[0]) if args else 3.0
     last = max(os.sched_getaffinity(0))
     with instance(size_kb=64) as inst, _snapshot_allocated(inst) as snap:
         raw = os.open(f"{inst.path}/per_cpu/cpu0/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
+        stats = os.open(f"{inst.path}/per_cpu/cpu0/stats", os.O_RDONLY)
         page = os.sysconf("SC_PAGE_SIZE")
         try:    # each read() of the empty buffer is EAGAIN: counted as refused
             made = _loops(seconds, [(0, lambda: os.read(raw, page), "reads"),
+                                    (0, lambda: os.pread(stats, page, 0), "stats"),
                                     (last, lambda: os.write(snap, b"1"), "swaps")])
         finally:
+            os.close(stats)
             os.close(raw)
     return dict(made, cpus=last + 1)
 
@@ -1319,23 +1325,31 @@ def check_stats_beside_reader(args: list[str]) -> dict:
 
 
 def check_events_enabled_beside_switches(args: list[str]) -> dict:
-    """The instance's sched events enabled and disabled in a loop from the last CPU while
-    CPU 0 switches tasks (1 ms sleeps), for a few seconds: each switch or wake-up runs the
-    events' handlers, which read the event file's flags without a lock
-    (trace_event_buffer_lock_reserve()) while enabling sets its bits. How many of each; a
-    data race is the kernel log's (a race kernel's KCSAN), judged by the plugin."""
+    """The instance's sched events enabled and disabled in a loop from the last CPU, and a
+    trigger that never fires set and removed on sched_switch beside it, while CPU 0 switches
+    tasks (1 ms sleeps), for a few seconds: each switch or wake-up runs the events' handlers,
+    which read the event file's flags without a lock (trace_event_buffer_lock_reserve(),
+    trace_event_buffer_commit()) while enabling sets its bits and a trigger's registration
+    its TRIGGER_MODE. How many of each; a data race is the kernel log's (a race kernel's
+    KCSAN), judged by the plugin."""
     seconds = float(args[0]) if args else 3.0
     last = max(os.sched_getaffinity(0))
     with instance(size_kb=64) as inst:
         enable = f"{inst.path}/events/sched/enable"
+        trigger = f"{inst.path}/events/sched/sched_switch/trigger"
         flips = iter(range(1 << 62))
+        sets = iter(range(1 << 62))
 
         def flip() -> None:
             write_file(enable, f"{next(flips) % 2 ^ 1}\n")
+
+        def set_trigger() -> None:
+            write_file(trigger, ("", "!")[next(sets) % 2] + NEVER_TRIGGER)
         try:
             made = _loops(seconds, [(0, lambda: time.sleep(0.001), "switches"),
-                                    (last, flip, "flips")])
+                                    (last, flip, "flips"), (last, set_trigger, "triggers")])
         finally:
+            write_file(trigger, "!" + NEVER_TRIGGER)
             write_file(enable, "0\n")
     return dict(made, cpus=last + 1)
 
@@ -1380,6 +1394,36 @@ def check_two_marker_writers_on_one_cpu(args: list[str]) -> dict:
             for fd in fds:
                 os.close(fd)
     return made
+
+
+def check_full_waiter_beside_nested_writers(args: list[str]) -> dict:
+    """A poll() for a buffer_percent-full CPU 0 buffer from the last CPU, while CPU 0 writes
+    trace_marker events in a task and the instance's timer and sched events from its
+    interrupts, for a few seconds: each commit's rb_wakeups() reads and writes
+    cpu_buffer->last_pages_touch (kernel/trace/ring_buffer.c) while a full waiter is
+    pending, an interrupt's commit nested inside a task's on the same CPU. How many of each;
+    a data race is the kernel log's (a race kernel's KCSAN), judged by the plugin."""
+    seconds = float(args[0]) if args else 3.0
+    last = max(os.sched_getaffinity(0))
+    with instance(size_kb=64) as inst:
+        inst.set("buffer_percent", 50)
+        events = [f"{inst.path}/events/sched/enable",
+                  f"{inst.path}/events/timer/hrtimer_expire_entry/enable"]
+        for e in events:
+            write_file(e, "1\n")
+        marker = os.open(f"{inst.path}/trace_marker", os.O_WRONLY)
+        raw = os.open(f"{inst.path}/per_cpu/cpu0/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
+        poller = select.poll()
+        poller.register(raw, select.POLLIN)
+        try:
+            made = _loops(seconds, [(0, lambda: os.write(marker, b"m" * 64), "markers"),
+                                    (last, lambda: poller.poll(10), "polls")])
+        finally:
+            for e in events:
+                write_file(e, "0\n")
+            os.close(raw)
+            os.close(marker)
+    return dict(made, cpus=last + 1)
 
 
 def check_mapped_reader_beside_writer(args: list[str]) -> dict:

@@ -692,13 +692,14 @@ def test_trace_marker_writes_beside_snapshot_swaps_leave_no_splat(trace) -> None
 
 @pytest.mark.guest(cpus=2)
 def test_trace_pipe_raw_reads_beside_snapshot_swaps_leave_no_splat(trace) -> None:
-    """read() of trace_pipe_raw on one CPU and `echo 1 > snapshot` on the other: the reader
-    reloads the instance's buffer pointer (kernel/trace/trace.c tracing_buffers_read(),
-    trace_empty()) while update_max_tr() swaps it with the snapshot's. Both are allowed at
-    once; the kernel log judges (a race kernel reports the data race)."""
+    """read() of trace_pipe_raw and of its CPU's stats on one CPU and `echo 1 > snapshot` on
+    the other: the readers reload the instance's buffer pointer (kernel/trace/trace.c
+    tracing_buffers_read(), trace_empty(), tracing_stats_read()) while update_max_tr() swaps
+    it with the snapshot's. All are allowed at once; the kernel log judges (a race kernel
+    reports the data race)."""
     r = trace("pipe-raw-read-beside-snapshot-swap", "3")
     assert r["cpus"] >= 2, f"the reader and the swapper need two CPUs, the guest has {r['cpus']}"
-    assert r["reads"] + r["refused"] > 0 and r["swaps"] > 0, \
+    assert r["reads"] + r["refused"] > 0 and r["stats"] > 0 and r["swaps"] > 0, \
         f"both sides must run for the race to be asked: {r}"
 
 
@@ -737,14 +738,15 @@ def test_per_cpu_stats_read_beside_a_consuming_reader_leave_no_splat(trace) -> N
 
 @pytest.mark.guest(cpus=2)
 def test_sched_events_enabled_beside_task_switches_leave_no_splat(trace) -> None:
-    """An instance's sched events enabled and disabled on one CPU while the other switches
-    tasks: the events' handlers read the event file's flags without a lock
-    (kernel/trace/trace.c trace_event_buffer_lock_reserve()) while enabling sets them
-    (trace_events.c __ftrace_event_enable_disable()). Allowed; the kernel log judges (a
-    race kernel reports the plain read)."""
+    """An instance's sched events enabled and disabled, and a trigger set and removed on
+    sched_switch, on one CPU while the other switches tasks: the events' handlers read the
+    event file's flags without a lock (kernel/trace/trace.c trace_event_buffer_lock_reserve(),
+    trace_event_buffer_commit()) while enabling (trace_events.c
+    __ftrace_event_enable_disable()) and the trigger's registration set them. Allowed; the
+    kernel log judges (a race kernel reports the plain read)."""
     r = trace("events-enabled-beside-switches", "3")
     assert r["cpus"] >= 2, f"the switches and the flips need two CPUs, the guest has {r['cpus']}"
-    assert r["switches"] > 0 and r["flips"] > 0, \
+    assert r["switches"] > 0 and r["flips"] > 0 and r["triggers"] > 0, \
         f"both sides must run for the race to be asked: {r}"
 
 
@@ -755,6 +757,18 @@ def test_two_trace_marker_writers_on_one_cpu_leave_no_splat(trace) -> None:
     race kernel reports the copies racing)."""
     r = trace("two-marker-writers-on-one-cpu", "3")
     assert r["first"] > 0 and r["second"] > 0, f"both writers must write: {r}"
+
+
+@pytest.mark.guest(cpus=2)
+def test_a_full_waiter_beside_nested_writers_leaves_no_splat(trace) -> None:
+    """A poll() waiting for a buffer_percent-full buffer on one CPU, while the other CPU
+    writes markers in a task and timer and sched events from its interrupts: every commit's
+    rb_wakeups() (kernel/trace/ring_buffer.c) checks the pending full waiter, an interrupt's
+    commit nested in a task's. Allowed at once; the kernel log judges (a race kernel reports
+    a plain access the nesting races)."""
+    r = trace("full-waiter-beside-nested-writers", "3")
+    assert r["cpus"] >= 2, f"the writer and the waiter need two CPUs, the guest has {r['cpus']}"
+    assert r["markers"] > 0 and r["polls"] > 0, f"both sides must run for the race to be asked: {r}"
 
 
 @pytest.mark.guest(cpus=2)

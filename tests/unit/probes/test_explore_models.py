@@ -811,7 +811,7 @@ def _explorer(sequences: dict[int, list[str]], late: dict[int, list[str]] | None
     e = probe_explore.Explorer.__new__(probe_explore.Explorer)
     e.path, e.seed, e.max_steps, e.actors, e.excuses = "pinning", 1, 12, 1, [CHARGE]
     e.world_cls, e.runs, e.steps_run, e.steer, e.loads = _FakeWorld, 0, 0, False, []
-    e.processes, e.splats_had, e.in_replays = False, set(), []
+    e.processes, e.splats_had, e.in_replays, e.as_run = False, set(), [], {}
     e.kmsg = _FakeKmsg(late or {})     # type: ignore[assignment]
 
     def one(setup: dict, steps: list[dict] | None = None, k: int | None = None) -> dict:

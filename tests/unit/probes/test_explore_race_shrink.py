@@ -19,6 +19,7 @@ def _explorer(monkeypatch: pytest.MonkeyPatch, needs: set[int], load: str,
     """An explorer whose 'kernel' fails when the steps hold `needs` and the load `load` runs,
     one replay in `every` (a race: some schedules only)."""
     e = probe_explore.Explorer.__new__(probe_explore.Explorer)
+    e.as_run = {}
     replays: list[int] = []
     tick = itertools.count()
 
@@ -78,7 +79,7 @@ def test_a_load_the_race_needs_lends_its_traits_to_the_failure(
     """The subbuf load flips the sub-buffer size: a race that needs it did what the known
     issue of that flip names (subbuf-changed-with-events), though no step of it did."""
     e = probe_explore.Explorer.__new__(probe_explore.Explorer)
-    e.path, e.actors, e.excuses = "trace-mmap", 2, []
+    e.path, e.actors, e.excuses, e.as_run = "trace-mmap", 2, [], {}
     e.world_cls = probe_explore.world_of("trace-mmap")
     setup = {"buffer_kb": 8, "subbuf_kb": 4, "load": [["marker", 1], ["subbuf", 1]]}
     monkeypatch.setattr(e, "shrink_race", lambda *a: (setup, [], ["subbuf"]))
@@ -107,6 +108,7 @@ def test_a_splat_a_shrinks_replay_showed_beside_its_own_is_a_failure_of_its_own(
     once, in a replay of another failure's shrink, and was dropped with that replay."""
     e = probe_explore.Explorer.__new__(probe_explore.Explorer)
     e.splats_had, e.in_replays, e.excuses, e.actors, e.path = set(), [], [], 2, "trace-mmap"
+    e.as_run = {}
     own = "WARNING: CPU: 0 PID: 7 at kernel/trace/ring_buffer.c:842 ring_buffer_nr_dirty_pages+0x1/0x2"
     new = "BUG: KCSAN: data-race in rb_advance_reader / rb_update_meta_page"
     e.splats_had.add(probe_explore.splat_key([own]))
@@ -129,3 +131,25 @@ def test_a_splat_a_shrinks_replay_showed_beside_its_own_is_a_failure_of_its_own(
     assert kept["failure"]["got"] == new and kept["failure"]["at"] == "kernel log, in a replay"
     assert (kept["sequence"], kept["shrink_s"]) == (4, 0.0)
     assert e.in_replays == [] and e.kept_in_replays(5, seen) == [], "each splat once"
+
+
+def test_a_race_is_named_by_what_its_steps_did_as_they_ran() -> None:
+    """Races round 6: actor 0 armed a snapshot trigger (refused as run: another actor's
+    mapping was live), then mapped and moved the meta page. The model's own answers refuse
+    the mmap() after an arm, so `moved` went unnamed and the moved mapping's
+    put_snapshot_map WARN (trace-mmap-dofork-mapped-count) stood unbound. One actor's steps
+    keep the model's answers only: a kernel's wrong answer lends no trait."""
+    world = probe_explore.world_of("trace-mmap")
+    env = {"ncpus": 2, "instance": "x", "has_snapshot": True, "has_subbuf": True,
+           "has_trigger": True, "buffer_kb": 128, "subbuf_kb": 4}
+    steps = [{"id": 0, "op": "trigger", "args": {"action": "arm"}, "result": "EBUSY"},
+             {"id": 1, "op": "open", "args": {"cpu": 0, "mode": "r"}, "result": "ok"},
+             {"id": 2, "op": "mmap", "args": {"fd": "@1", "prot": "r", "share": "shared",
+                                              "what": "meta"}, "result": "ok"},
+             {"id": 3, "op": "mremap", "args": {"how": "move", "vma": "@2"}, "result": "ok"}]
+    actor = [dict(s, actor=0) for s in steps]
+    assert "moved" in probe_explore.traits(world, "trace-mmap", env, actor)
+    assert "moved" not in probe_explore.traits(world, "trace-mmap", env, steps), \
+        "one actor alone: the model's answers"
+    bare = [{k: v for k, v in s.items() if k != "result"} for s in actor]
+    assert "moved" not in probe_explore.traits(world, "trace-mmap", env, bare)
