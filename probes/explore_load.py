@@ -256,16 +256,21 @@ def _other_cpu() -> int:
 
 
 AUX_PAGES, AUX_PERIOD_US = 16, 100      # ringlab_aux: attr.config1 is the tick in us (>= 100)
+# ringlab_aux's config bits 56-63: each transaction held open 5 x 10 us, half of each tick, so
+# the AUX area's last munmap on the other vCPU meets one in flight about one time in two
+# (a single-threaded TCG guest switches vCPUs every ~3.6 ms; a bare transaction lasts a few us)
+AUX_HOLD = 5 << 56
 
 
 def _aux_start(env: dict) -> dict:
     """The test PMU's event on the other CPU, enabled, ticking every 100 us in hard irq
-    (ringlab_aux's rl_tick(): perf_aux_output_begin() .. perf_aux_output_end()), its data
-    area mapped once and its AUX area placed after it (race mutant 069's recipe)."""
+    (ringlab_aux's rl_tick(): perf_aux_output_begin() .. perf_aux_output_end(), held open
+    50 us), its data area mapped once and its AUX area placed after it (race mutant 069's
+    recipe)."""
     import perf_abi as perf
     from perf_events import test_pmu_type
     page = os.sysconf("SC_PAGE_SIZE")
-    a = perf.attr(test_pmu_type("ringlab_aux"), 4096, flags=0)     # 4 KiB chunks, enabled
+    a = perf.attr(test_pmu_type("ringlab_aux"), 4096 | AUX_HOLD, flags=0)  # 4 KiB chunks, on
     a.config1 = AUX_PERIOD_US
     fd = perf.perf_event_open(a, pid=-1, cpu=_other_cpu())
     data = mmap.mmap(fd, 9 * page)

@@ -16,6 +16,12 @@
  *           bit     32  set PERF_AUX_FLAG_PARTIAL on every record
  *           bit     33  set PERF_AUX_FLAG_COLLISION on every record
  *           bits 40-55  stop after this many chunks (0: never)
+ *           bits 56-63  hold each transaction open this many times 10 us between
+ *                       perf_aux_output_begin() and perf_aux_output_end(), as a slow
+ *                       PMU's handler does (less than the period): a race with the AUX
+ *                       area's teardown on another CPU meets a transaction in flight
+ *                       (race mutant 069), which a single-threaded TCG guest's turns of
+ *                       about 3.6 ms otherwise almost never catch
  *   config1             period in microseconds (0: 1000; at least 100)
  *
  * A second PMU, ringlab_aux_contig, is the same PMU with what a tracing PMU without
@@ -28,6 +34,7 @@
  *                       8-byte units (ringlab_aux_contig only; not in overwrite mode)
  * It has event_unmapped, so its events cannot be revoked: `unregister` is the first PMU's.
  */
+#include <linux/delay.h>
 #include <linux/hrtimer.h>
 #include <linux/module.h>
 #include <linux/perf_event.h>
@@ -58,8 +65,11 @@ static void rl_timer_setup(struct hrtimer *timer)
 #define RL_MAX_MASK		0xffffULL
 #define RL_SKIP_SHIFT		24
 #define RL_SKIP_MASK		0xffULL
+#define RL_HOLD_SHIFT		56
+#define RL_HOLD_MASK		0xffULL
+#define RL_HOLD_UNIT_US		10
 #define RL_CONFIG_MASK		(RL_CHUNK_MASK | RL_PARTIAL | RL_COLLISION | \
-				 (RL_MAX_MASK << RL_MAX_SHIFT))
+				 (RL_MAX_MASK << RL_MAX_SHIFT) | (RL_HOLD_MASK << RL_HOLD_SHIFT))
 #define RL_CONTIG_CONFIG_MASK	(RL_CONFIG_MASK | (RL_SKIP_MASK << RL_SKIP_SHIFT))
 
 static unsigned int default_period_us = 1000;
@@ -76,6 +86,7 @@ struct rl_event {
 	u32 chunk;
 	u32 skip;		/* bytes skipped before each chunk (ringlab_aux_contig) */
 	u32 min_pages;		/* setup_aux() refuses fewer (ringlab_aux_contig) */
+	u32 hold_us;		/* each transaction held open this long */
 };
 
 struct rl_buf {
@@ -139,6 +150,8 @@ static enum hrtimer_restart rl_tick(struct hrtimer *timer)
 			perf_aux_output_flag(&handle, PERF_AUX_FLAG_TRUNCATED);
 		}
 		rl_write(buf, head, len);
+		if (s->hold_us)
+			udelay(s->hold_us);
 		if (s->flags)
 			perf_aux_output_flag(&handle, s->flags);
 		if (buf->overwrite)
@@ -209,7 +222,8 @@ static int rl_event_init(struct perf_event *event)
 	if (!contig && event->attr.config2)
 		return -EINVAL;
 	chunk = config & RL_CHUNK_MASK ?: PAGE_SIZE;
-	if (chunk % sizeof(u64) || period_us < 100)
+	if (chunk % sizeof(u64) || period_us < 100 ||
+	    ((config >> RL_HOLD_SHIFT) & RL_HOLD_MASK) * RL_HOLD_UNIT_US >= period_us)
 		return -EINVAL;
 
 	s = kzalloc(sizeof(*s), GFP_KERNEL);
@@ -224,6 +238,7 @@ static int rl_event_init(struct perf_event *event)
 		   (config & RL_COLLISION ? PERF_AUX_FLAG_COLLISION : 0);
 	s->skip = ((config >> RL_SKIP_SHIFT) & RL_SKIP_MASK) * sizeof(u64);
 	s->min_pages = min_t(u64, event->attr.config2, INT_MAX);
+	s->hold_us = ((config >> RL_HOLD_SHIFT) & RL_HOLD_MASK) * RL_HOLD_UNIT_US;
 	event->pmu_private = s;
 	event->destroy = rl_destroy;
 	return 0;
