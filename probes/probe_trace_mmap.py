@@ -1213,10 +1213,11 @@ def _snapshot_allocated(inst: Instance) -> Iterator[int]:
 
 
 def check_pipe_raw_read_beside_snapshot_swap(args: list[str]) -> dict:
-    """Non-blocking read()s of CPU 0's (empty) trace_pipe_raw and reads of its stats file on
-    CPU 0, while `echo 1 > snapshot` swaps the instance's buffer with its snapshot from the
-    last CPU, for a few seconds: tracing_buffers_read(), trace_empty() and
-    tracing_stats_read() reload tr->array_buffer.buffer against update_max_tr()'s swap. No
+    """Non-blocking read()s of CPU 0's (empty) trace_pipe_raw, GET_READERs of it unmapped
+    (ENODEV) and reads of its stats file on CPU 0, while `echo 1 > snapshot` swaps the
+    instance's buffer with its snapshot from the last CPU, for a few seconds:
+    tracing_buffers_read(), trace_empty(), tracing_buffers_ioctl() and tracing_stats_read()
+    reload tr->array_buffer.buffer against update_max_tr()'s swap. No
     marker written: that writer races the swap too (trace-marker-write-races-snapshot-swap,
     a symptom of its own). How many of each; a data race there is the kernel log's (a race
     kernel's KCSAN), judged by the plugin."""
@@ -1229,6 +1230,8 @@ def check_pipe_raw_read_beside_snapshot_swap(args: list[str]) -> dict:
         try:    # each read() of the empty buffer is EAGAIN: counted as refused
             made = _loops(seconds, [(0, lambda: os.read(raw, page), "reads"),
                                     (0, lambda: os.pread(stats, page, 0), "stats"),
+                                    (0, lambda: fcntl.ioctl(raw, abi.TRACE_MMAP_IOCTL_GET_READER),
+                                     "get_readers"),
                                     (last, lambda: os.write(snap, b"1"), "swaps")])
         finally:
             os.close(stats)

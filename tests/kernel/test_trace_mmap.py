@@ -692,9 +692,10 @@ def test_trace_marker_writes_beside_snapshot_swaps_leave_no_splat(trace) -> None
 
 @pytest.mark.guest(cpus=2)
 def test_trace_pipe_raw_reads_beside_snapshot_swaps_leave_no_splat(trace) -> None:
-    """read() of trace_pipe_raw and of its CPU's stats on one CPU and `echo 1 > snapshot` on
-    the other: the readers reload the instance's buffer pointer (kernel/trace/trace.c
-    tracing_buffers_read(), trace_empty(), tracing_stats_read()) while update_max_tr() swaps
+    """read() and GET_READER (unmapped: ENODEV) of trace_pipe_raw and reads of its CPU's
+    stats on one CPU and `echo 1 > snapshot` on the other: the readers reload the instance's
+    buffer pointer (kernel/trace/trace.c tracing_buffers_read(), trace_empty(),
+    tracing_buffers_ioctl(), tracing_stats_read()) while update_max_tr() swaps
     it with the snapshot's. All are allowed at once; the kernel log judges (a race kernel
     reports the data race)."""
     r = trace("pipe-raw-read-beside-snapshot-swap", "3")
