@@ -82,12 +82,16 @@ def traits(world_cls: Any, path: str, env: dict, steps: list[dict]) -> set[str]:
     after another, and, for actors and loads at once (whose interleaving the model cannot
     know), also as they ran where the steps carry their results (races round 6: a shrunk
     race's mremap() that the model's own answers refused, so `moved` was never named and a
-    known issue's WARN stood unbound). One actor's steps get the model's answers only: a
-    kernel's wrong answer must not lend a trait that excuses it."""
+    known issue's WARN stood unbound). One actor's steps as run lend only
+    `refused-OP-accepted`, the wrong answer that is a known issue's own symptom: any other
+    trait of a kernel's wrong answer could excuse it."""
     found = explore_ops.traits(world_cls.model(path, env), steps)
+    if not any(isinstance(s.get("result"), str) for s in steps):
+        return found
+    as_run = explore_ops.traits_as_run(world_cls.model(path, env), steps)
     if env.get("load") or any("actor" in s for s in steps):
-        found |= explore_ops.traits_as_run(world_cls.model(path, env), steps)
-    return found
+        return found | as_run
+    return found | {t for t in as_run if explore_ops.ACCEPTED.match(t)}
 
 
 def simpler(world_cls: Any) -> Callable[[dict], list[dict]]:
@@ -491,8 +495,7 @@ class Explorer:
         self.note_splats(setup, out)
         if out["failure"] is None or out["failure"]["check"] != check:
             return False
-        if setup.get("load") or any("actor" in s for s in steps):
-            self.as_run[_run_key(setup, steps)] = out["steps"]
+        self.as_run[_run_key(setup, steps)] = out["steps"]
         return known is None or self.is_excused(setup, out, check, out["steps"]) == known
 
     def kept_in_replays(self, k: int, seen: dict[str, int]) -> list[dict]:
@@ -735,8 +738,10 @@ class Explorer:
                 setup, s, f["check"], known if self.excuses else None),
                 deadline=time.monotonic() + shrink_s, simpler=simpler(self.world_cls))
             record["shrunk"] = renumber(steps)
-            record["traits"] = sorted(traits(self.world_cls, self.path, env,
-                                                         record["shrunk"]))
+            # as the shrunk sequence last ran: a wrong "ok" there names its known issue
+            ran = self.as_run.get(_run_key(setup, steps), steps)
+            record["traits"] = sorted(traits(self.world_cls, self.path, env, ran))
+        self.as_run.clear()     # this failure's replays: the next one shrinks its own
         return record
 
 
@@ -784,7 +789,8 @@ def _drop_steps(current: list[dict], fails: Callable[[list[dict]], bool],
 
 def _run_key(setup: dict, steps: list[dict]) -> str:
     """A replay's schedule and steps, as the key of its steps as run (with results)."""
-    return json.dumps([setup.get("load", []), [s["id"] for s in steps]])
+    return json.dumps([setup.get("load", []), [(s["id"], s["op"], s.get("args"))
+                                               for s in steps]], sort_keys=True)
 
 
 def renumber(steps: list[dict]) -> list[dict]:

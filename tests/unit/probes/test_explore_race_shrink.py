@@ -153,3 +153,21 @@ def test_a_race_is_named_by_what_its_steps_did_as_they_ran() -> None:
         "one actor alone: the model's answers"
     bare = [{k: v for k, v in s.items() if k != "result"} for s in actor]
     assert "moved" not in probe_explore.traits(world, "trace-mmap", env, bare)
+
+
+def test_a_refused_mapping_the_kernel_accepted_is_named_as_run_and_nothing_else_is() -> None:
+    """trace-mmap-first-map-error-dropped's symptom: a MAP_PRIVATE mapping (refused whatever
+    came before) answered "ok". One actor's steps as run lend that trait only; with actors,
+    a refused mmap answered as refused lends nothing of the kind (race mutant 067's WARN,
+    round 6, was excused by a refused first map that the kernel had refused)."""
+    world = probe_explore.world_of("trace-mmap")
+    env = {"ncpus": 2, "instance": "x", "has_snapshot": True, "has_subbuf": True,
+           "has_trigger": True, "buffer_kb": 128, "subbuf_kb": 4}
+    private = {"id": 1, "op": "mmap", "args": {"fd": "@0", "prot": "r", "share": "private",
+                                               "what": "all"}}
+    opened = {"id": 0, "op": "open", "args": {"cpu": 0, "mode": "r"}, "result": "ok"}
+    accepted = probe_explore.traits(world, "trace-mmap", env, [opened, dict(private, result="ok")])
+    assert "refused-mmap-accepted" in accepted
+    refused = probe_explore.traits(world, "trace-mmap", env, [
+        dict(opened, actor=0), dict(private, result="EINVAL", actor=0)])
+    assert "refused-mmap-accepted" not in refused and "refused-first-map" in refused
