@@ -468,7 +468,7 @@ def _call_fork(world: World, sid: int, a: Args) -> str:
     """A child that reads the first byte of every mapping it inherited and says how many
     (VM_DONTCOPY: none unless MADV_DOFORK let it through)."""
     import probelib
-    return probelib.fork_inheriting([(r.addr, r.length) for r in world.vmas.values()])
+    return probelib.fork_inheriting([(r.addr, r.length) for r in list(world.vmas.values())])
 
 
 FORK = Op(

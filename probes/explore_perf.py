@@ -1032,7 +1032,7 @@ def _call_aux_run(w: PerfWorld, sid: int, a: Args) -> str:
     import time
     event = ref_id(a["event"]) or 0
     fd = w.fd(a["event"])
-    data = next(r for r in w.vmas.values() if r.event == event and r.rw_data)
+    data = next(r for r in list(w.vmas.values()) if r.event == event and r.rw_data)
     budget = w.budgets[event]
     fcntl.ioctl(fd, perf_abi.PERF_EVENT_IOC_ENABLE)
     try:

@@ -728,7 +728,11 @@ class Explorer:
             # (races round 5: a 1-in-N WARN whose replays never failed kept every load, and
             # lent none of their traits)
             left = [name for name, _ in small_setup.get("load", [])]
-            ran = self.as_run.get(_run_key(small_setup, small), small)
+            # as it last ran: the shrink's last failing replay, or this run when nothing was
+            # dropped (a splat kept from another's replay is not shrunk: its run is `out`)
+            ran = self.as_run.get(_run_key(small_setup, small),
+                                  out["steps"] if small_setup == setup and len(small) == len(steps)
+                                  else small)
             record["traits"] = sorted(set().union(*(traits(
                 self.world_cls, self.path, env, [s for s in ran if s.get("actor", 0) == i])
                 for i in range(self.actors_in(ran))), *(

@@ -171,3 +171,27 @@ def test_a_refused_mapping_the_kernel_accepted_is_named_as_run_and_nothing_else_
     refused = probe_explore.traits(world, "trace-mmap", env, [
         dict(opened, actor=0), dict(private, result="EINVAL", actor=0)])
     assert "refused-mmap-accepted" not in refused and "refused-first-map" in refused
+
+
+def test_a_race_kept_unshrunk_takes_its_traits_from_its_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A splat kept from another failure's replay is not shrunk (races round 6: the moved
+    mapping's tracing_buffers_mmap_close WARN, 'in a replay', stood unbound): its traits are
+    those of the run it came from, results and all."""
+    e = probe_explore.Explorer.__new__(probe_explore.Explorer)
+    e.path, e.actors, e.excuses, e.as_run = "trace-mmap", 2, [], {}
+    e.world_cls = probe_explore.world_of("trace-mmap")
+    setup = {"buffer_kb": 128, "subbuf_kb": 4, "load": [["snapshot", 1]]}
+    ran = [{"id": 0, "op": "trigger", "args": {"action": "arm"}, "result": "EBUSY"},
+           {"id": 1, "op": "open", "args": {"cpu": 0, "mode": "r"}, "result": "ok"},
+           {"id": 2, "op": "mmap", "args": {"fd": "@1", "prot": "r", "share": "shared",
+                                            "what": "meta"}, "result": "ok"},
+           {"id": 3, "op": "mremap", "args": {"how": "move", "vma": "@2"}, "result": "ok"}]
+    ran = [dict(s, actor=0) for s in ran]
+    bare = [{k: v for k, v in s.items() if k != "result"} for s in ran]
+    monkeypatch.setattr(e, "shrink_race", lambda *a: (setup, bare, []))
+    out = {"steps": ran, "env": {"ncpus": 2, "instance": "x", "has_snapshot": True,
+                                 "has_subbuf": True, "has_trigger": True},
+           "failure": {"check": "splat:WARNING", "at": "kernel log, in a replay",
+                       "expected": "no splat", "got": "x"}}
+    assert "moved" in e._kept(7, setup, out, False, 0.0)["traits"]
