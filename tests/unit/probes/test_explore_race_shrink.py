@@ -195,3 +195,21 @@ def test_a_race_kept_unshrunk_takes_its_traits_from_its_run(
            "failure": {"check": "splat:WARNING", "at": "kernel log, in a replay",
                        "expected": "no splat", "got": "x"}}
     assert "moved" in e._kept(7, setup, out, False, 0.0)["traits"]
+
+
+def test_a_races_splat_is_its_failure_before_a_failed_end_state() -> None:
+    """Race mutant 070, round 6: its KCSAN report rode on a known issue's allowance failure
+    at the end state (judged after every step), was shrunk as that failure, lost the loads
+    it needs, and never replayed. With actors or loads, the splat is the failure; one
+    actor's failed step stays the failure, the splat kept beside it."""
+    splat = ["BUG: KCSAN: data-race in perf_output_begin_forward+0x23f/0x710"]
+    end = {"steps": [], "failure": probe_explore.failure("allowance", "end", "ok", "EPERM")}
+    out = probe_explore.with_splat(dict(end), splat, concurrent=True)
+    assert out["failure"]["check"] == probe_explore.splat_key(splat) and out["kmsg"] == splat
+    alone = probe_explore.with_splat(dict(end), splat, concurrent=False)
+    assert alone["failure"]["check"] == "allowance" and alone["kmsg"] == splat
+    step = {"steps": [], "failure": probe_explore.failure("result:mmap", "step 3", "EINVAL", "ok")}
+    assert probe_explore.with_splat(step, splat, concurrent=True)["failure"]["check"] == \
+        "result:mmap"
+    clean = probe_explore.with_splat({"steps": [], "failure": None}, [], concurrent=True)
+    assert clean["failure"] is None and "kmsg" not in clean
