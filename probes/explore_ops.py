@@ -198,14 +198,17 @@ def traits(model: Model, steps: list[dict]) -> set[str]:
     return model.traits
 
 
-def traits_as_run(model: Model, steps: list[dict]) -> set[str]:
+def traits_as_run(model: Model, steps: list[dict], accepted: bool = True) -> set[str]:
     """What the sequence did as it ran: each step applied with the result it got where it
     carries one (an actor's step, answered as the schedule had it: a snapshot trigger
     refused because another actor's mapping was live, so this actor's mmap() and mremap()
     went through, which the model's own answers would not have), else with the model's. A
     step the kernel answered "ok" where the model refuses it whatever the schedule did is
-    named `refused-OP-accepted`: the symptom of a known issue that accepts what it must
-    refuse (trace-mmap-first-map-error-dropped), and no other's."""
+    named `refused-OP-accepted` (with `accepted`): the symptom of a known issue that accepts
+    what it must refuse (trace-mmap-first-map-error-dropped), and no other's. Only for one
+    actor's steps: an actor's model does not see the other's mappings, so its refusals are
+    not the kernel's to keep (races round 6: GET_READER "refused" on a CPU the other actor
+    had mapped)."""
     for step in steps:
         if not model.valid(step):
             continue
@@ -213,7 +216,7 @@ def traits_as_run(model: Model, steps: list[dict]) -> set[str]:
         result = step.get("result")
         if not isinstance(result, str):
             result = "ok" if "ok" in allowed else allowed[0]
-        elif result == "ok" and "ok" not in allowed:
+        elif accepted and result == "ok" and "ok" not in allowed:
             model.traits.add(f"refused-{step['op']}-accepted")
         model.apply(step, result)
     return model.traits

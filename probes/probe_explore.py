@@ -84,14 +84,16 @@ def traits(world_cls: Any, path: str, env: dict, steps: list[dict]) -> set[str]:
     race's mremap() that the model's own answers refused, so `moved` was never named and a
     known issue's WARN stood unbound). One actor's steps as run lend only
     `refused-OP-accepted`, the wrong answer that is a known issue's own symptom: any other
-    trait of a kernel's wrong answer could excuse it."""
+    trait of a kernel's wrong answer could excuse it; actors' steps never lend that one
+    (an actor's model does not see the other's objects)."""
     found = explore_ops.traits(world_cls.model(path, env), steps)
     if not any(isinstance(s.get("result"), str) for s in steps):
         return found
-    as_run = explore_ops.traits_as_run(world_cls.model(path, env), steps)
     if env.get("load") or any("actor" in s for s in steps):
-        return found | as_run
-    return found | {t for t in as_run if explore_ops.ACCEPTED.match(t)}
+        return found | explore_ops.traits_as_run(world_cls.model(path, env), steps,
+                                                 accepted=False)
+    return found | {t for t in explore_ops.traits_as_run(world_cls.model(path, env), steps)
+                    if explore_ops.ACCEPTED.match(t)}
 
 
 def simpler(world_cls: Any) -> Callable[[dict], list[dict]]:
