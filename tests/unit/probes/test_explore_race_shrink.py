@@ -133,6 +133,15 @@ def test_a_splat_a_shrinks_replay_showed_beside_its_own_is_a_failure_of_its_own(
     assert e.in_replays == [] and e.kept_in_replays(5, seen) == [], "each splat once"
 
 
+def _moved_after_a_refused_arm() -> list[dict]:
+    """A snapshot trigger refused as run, then the meta page mapped and moved: as run."""
+    return [{"id": 0, "op": "trigger", "args": {"action": "arm"}, "result": "EBUSY"},
+            {"id": 1, "op": "open", "args": {"cpu": 0, "mode": "r"}, "result": "ok"},
+            {"id": 2, "op": "mmap", "args": {"fd": "@1", "prot": "r", "share": "shared",
+                                             "what": "meta"}, "result": "ok"},
+            {"id": 3, "op": "mremap", "args": {"how": "move", "vma": "@2"}, "result": "ok"}]
+
+
 def test_a_race_is_named_by_what_its_steps_did_as_they_ran() -> None:
     """Races round 6: actor 0 armed a snapshot trigger (refused as run: another actor's
     mapping was live), then mapped and moved the meta page. The model's own answers refuse
@@ -142,11 +151,7 @@ def test_a_race_is_named_by_what_its_steps_did_as_they_ran() -> None:
     world = probe_explore.world_of("trace-mmap")
     env = {"ncpus": 2, "instance": "x", "has_snapshot": True, "has_subbuf": True,
            "has_trigger": True, "buffer_kb": 128, "subbuf_kb": 4}
-    steps = [{"id": 0, "op": "trigger", "args": {"action": "arm"}, "result": "EBUSY"},
-             {"id": 1, "op": "open", "args": {"cpu": 0, "mode": "r"}, "result": "ok"},
-             {"id": 2, "op": "mmap", "args": {"fd": "@1", "prot": "r", "share": "shared",
-                                              "what": "meta"}, "result": "ok"},
-             {"id": 3, "op": "mremap", "args": {"how": "move", "vma": "@2"}, "result": "ok"}]
+    steps = _moved_after_a_refused_arm()
     actor = [dict(s, actor=0) for s in steps]
     assert "moved" in probe_explore.traits(world, "trace-mmap", env, actor)
     assert "moved" not in probe_explore.traits(world, "trace-mmap", env, steps), \
@@ -187,12 +192,7 @@ def test_a_race_kept_unshrunk_takes_its_traits_from_its_run(
     e.path, e.actors, e.excuses, e.as_run = "trace-mmap", 2, [], {}
     e.world_cls = probe_explore.world_of("trace-mmap")
     setup = {"buffer_kb": 128, "subbuf_kb": 4, "load": [["snapshot", 1]]}
-    ran = [{"id": 0, "op": "trigger", "args": {"action": "arm"}, "result": "EBUSY"},
-           {"id": 1, "op": "open", "args": {"cpu": 0, "mode": "r"}, "result": "ok"},
-           {"id": 2, "op": "mmap", "args": {"fd": "@1", "prot": "r", "share": "shared",
-                                            "what": "meta"}, "result": "ok"},
-           {"id": 3, "op": "mremap", "args": {"how": "move", "vma": "@2"}, "result": "ok"}]
-    ran = [dict(s, actor=0) for s in ran]
+    ran = [dict(s, actor=0) for s in _moved_after_a_refused_arm()]
     bare = [{k: v for k, v in s.items() if k != "result"} for s in ran]
     monkeypatch.setattr(e, "shrink_race", lambda *a: (setup, bare, []))
     out = {"steps": ran, "env": {"ncpus": 2, "instance": "x", "has_snapshot": True,
